@@ -1,0 +1,123 @@
+"""Errors raised by icesink.
+
+Every error has a stable code (``ICESINK-...``) at the start of its message, so an
+error raised inside a Spark executor, which reaches the driver only as text inside a
+Python traceback, is still recognisable there (see :func:`find_error_code`). Each class
+says whether retrying the same operation can succeed, and carries the context an
+operator needs: table, batch id, path.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, ClassVar
+
+_CODE_PATTERN = re.compile(r"\bICESINK-([A-Z]+(?:-[A-Z]+)*)\b")
+
+
+class SinkError(Exception):
+    """Base class of every icesink error.
+
+    Args:
+        message: What failed and with which values.
+        hint: How to fix it; appended to the message as ``hint: ...``.
+        **context: Identifying values (``table``, ``batch_id``, ``path``, ...), kept on
+            the instance and shown in the message.
+    """
+
+    code: ClassVar[str] = "ERROR"
+    retryable: ClassVar[bool] = False
+
+    def __init__(self, message: str, *, hint: str | None = None, **context: Any) -> None:
+        self.message = message
+        self.hint = hint
+        self.context = {k: v for k, v in context.items() if v is not None}
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        text = f"ICESINK-{self.code}: {self.message}"
+        if self.context:
+            text += " [" + ", ".join(f"{k}={v}" for k, v in self.context.items()) + "]"
+        if self.hint:
+            text += f"; hint: {self.hint}"
+        return text
+
+
+class ConfigError(SinkError):
+    """A sink option is missing, unknown or has a value that is not accepted."""
+
+    code = "CONFIG"
+
+
+class CatalogError(SinkError):
+    """The catalog cannot be loaded or reached, or the table cannot be created."""
+
+    code = "CATALOG"
+    retryable = True
+
+
+class PartitionSpecError(ConfigError):
+    """The ``partition-by`` option does not describe a valid spec for the table."""
+
+    code = "PARTITION-SPEC"
+
+
+class SchemaError(SinkError):
+    """The batch's schema cannot be written to the table (and evolution cannot help)."""
+
+    code = "SCHEMA"
+
+
+class BadRecordError(SinkError):
+    """A value cannot be converted to the table's type and ``on-bad-record=fail``."""
+
+    code = "BAD-RECORD"
+
+
+class WriteError(SinkError):
+    """Writing data files in an executor failed."""
+
+    code = "WRITE"
+    retryable = True
+
+
+class CommitConflictError(SinkError):
+    """A commit kept conflicting with concurrent writers after every retry."""
+
+    code = "COMMIT-CONFLICT"
+    retryable = True
+
+
+class CommitError(SinkError):
+    """A commit failed for a reason other than a conflict."""
+
+    code = "COMMIT"
+
+
+class SelfCheckError(SinkError):
+    """A start-up self-check (for example of the bucket hash) found a mismatch."""
+
+    code = "SELF-CHECK"
+
+
+_BY_CODE: dict[str, type[SinkError]] = {
+    cls.code: cls
+    for cls in (
+        SinkError,
+        ConfigError,
+        CatalogError,
+        PartitionSpecError,
+        SchemaError,
+        BadRecordError,
+        WriteError,
+        CommitConflictError,
+        CommitError,
+        SelfCheckError,
+    )
+}
+
+
+def find_error_code(text: str) -> type[SinkError] | None:
+    """Return the icesink error class whose code appears in ``text`` (e.g. an executor traceback)."""
+    match = _CODE_PATTERN.search(text)
+    return _BY_CODE.get(match.group(1)) if match else None

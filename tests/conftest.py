@@ -1,0 +1,52 @@
+"""Shared fixtures: one local SparkSession per test session, SQLite catalogs in tmp_path."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# Python workers must run the interpreter of the tests (the virtual environment's).
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """One local[2] SparkSession shared by the whole test session."""
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("icesink-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.memory", "2g")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture()
+def warehouse(tmp_path: Path) -> Path:
+    path = tmp_path / "warehouse"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture()
+def catalog_options(tmp_path: Path, warehouse: Path) -> dict[str, str]:
+    """Sink options for an embedded SQLite catalog and a local warehouse in tmp_path."""
+    return {
+        "catalog.name": "test",
+        "catalog.type": "sql",
+        "catalog.uri": f"sqlite:///{tmp_path / 'catalog.db'}",
+        "catalog.warehouse": f"file://{warehouse}",
+    }
