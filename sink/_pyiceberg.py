@@ -1,0 +1,69 @@
+"""The only module that reaches into pyiceberg's internals.
+
+pyiceberg (0.12) has no public API for some of what a distributed writer needs:
+Parquet footer statistics in Iceberg form, the partition value representation and
+the schema conversion from Arrow without ids. Everything of that kind is imported
+here, so a pyiceberg upgrade that moves them breaks in one place.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pyarrow.parquet as pq
+from pyiceberg.io import FileIO
+from pyiceberg.io.pyarrow import (
+    compute_statistics_plan,
+    data_file_statistics_from_parquet_metadata,
+    parquet_path_to_id_mapping,
+)
+from pyiceberg.partitioning import _to_partition_representation
+from pyiceberg.schema import Schema
+from pyiceberg.types import IcebergType
+
+
+def footer_statistics(
+    metadata: pq.FileMetaData, schema: Schema, table_properties: dict[str, str]
+) -> dict[str, Any]:
+    """Iceberg data-file statistics from a Parquet footer, serialized as pyiceberg's ``DataFile`` takes them.
+
+    Returns:
+        ``record_count``, ``column_sizes``, ``value_counts``, ``null_value_counts``,
+        ``nan_value_counts``, ``lower_bounds``, ``upper_bounds`` (bytes in Iceberg's
+        single-value serialization) and ``split_offsets``.
+    """
+    stats = data_file_statistics_from_parquet_metadata(
+        parquet_metadata=metadata,
+        stats_columns=compute_statistics_plan(schema, table_properties),
+        parquet_column_mapping=parquet_path_to_id_mapping(schema),
+    )
+    return stats.to_serialized_dict()
+
+
+def partition_representation(source_type: IcebergType, value: Any) -> Any:
+    """Iceberg's internal representation of a partition value (dates as days, timestamps as micros)."""
+    return _to_partition_representation(source_type, value)
+
+
+def list_files(io: FileIO, location: str) -> list[str]:
+    """Every file below ``location``, as full URIs, through the FileIO's own file system."""
+    return [path for path, _ in list_files_with_mtime(io, location)]
+
+
+def list_files_with_mtime(io: FileIO, location: str) -> list[tuple[str, datetime.datetime | None]]:
+    """Every file below ``location`` with its modification time (``None`` where unknown).
+
+    Raises:
+        TypeError: ``io`` is not pyiceberg's PyArrowFileIO (the only one that can list).
+    """
+    from pyarrow.fs import FileSelector, FileType
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+
+    if not isinstance(io, PyArrowFileIO):
+        raise TypeError(f"listing needs PyArrowFileIO, got {type(io).__name__}")
+    scheme, netloc, path = PyArrowFileIO.parse_location(location, io.properties)
+    fs = io.fs_by_scheme(scheme, netloc)
+    infos = fs.get_file_info(FileSelector(path, recursive=True, allow_not_found=True))
+    prefix = f"{scheme}://"
+    return [(prefix + info.path, info.mtime) for info in infos if info.type == FileType.File]

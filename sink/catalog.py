@@ -1,0 +1,91 @@
+"""Catalog access on the driver: load the catalog, load or create the table."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+from pyiceberg.catalog import Catalog, load_catalog
+from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError, TableAlreadyExistsError
+from pyiceberg.table import Table
+from pyspark.sql import types as st
+
+from sink.config import SinkConfig
+from sink.errors import CatalogError, PartitionSpecError
+from sink.partitioning import build_partition_spec, parse_partition_by
+from sink.schema.convert import spark_to_iceberg_schema
+
+logger = logging.getLogger(__name__)
+
+# Properties of tables the sink creates: small, self-cleaning metadata for long streams.
+CREATED_TABLE_PROPERTIES = {
+    "commit.manifest-merge.enabled": "true",
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": "20",
+}
+
+
+def open_catalog(config: SinkConfig) -> Catalog:
+    """Load the configured catalog and check it answers.
+
+    Raises:
+        CatalogError: The catalog cannot be loaded or does not answer; names the catalog.
+    """
+    properties = config.catalog.plain_properties()
+    try:
+        catalog = load_catalog(config.catalog.name, **properties)
+        namespace = config.table.rsplit(".", 1)[0]
+        catalog.list_tables(namespace) if catalog.namespace_exists(namespace) else None
+    except Exception as e:
+        shown = {k: v for k, v in config.catalog.properties.items()}
+        raise CatalogError(
+            f"cannot load catalog {config.catalog.name!r} with properties {shown}: {type(e).__name__}: {e}",
+            hint="check catalog.type, catalog.uri and catalog.warehouse (e.g. catalog.type=sql, "
+            "catalog.uri=sqlite:////path/catalog.db, catalog.warehouse=file:///path/warehouse)",
+        ) from e
+    return catalog
+
+
+def load_table(catalog: Catalog, identifier: str) -> Table | None:
+    """The table, or ``None`` when it does not exist."""
+    try:
+        return catalog.load_table(identifier)
+    except NoSuchTableError:
+        return None
+
+
+def create_table(catalog: Catalog, config: SinkConfig, spark_schema: st.StructType) -> Table:
+    """Create the table from a batch's Spark schema and ``partition-by`` (atomic, race-safe).
+
+    When another writer creates the table first, that table is loaded and used.
+
+    Raises:
+        PartitionSpecError: ``partition-by`` names a missing column or an impossible transform.
+    """
+    schema = spark_to_iceberg_schema(spark_schema)
+    spec = build_partition_spec(parse_partition_by(config.partition_by), schema)
+    namespace = config.table.rsplit(".", 1)[0]
+    with contextlib.suppress(NamespaceAlreadyExistsError):  # created concurrently
+        catalog.create_namespace_if_not_exists(namespace)
+    properties = {**CREATED_TABLE_PROPERTIES, **config.table_properties}
+    try:
+        table = catalog.create_table(config.table, schema=schema, partition_spec=spec, properties=properties)
+    except TableAlreadyExistsError:
+        return catalog.load_table(config.table)
+    logger.info("created table %s (spec %s, schema id %s)", config.table, spec, table.schema().schema_id)
+    return table
+
+
+def validate_partitioning_for(config: SinkConfig, spark_schema: st.StructType) -> None:
+    """Fail early when ``partition-by`` cannot apply to the stream's schema.
+
+    Raises:
+        PartitionSpecError: With the offending term and the available columns.
+    """
+    terms = parse_partition_by(config.partition_by)
+    if not terms:
+        return
+    try:
+        build_partition_spec(terms, spark_to_iceberg_schema(spark_schema))
+    except PartitionSpecError:
+        raise

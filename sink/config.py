@@ -1,0 +1,229 @@
+"""Sink configuration: a frozen, validated pydantic model tree.
+
+Two ways in: ``SinkConfig(...)`` with typed values, or :meth:`SinkConfig.from_options`
+with Spark-style string options (case-insensitive keys), for example::
+
+    SinkConfig.from_options({
+        "table": "analytics.trips",
+        "catalog.type": "sql",
+        "catalog.uri": "sqlite:////data/catalog.db",
+        "catalog.warehouse": "file:///data/warehouse",
+        "partition-by": "day(tpep_pickup_datetime), bucket(16, PULocationID)",
+        "write.target-file-size-bytes": "268435456",
+    })
+
+Every bad value fails here, at construction, with the key, the value and what would
+be accepted, never in the middle of a stream.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+from sink.errors import ConfigError
+
+DEFAULT_CATALOG_NAME = "default"
+DEFAULT_TARGET_FILE_SIZE_BYTES = 512 * 1024 * 1024  # Iceberg's write.target-file-size-bytes default
+DEFAULT_ROW_GROUP_SIZE_BYTES = 128 * 1024 * 1024  # Iceberg's write.parquet.row-group-size-bytes default
+DEFAULT_MEMORY_BUDGET_BYTES = 512 * 1024 * 1024
+DEFAULT_COMPRESSION_CODEC = "zstd"
+DEFAULT_COMMIT_RETRIES = 8
+DEFAULT_COMMIT_MIN_WAIT_MS = 100
+DEFAULT_COMMIT_MAX_WAIT_MS = 10_000
+
+# Catalog properties whose values are credentials: kept as SecretStr, never logged.
+_SECRET_KEY_PATTERN = re.compile(r"(password|secret|token|credential|session-key|access-key)", re.IGNORECASE)
+
+
+class DistributionMode(StrEnum):
+    """How rows are shuffled before writing (Iceberg Spark's ``distribution-mode``)."""
+
+    BUCKET = "bucket"  # Spark partition id == Iceberg bucket id
+    HASH = "hash"  # shuffle by the full partition tuple
+    NONE = "none"  # no shuffle: each task writes what it holds
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class CatalogConfig(_Frozen):
+    """Which Iceberg catalog to use: every ``catalog.*`` option goes to pyiceberg's ``load_catalog``.
+
+    Attributes:
+        name: The catalog's name (``catalog.name``).
+        properties: The other ``catalog.*`` options, ``type``/``uri``/``warehouse`` among them.
+            Credentials are kept as ``SecretStr``.
+    """
+
+    name: str = DEFAULT_CATALOG_NAME
+    properties: dict[str, str | SecretStr] = Field(default_factory=dict)
+
+    @field_validator("properties", mode="before")
+    @classmethod
+    def _hide_secrets(cls, value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            return value
+        return {
+            str(k): SecretStr(v) if isinstance(v, str) and _SECRET_KEY_PATTERN.search(str(k)) else v
+            for k, v in value.items()
+        }
+
+    def plain_properties(self) -> dict[str, str]:
+        """The properties with secrets revealed, for pyiceberg."""
+        return {
+            k: v.get_secret_value() if isinstance(v, SecretStr) else v for k, v in self.properties.items()
+        }
+
+
+class WriteConfig(_Frozen):
+    """How data files are written (executor side)."""
+
+    target_file_size_bytes: int = Field(default=DEFAULT_TARGET_FILE_SIZE_BYTES, ge=1024)
+    row_group_size_bytes: int = Field(default=DEFAULT_ROW_GROUP_SIZE_BYTES, ge=1024)
+    memory_budget_bytes: int = Field(default=DEFAULT_MEMORY_BUDGET_BYTES, ge=1024 * 1024)
+    compression_codec: str = DEFAULT_COMPRESSION_CODEC
+    distribution_mode: DistributionMode | None = None  # None: bucket when the spec has one, else hash
+
+    @field_validator("compression_codec")
+    @classmethod
+    def _known_codec(cls, value: str) -> str:
+        accepted = {"zstd", "snappy", "gzip", "lz4", "brotli", "none", "uncompressed"}
+        if value.lower() not in accepted:
+            raise ValueError(f"must be one of {sorted(accepted)}")
+        return value.lower()
+
+
+class CommitConfig(_Frozen):
+    """How and when the driver commits."""
+
+    retries: int = Field(default=DEFAULT_COMMIT_RETRIES, ge=0, le=100)
+    min_wait_ms: int = Field(default=DEFAULT_COMMIT_MIN_WAIT_MS, ge=0)
+    max_wait_ms: int = Field(default=DEFAULT_COMMIT_MAX_WAIT_MS, ge=0)
+
+
+class SinkConfig(_Frozen):
+    """Everything an :class:`~sink.sink.IcebergSink` needs.
+
+    Attributes:
+        table: Table identifier, ``namespace.name``; created when missing.
+        catalog: The catalog to load.
+        partition_by: Partition spec for a table the sink creates, e.g.
+            ``"day(ts), bucket(16, id)"``. An existing table keeps its own spec.
+        sink_id: Identity recorded with every commit for the replay check. Default:
+            the streaming query's id, which is stable across restarts from one checkpoint.
+        table_properties: Properties for a table the sink creates.
+        write: Data file writing.
+        commit: Commit retries.
+    """
+
+    table: str
+    catalog: CatalogConfig = Field(default_factory=CatalogConfig)
+    partition_by: str | None = None
+    sink_id: str | None = None
+    table_properties: dict[str, str] = Field(default_factory=dict)
+    write: WriteConfig = Field(default_factory=WriteConfig)
+    commit: CommitConfig = Field(default_factory=CommitConfig)
+
+    @field_validator("table")
+    @classmethod
+    def _qualified(cls, value: str) -> str:
+        parts = value.split(".")
+        if len(parts) < 2 or any(not p.strip() for p in parts):
+            raise ValueError("must be a qualified identifier 'namespace.table', e.g. 'analytics.trips'")
+        return value
+
+    @field_validator("sink_id")
+    @classmethod
+    def _safe_sink_id(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[A-Za-z0-9_.-]{1,128}", value):
+            raise ValueError("must be 1-128 characters of letters, digits, '_', '.', '-'")
+        return value
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> SinkConfig:
+        """Build a config from Spark-style string options (keys are case-insensitive).
+
+        Raises:
+            ConfigError: An option is unknown or its value is not accepted; the message
+                names the option, the value and what is accepted.
+        """
+        return _from_options(cls, options)
+
+
+# Option key (lower case) -> (section, field). Iceberg property names where one exists.
+_OPTION_FIELDS: dict[str, tuple[str | None, str]] = {
+    "table": (None, "table"),
+    "partition-by": (None, "partition_by"),
+    "sink-id": (None, "sink_id"),
+    "write.target-file-size-bytes": ("write", "target_file_size_bytes"),
+    "write.parquet.row-group-size-bytes": ("write", "row_group_size_bytes"),
+    "write.parquet.compression-codec": ("write", "compression_codec"),
+    "write.fanout.memory-budget-bytes": ("write", "memory_budget_bytes"),
+    "distribution-mode": ("write", "distribution_mode"),
+    "write.distribution-mode": ("write", "distribution_mode"),
+    "commit.retry.num-retries": ("commit", "retries"),
+    "commit.retry.min-wait-ms": ("commit", "min_wait_ms"),
+    "commit.retry.max-wait-ms": ("commit", "max_wait_ms"),
+}
+_PREFIXES = ("catalog.", "table-property.")
+
+
+def _from_options(cls: type[SinkConfig], options: Mapping[str, Any]) -> SinkConfig:
+    data: dict[str, Any] = {}
+    origin: dict[tuple[str, ...], str] = {}  # pydantic location -> option key, for messages
+    catalog_props: dict[str, str] = {}
+    table_props: dict[str, str] = {}
+    for raw_key, raw_value in options.items():
+        key = str(raw_key).strip().lower()
+        value = raw_value if raw_value is None else str(raw_value)
+        if key == "catalog.name":
+            data.setdefault("catalog", {})["name"] = value
+            origin[("catalog", "name")] = raw_key
+        elif key.startswith("catalog."):
+            # pyiceberg property names are lower case (uri, warehouse, s3.access-key-id, ...)
+            catalog_props[key.removeprefix("catalog.")] = value or ""
+        elif key.startswith("table-property."):
+            table_props[str(raw_key).strip()[len("table-property.") :]] = value or ""
+        elif key in _OPTION_FIELDS:
+            section, field = _OPTION_FIELDS[key]
+            if section is None:
+                data[field] = value
+                origin[(field,)] = raw_key
+            else:
+                data.setdefault(section, {})[field] = value
+                origin[(section, field)] = raw_key
+        else:
+            known = sorted([*_OPTION_FIELDS, "catalog.name", *(p + "*" for p in _PREFIXES)])
+            raise ConfigError(
+                f"unknown option {raw_key!r} (value {raw_value!r})",
+                hint=f"accepted options are {', '.join(known)}",
+            )
+    if catalog_props:
+        data.setdefault("catalog", {})["properties"] = catalog_props
+    if table_props:
+        data["table_properties"] = table_props
+    try:
+        return cls.model_validate(data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        loc = tuple(str(p) for p in first["loc"])
+        key = origin.get(loc, ".".join(loc))
+        value = first.get("input")
+        raise ConfigError(
+            f"invalid value {value!r} for option {key!r}: {first['msg']}",
+            hint=_accepted_hint(loc),
+        ) from e
+
+
+def _accepted_hint(loc: tuple[str, ...]) -> str:
+    if loc and loc[-1] == "distribution_mode":
+        return f"use one of {[m.value for m in DistributionMode]}"
+    if loc == ("table",):
+        return "set 'table' to 'namespace.table'"
+    return "see the option's description in README.md"

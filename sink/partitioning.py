@@ -1,0 +1,166 @@
+"""Parse the ``partition-by`` option into Iceberg partition fields.
+
+Accepted terms, comma separated: ``col`` or ``identity(col)``, ``bucket(N, col)``,
+``truncate(W, col)``, ``year(col)``, ``month(col)``, ``day(col)``, ``hour(col)`` (Spark
+SQL's plural forms ``years``/``months``/``days``/``hours`` too). Column names may be
+dotted paths into structs and may be quoted with backticks.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pyiceberg.partitioning import PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.transforms import (
+    BucketTransform,
+    DayTransform,
+    HourTransform,
+    IdentityTransform,
+    MonthTransform,
+    Transform,
+    TruncateTransform,
+    YearTransform,
+)
+
+from sink.errors import PartitionSpecError
+
+_TERM = re.compile(r"^\s*(?:(?P<fn>[A-Za-z_]+)\s*\((?P<args>[^()]*)\)|(?P<col>[^(),]+?))\s*$")
+_UNARY: dict[str, type[Transform]] = {
+    "identity": IdentityTransform,
+    "year": YearTransform,
+    "years": YearTransform,
+    "month": MonthTransform,
+    "months": MonthTransform,
+    "day": DayTransform,
+    "days": DayTransform,
+    "date": DayTransform,
+    "hour": HourTransform,
+    "hours": HourTransform,
+}
+_ACCEPTED = "col, identity(col), bucket(N, col), truncate(W, col), year(col), month(col), day(col), hour(col)"
+
+
+@dataclass(frozen=True)
+class PartitionTerm:
+    """One partition field as written by the user: a transform of a source column."""
+
+    transform: Transform
+    column: str
+
+
+def parse_partition_by(text: str | None) -> list[PartitionTerm]:
+    """Parse a ``partition-by`` string into terms (empty for ``None`` or blank).
+
+    Raises:
+        PartitionSpecError: A term is not one of the accepted forms.
+    """
+    if text is None or not text.strip():
+        return []
+    return [_parse_term(term) for term in _split_terms(text)]
+
+
+def _split_terms(text: str) -> list[str]:
+    terms: list[str] = []
+    current: list[str] = []
+    depth = 0
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            terms.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    terms.append("".join(current))
+    return [t for t in (t.strip() for t in terms) if t]
+
+
+def _parse_term(term: str) -> PartitionTerm:
+    match = _TERM.match(term)
+    if not match:
+        raise PartitionSpecError(f"cannot parse partition term {term!r}", hint=f"use one of: {_ACCEPTED}")
+    if match.group("col"):
+        return PartitionTerm(IdentityTransform(), _unquote(match.group("col")))
+    fn = match.group("fn").lower()
+    args = [a.strip() for a in match.group("args").split(",")]
+    if fn in _UNARY and len(args) == 1:
+        return PartitionTerm(_UNARY[fn](), _unquote(args[0]))
+    if fn in ("bucket", "truncate") and len(args) == 2:
+        number, column = args
+        if not number.isdigit() or int(number) <= 0:
+            raise PartitionSpecError(
+                f"{fn} width {number!r} in partition term {term!r} is not a positive integer",
+                hint=f"write it as {fn}(16, column)",
+            )
+        cls = BucketTransform if fn == "bucket" else TruncateTransform
+        return PartitionTerm(cls(int(number)), _unquote(column))
+    raise PartitionSpecError(f"unknown partition transform in {term!r}", hint=f"use one of: {_ACCEPTED}")
+
+
+def _unquote(name: str) -> str:
+    name = name.strip()
+    if len(name) >= 2 and name[0] == name[-1] == "`":
+        return name[1:-1]
+    return name
+
+
+def default_field_name(term: PartitionTerm, source_name: str) -> str:
+    """Iceberg Java's default partition field name for a term (``id_bucket``, ``ts_day``, ...)."""
+    transform = term.transform
+    base = source_name.replace(".", "_")
+    if isinstance(transform, IdentityTransform):
+        return source_name
+    if isinstance(transform, BucketTransform):
+        return f"{base}_bucket"
+    if isinstance(transform, TruncateTransform):
+        return f"{base}_trunc"
+    suffix: dict[type, str] = {
+        YearTransform: "year",
+        MonthTransform: "month",
+        DayTransform: "day",
+        HourTransform: "hour",
+    }
+    return f"{base}_{suffix[type(transform)]}"
+
+
+def build_partition_spec(
+    terms: list[PartitionTerm], schema: Schema, case_sensitive: bool = False
+) -> PartitionSpec:
+    """Bind terms to ``schema`` and return the spec (field ids from 1000, as Iceberg assigns).
+
+    Raises:
+        PartitionSpecError: A term names a missing column, or its transform cannot apply
+            to the column's type.
+    """
+    from pyiceberg.partitioning import PartitionField
+
+    fields = []
+    for offset, term in enumerate(terms):
+        try:
+            source = schema.find_field(term.column, case_sensitive=case_sensitive)
+        except ValueError as e:
+            raise PartitionSpecError(
+                f"partition term {term.transform}({term.column}) names a missing column {term.column!r}",
+                hint=f"the table's columns are {[f.name for f in schema.fields]}",
+            ) from e
+        if not term.transform.can_transform(source.field_type):
+            raise PartitionSpecError(
+                f"transform {term.transform} cannot partition column {term.column!r} "
+                f"of type {source.field_type}",
+                hint="bucket takes int/long/date/time/timestamp/string/binary/decimal/uuid/fixed; "
+                "year/month/day/hour take date or timestamp; truncate takes int/long/string/binary/decimal",
+            )
+        source_name = schema.find_column_name(source.field_id) or term.column
+        fields.append(
+            PartitionField(
+                source_id=source.field_id,
+                field_id=1000 + offset,
+                transform=term.transform,
+                name=default_field_name(term, source_name),
+            )
+        )
+    return PartitionSpec(*fields, spec_id=0)

@@ -1,0 +1,90 @@
+"""Keeps one rolling writer per partition value open at once, within a memory budget."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+
+import pyarrow as pa
+
+from sink.write.messages import DataFileMessage
+from sink.write.rolling import RollingFileWriter
+
+
+class FanoutWriter:
+    """Routes each partition value's rows to its own :class:`RollingFileWriter`.
+
+    Unlike a clustered writer, rows of a partition value need not arrive together:
+    every value keeps its writer open. When the buffered bytes of all open writers
+    exceed ``memory_budget_bytes``, the largest open file is closed into a complete
+    data file (never dropped); its partition simply continues in a new file.
+
+    Args:
+        new_writer: Creates the rolling writer of a partition value.
+        memory_budget_bytes: Most Arrow bytes all open writers may buffer together.
+    """
+
+    def __init__(
+        self,
+        new_writer: Callable[[tuple[object, ...]], RollingFileWriter],
+        memory_budget_bytes: int,
+    ) -> None:
+        self._new_writer = new_writer
+        self._budget = memory_budget_bytes
+        self._writers: dict[Hashable, RollingFileWriter] = {}
+        self._closed = False
+        self.budget_closes = 0
+        self.open_writers_peak = 0
+        self.buffered_bytes_peak = 0
+
+    def write(self, partition: tuple[object, ...], batch: pa.RecordBatch) -> None:
+        """Append rows that all belong to ``partition``."""
+        writer = self._writers.get(partition)
+        if writer is None:
+            writer = self._new_writer(partition)
+            self._writers[partition] = writer
+            self.open_writers_peak = max(self.open_writers_peak, len(self._writers))
+        writer.write(batch)
+        self._enforce_budget()
+
+    def _enforce_budget(self) -> None:
+        buffered = self.buffered_bytes()
+        self.buffered_bytes_peak = max(self.buffered_bytes_peak, buffered)
+        while buffered > self._budget:
+            largest = max(self._writers.values(), key=lambda w: w.buffered_bytes())
+            freed = largest.buffered_bytes()
+            if freed == 0:
+                return
+            largest.close_current()
+            self.budget_closes += 1
+            buffered -= freed
+
+    def buffered_bytes(self) -> int:
+        """Arrow bytes buffered by all open writers."""
+        return sum(w.buffered_bytes() for w in self._writers.values())
+
+    def open_writers(self) -> int:
+        """Partition values with a writer."""
+        return len(self._writers)
+
+    def close(self) -> None:
+        """Close every writer; safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        for writer in self._writers.values():
+            writer.close()
+
+    def result(self) -> list[DataFileMessage]:
+        """Messages of every file written, by partition value."""
+        if not self._closed:
+            raise RuntimeError("result() before close()")
+        return [m for w in self._writers.values() for m in w.result()]
+
+    def abort(self) -> list[str]:
+        """Stop writing; delete open files and return the paths of files already closed."""
+        self._closed = True
+        closed_paths: list[str] = []
+        for writer in self._writers.values():
+            closed_paths.extend(m.path for m in writer.result_so_far())
+            writer.abort()
+        return closed_paths

@@ -1,0 +1,105 @@
+"""The message an executor sends to the driver for each data file it wrote.
+
+Small, frozen and picklable; it travels as one JSON string per file in the Arrow
+output of ``mapInArrow`` (:data:`MESSAGE_SCHEMA`), so nothing of the executor's Python
+objects crosses the wire. The driver turns it into a pyiceberg ``DataFile``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import asdict, dataclass, field
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+
+MESSAGE_COLUMN = "icesink_data_file"
+MESSAGE_SCHEMA = pa.schema([pa.field(MESSAGE_COLUMN, pa.string(), nullable=False)])
+MESSAGE_DDL = f"{MESSAGE_COLUMN} string not null"  # the same, for Spark
+
+
+@dataclass(frozen=True)
+class DataFileMessage:
+    """One data file written by an executor, with everything the commit needs.
+
+    Attributes:
+        path: Full URI of the Parquet file.
+        partition: Partition values in Iceberg's internal representation, spec order.
+        spec_id: Partition spec the values belong to.
+        record_count: Rows in the file.
+        file_size_bytes: Size on storage.
+        column_sizes: Field id -> compressed bytes.
+        value_counts: Field id -> values (nulls included).
+        null_value_counts: Field id -> nulls.
+        nan_value_counts: Field id -> NaNs (float and double columns).
+        lower_bounds: Field id -> Iceberg single-value serialization of the minimum.
+        upper_bounds: Field id -> likewise for the maximum.
+        split_offsets: Row group start offsets.
+        task_id: Spark partition id of the writing task.
+        open_writers_peak: Most writers the task had open at once.
+        buffered_bytes_peak: Most bytes the task's writers buffered at once.
+    """
+
+    path: str
+    partition: tuple[Any, ...]
+    spec_id: int
+    record_count: int
+    file_size_bytes: int
+    column_sizes: dict[int, int] = field(default_factory=dict)
+    value_counts: dict[int, int] = field(default_factory=dict)
+    null_value_counts: dict[int, int] = field(default_factory=dict)
+    nan_value_counts: dict[int, int] = field(default_factory=dict)
+    lower_bounds: dict[int, bytes] = field(default_factory=dict)
+    upper_bounds: dict[int, bytes] = field(default_factory=dict)
+    split_offsets: tuple[int, ...] = ()
+    task_id: int = -1
+    open_writers_peak: int = 0
+    buffered_bytes_peak: int = 0
+
+    def to_json(self) -> str:
+        """Encode for the wire (bytes as base64, decimals as strings, int keys as strings)."""
+        data = asdict(self)
+        data["partition"] = [_encode_value(v) for v in self.partition]
+        for name in ("lower_bounds", "upper_bounds"):
+            data[name] = {str(k): base64.b64encode(v).decode() for k, v in data[name].items()}
+        for name in ("column_sizes", "value_counts", "null_value_counts", "nan_value_counts"):
+            data[name] = {str(k): v for k, v in data[name].items()}
+        return json.dumps(data, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> DataFileMessage:
+        """Decode what :meth:`to_json` produced."""
+        data = json.loads(text)
+        data["partition"] = tuple(_decode_value(v) for v in data["partition"])
+        for name in ("lower_bounds", "upper_bounds"):
+            data[name] = {int(k): base64.b64decode(v) for k, v in data[name].items()}
+        for name in ("column_sizes", "value_counts", "null_value_counts", "nan_value_counts"):
+            data[name] = {int(k): v for k, v in data[name].items()}
+        data["split_offsets"] = tuple(data["split_offsets"])
+        return cls(**data)
+
+
+def _encode_value(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return {"bytes": base64.b64encode(value).decode()}
+    if isinstance(value, Decimal):
+        return {"decimal": str(value)}
+    return value
+
+
+def _decode_value(value: Any) -> Any:
+    if isinstance(value, dict):
+        if "bytes" in value:
+            return base64.b64decode(value["bytes"])
+        if "decimal" in value:
+            return Decimal(value["decimal"])
+    return value
+
+
+def messages_to_arrow(messages: list[DataFileMessage]) -> pa.RecordBatch:
+    """The Arrow batch a write task yields: one JSON message per file."""
+    return pa.RecordBatch.from_arrays(
+        [pa.array([m.to_json() for m in messages], type=pa.string())], schema=MESSAGE_SCHEMA
+    )

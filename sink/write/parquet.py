@@ -1,0 +1,191 @@
+"""One Parquet data file: buffered row groups, on-disk size tracking, footer statistics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyiceberg.io import FileIO, OutputStream
+from pyiceberg.schema import Schema
+
+from sink._pyiceberg import footer_statistics
+from sink.write.messages import DataFileMessage
+
+# Before the first row group of a task is on disk, assume Parquet shrinks Arrow data to this.
+INITIAL_COMPRESSION_RATIO = 0.3
+
+
+class CompressionEstimator:
+    """Learns how much Parquet shrinks Arrow bytes, across the files of one task.
+
+    Every flushed row group reports its Arrow size and the bytes it added on disk; the
+    ratio of the totals turns buffered Arrow bytes into an on-disk estimate.
+    """
+
+    def __init__(self, initial_ratio: float = INITIAL_COMPRESSION_RATIO) -> None:
+        self._arrow_bytes = 0
+        self._disk_bytes = 0
+        self._initial = initial_ratio
+
+    @property
+    def ratio(self) -> float:
+        """Disk bytes per Arrow byte."""
+        if self._arrow_bytes < 64 * 1024:
+            return self._initial
+        return max(self._disk_bytes / self._arrow_bytes, 1e-4)
+
+    def observe(self, arrow_bytes: int, disk_bytes: int) -> None:
+        """Record one flushed row group."""
+        self._arrow_bytes += arrow_bytes
+        self._disk_bytes += disk_bytes
+
+
+class ParquetFileWriter:
+    """Writes one Parquet data file with Iceberg field ids and full column statistics.
+
+    Rows are buffered until an estimated row group's worth (``row_group_size_bytes`` on
+    disk) is held, then written as one row group. ``length_bytes()`` is what is on
+    disk plus the estimated compressed size of the buffer.
+
+    Args:
+        io: FileIO that creates the file (local, S3, ... from the catalog's properties).
+        path: Full URI of the file to create.
+        schema: The Iceberg schema the file is written with.
+        arrow_schema: ``schema`` as Arrow, with ``PARQUET:field_id`` metadata.
+        partition: Partition values (Iceberg representation) of every row.
+        spec_id: Partition spec id.
+        row_group_size_bytes: Estimated on-disk size of one row group.
+        estimator: Shared compression estimator of the task.
+        compression: Parquet codec.
+        table_properties: Table properties (column metrics modes).
+    """
+
+    def __init__(
+        self,
+        io: FileIO,
+        path: str,
+        schema: Schema,
+        arrow_schema: pa.Schema,
+        partition: tuple[Any, ...],
+        spec_id: int,
+        row_group_size_bytes: int,
+        estimator: CompressionEstimator,
+        compression: str,
+        table_properties: dict[str, str],
+    ) -> None:
+        self.path = path
+        self.partition = partition
+        self._io = io
+        self._schema = schema
+        self._arrow_schema = arrow_schema
+        self._spec_id = spec_id
+        self._row_group_size_bytes = row_group_size_bytes
+        self._estimator = estimator
+        self._compression = compression
+        self._table_properties = table_properties
+        self._buffer: list[pa.RecordBatch] = []
+        self._buffer_bytes = 0
+        self._stream: OutputStream | None = None
+        self._writer: pq.ParquetWriter | None = None
+        self._nan_counts: dict[int, int] = {}
+        self._float_columns = [
+            (i, int(f.metadata[b"PARQUET:field_id"]))
+            for i, f in enumerate(arrow_schema)
+            if pa.types.is_floating(f.type) and f.metadata and b"PARQUET:field_id" in f.metadata
+        ]
+        self._closed = False
+        self._result: DataFileMessage | None = None
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        """Buffer rows; write a row group once enough is buffered."""
+        if self._closed:
+            raise RuntimeError(f"write after close of {self.path}")
+        if batch.num_rows == 0:
+            return
+        for index, field_id in self._float_columns:
+            nans = pc.sum(pc.is_nan(batch.column(index))).as_py() or 0
+            if nans:
+                self._nan_counts[field_id] = self._nan_counts.get(field_id, 0) + nans
+        self._buffer.append(batch)
+        self._buffer_bytes += batch.nbytes
+        if self._buffer_bytes * self._estimator.ratio >= self._row_group_size_bytes:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the buffered rows as one row group."""
+        if not self._buffer:
+            return
+        if self._writer is None:
+            self._stream = self._io.new_output(self.path).create(overwrite=False)
+            self._writer = pq.ParquetWriter(
+                self._stream,
+                schema=self._arrow_schema,
+                compression=self._compression,
+                store_decimal_as_integer=True,
+                write_statistics=True,
+            )
+        assert self._stream is not None
+        before = self._stream.tell()
+        table = pa.Table.from_batches(self._buffer, schema=self._arrow_schema)
+        self._writer.write_table(table, row_group_size=table.num_rows)
+        self._estimator.observe(self._buffer_bytes, self._stream.tell() - before)
+        self._buffer = []
+        self._buffer_bytes = 0
+
+    def length_bytes(self) -> int:
+        """Bytes on disk plus the estimated compressed size of the buffer."""
+        written = self._stream.tell() if self._stream is not None else 0
+        return written + int(self._buffer_bytes * self._estimator.ratio)
+
+    def buffered_bytes(self) -> int:
+        """Arrow bytes held in memory."""
+        return self._buffer_bytes
+
+    def close(self) -> None:
+        """Write what is buffered, the footer, and compute the file's statistics."""
+        if self._closed:
+            return
+        self._closed = True
+        self.flush()
+        if self._writer is None or self._stream is None:
+            return  # nothing was ever written: no file exists
+        self._writer.close()
+        self._stream.close()
+        file_size = self._io.new_input(self.path).__len__()
+        stats = footer_statistics(self._writer.writer.metadata, self._schema, self._table_properties)
+        stats["nan_value_counts"] = dict(self._nan_counts)
+        self._result = DataFileMessage(
+            path=self.path,
+            partition=self.partition,
+            spec_id=self._spec_id,
+            file_size_bytes=file_size,
+            record_count=stats["record_count"],
+            column_sizes=stats["column_sizes"],
+            value_counts=stats["value_counts"],
+            null_value_counts=stats["null_value_counts"],
+            nan_value_counts=stats["nan_value_counts"],
+            lower_bounds=stats["lower_bounds"],
+            upper_bounds=stats["upper_bounds"],
+            split_offsets=tuple(stats["split_offsets"] or ()),
+        )
+
+    def result(self) -> DataFileMessage | None:
+        """The file's message, or ``None`` when no row was written (no file exists)."""
+        if not self._closed:
+            raise RuntimeError(f"result() before close() of {self.path}")
+        return self._result
+
+    def abort(self) -> None:
+        """Stop writing and delete whatever reached storage."""
+        self._closed = True
+        self._buffer = []
+        try:
+            if self._writer is not None:
+                self._writer.close()
+            if self._stream is not None:
+                self._stream.close()
+        finally:
+            if self._stream is not None:
+                self._io.delete(self.path)

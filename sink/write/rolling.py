@@ -1,0 +1,102 @@
+"""Rolls to a new data file when the current one reaches the target size on disk."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pyarrow as pa
+
+from sink.write.messages import DataFileMessage
+from sink.write.parquet import CompressionEstimator, ParquetFileWriter
+
+# A batch that would overshoot the target by more than this fraction is split.
+_SPLIT_TOLERANCE = 0.02
+
+
+class RollingFileWriter:
+    """Writes one partition value's rows into files of about ``target_file_size_bytes``.
+
+    An incoming batch that would carry the current file past its target is split at
+    the row where the estimated on-disk size reaches it, so files land close to the
+    target rather than one Arrow batch above it.
+
+    Args:
+        new_file: Creates the next file writer.
+        target_file_size_bytes: On-disk size at which a file is closed.
+        estimator: The task's compression estimator (bytes on disk per Arrow byte).
+    """
+
+    def __init__(
+        self,
+        new_file: Callable[[], ParquetFileWriter],
+        target_file_size_bytes: int,
+        estimator: CompressionEstimator,
+    ) -> None:
+        self._new_file = new_file
+        self._target = target_file_size_bytes
+        self._estimator = estimator
+        self._current: ParquetFileWriter | None = None
+        self._results: list[DataFileMessage] = []
+        self._closed = False
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        """Append rows, rolling to new files as the target is reached."""
+        offset = 0
+        while offset < batch.num_rows:
+            if self._current is None:
+                self._current = self._new_file()
+            rest = batch.slice(offset)
+            take = self._rows_that_fit(rest)
+            self._current.write(rest.slice(0, take))
+            offset += take
+            if self._current.length_bytes() >= self._target * (1 - _SPLIT_TOLERANCE):
+                self.close_current()
+
+    def _rows_that_fit(self, batch: pa.RecordBatch) -> int:
+        assert self._current is not None
+        room = self._target - self._current.length_bytes()
+        disk_per_row = batch.nbytes * self._estimator.ratio / max(batch.num_rows, 1)
+        if disk_per_row <= 0 or batch.num_rows * disk_per_row <= room * (1 + _SPLIT_TOLERANCE):
+            return batch.num_rows
+        return max(1, min(batch.num_rows, int(room / disk_per_row)))
+
+    def close_current(self) -> None:
+        """Close the open file (if any); the next write starts a new one."""
+        if self._current is None:
+            return
+        current, self._current = self._current, None
+        current.close()
+        message = current.result()
+        if message is not None:
+            self._results.append(message)
+
+    def length_bytes(self) -> int:
+        """Estimated on-disk bytes of the open file."""
+        return self._current.length_bytes() if self._current else 0
+
+    def buffered_bytes(self) -> int:
+        """Arrow bytes the open file holds in memory."""
+        return self._current.buffered_bytes() if self._current else 0
+
+    def close(self) -> None:
+        """Close the open file; safe to call twice."""
+        if not self._closed:
+            self._closed = True
+            self.close_current()
+
+    def result(self) -> list[DataFileMessage]:
+        """Messages of every file written, in order."""
+        if not self._closed:
+            raise RuntimeError("result() before close()")
+        return list(self._results)
+
+    def result_so_far(self) -> list[DataFileMessage]:
+        """Messages of the files closed so far (for cleanup after a failure)."""
+        return list(self._results)
+
+    def abort(self) -> None:
+        """Delete the open file; closed files are the caller's to delete (see result_so_far)."""
+        self._closed = True
+        if self._current is not None:
+            self._current.abort()
+            self._current = None

@@ -1,0 +1,54 @@
+"""Split an Arrow batch into runs of rows that share a partition value."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+def split_by_key(
+    keys: list[pa.Array], rows: pa.RecordBatch
+) -> Iterator[tuple[tuple[Any, ...], pa.RecordBatch]]:
+    """Yield ``(key values, rows with that key)`` for every distinct key in the batch.
+
+    Each key column is dictionary-encoded once; the codes are combined into one int64
+    group code, so the batch is sorted (a single ``take``) only when it holds more than
+    one key, which after a bucket shuffle is the exception. Nulls are a key value.
+
+    Args:
+        keys: Key columns, each of ``rows.num_rows`` values.
+        rows: The rows to split.
+    """
+    n = rows.num_rows
+    if n == 0:
+        return
+    if not keys:
+        yield (), rows
+        return
+    codes = np.zeros(n, dtype=np.int64)
+    dictionaries = []
+    for column in keys:
+        encoded = pc.dictionary_encode(column, null_encoding="encode")
+        if isinstance(encoded, pa.ChunkedArray):
+            encoded = encoded.combine_chunks()
+        size = len(encoded.dictionary)
+        codes = codes * size + encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        dictionaries.append((encoded.indices, encoded.dictionary))
+
+    def key_at(row: int) -> tuple[Any, ...]:
+        return tuple(dictionary[indices[row].as_py()].as_py() for indices, dictionary in dictionaries)
+
+    if codes[0] == codes[-1] and (codes == codes[0]).all():
+        yield key_at(0), rows
+        return
+    order = np.argsort(codes, kind="stable")
+    sorted_codes = codes[order]
+    starts = np.concatenate(([0], np.flatnonzero(np.diff(sorted_codes)) + 1))
+    ends = np.append(starts[1:], n)
+    ordered = rows.take(pa.array(order))
+    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+        yield key_at(int(order[start])), ordered.slice(start, end - start)

@@ -1,0 +1,178 @@
+"""Executor side of a write: one Spark task, run through ``mapInArrow``.
+
+Built from a small picklable :class:`WriteSpec`; opens the file system lazily inside
+the task; never touches the catalog; yields one JSON message per data file written.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pyarrow as pa
+from pyiceberg.io import FileIO, load_file_io
+from pyiceberg.partitioning import PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.typedef import Record
+
+from sink._pyiceberg import partition_representation
+from sink.errors import WriteError
+from sink.schema.convert import iceberg_to_arrow_schema
+from sink.write.fanout import FanoutWriter
+from sink.write.messages import DataFileMessage, messages_to_arrow
+from sink.write.parquet import CompressionEstimator, ParquetFileWriter
+from sink.write.rolling import RollingFileWriter
+from sink.write.split import split_by_key
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WriteSpec:
+    """Everything a write task needs, shipped from the driver with the task.
+
+    Attributes:
+        table: Table identifier, for messages.
+        schema: Iceberg schema of the files (the table's current schema).
+        partition_spec: The table's default partition spec.
+        data_location: Folder under which data files go (``<table>/data`` by default).
+        io_properties: Catalog/FileIO properties to build the file system on the executor.
+        table_properties: Table properties (metrics modes).
+        file_prefix: Start of every file name, unique per batch attempt.
+        target_file_size_bytes: On-disk size at which files roll.
+        row_group_size_bytes: Estimated on-disk size of a row group.
+        memory_budget_bytes: Most Arrow bytes a task's open writers may buffer.
+        compression: Parquet codec.
+        num_data_columns: Leading input columns that are table columns; the rest are
+            partition values, one per spec field, in spec order.
+    """
+
+    table: str
+    schema: Schema
+    partition_spec: PartitionSpec
+    data_location: str
+    io_properties: dict[str, str]
+    table_properties: dict[str, str]
+    file_prefix: str
+    target_file_size_bytes: int
+    row_group_size_bytes: int
+    memory_budget_bytes: int
+    compression: str
+    num_data_columns: int
+
+
+def write_function(spec: WriteSpec) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The function to hand to ``DataFrame.mapInArrow`` (output schema: ``MESSAGE_SCHEMA``)."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        task_id = context.partitionId() if context else 0
+        attempt = context.attemptNumber() if context else 0
+        messages = DataTaskWriter(spec, task_id, attempt).write_all(batches)
+        yield messages_to_arrow(messages)
+
+    return run
+
+
+class DataTaskWriter:
+    """Writes the rows of one task through a fanout of rolling Parquet writers."""
+
+    def __init__(self, spec: WriteSpec, task_id: int, attempt: int) -> None:
+        self._spec = spec
+        self._task_id = task_id
+        self._attempt = attempt
+        self._io: FileIO = load_file_io(spec.io_properties, spec.data_location)
+        self._arrow_schema = iceberg_to_arrow_schema(spec.schema)
+        self._estimator = CompressionEstimator()
+        self._file_seq = itertools.count(1)
+        self._source_types = [
+            spec.schema.find_field(f.source_id).field_type for f in spec.partition_spec.fields
+        ]
+        self._row_group_bytes = min(
+            spec.row_group_size_bytes, max(spec.target_file_size_bytes // 4, 64 * 1024)
+        )
+        self._fanout = FanoutWriter(self._new_rolling_writer, spec.memory_budget_bytes)
+
+    def write_all(self, batches: Iterator[pa.RecordBatch]) -> list[DataFileMessage]:
+        """Write every batch; on failure delete what was written and raise :class:`WriteError`."""
+        n = self._spec.num_data_columns
+        try:
+            for batch in batches:
+                if batch.num_rows == 0:
+                    continue
+                rows = self._to_file_batch(batch)
+                keys = [batch.column(i) for i in range(n, batch.num_columns)]
+                for key, part in split_by_key(keys, rows):
+                    self._fanout.write(self._partition_record(key), part)
+            self._fanout.close()
+        except Exception as e:
+            for path in self._fanout.abort():
+                self._io.delete(path)
+            raise WriteError(
+                f"writing data files failed: {type(e).__name__}: {e}",
+                table=self._spec.table,
+                task=self._task_id,
+                file_prefix=self._spec.file_prefix,
+            ) from e
+        messages = [
+            replace(
+                m,
+                task_id=self._task_id,
+                open_writers_peak=self._fanout.open_writers_peak,
+                buffered_bytes_peak=self._fanout.buffered_bytes_peak,
+            )
+            for m in self._fanout.result()
+        ]
+        logger.info(
+            "task %s wrote %s files, %s rows (table=%s prefix=%s)",
+            self._task_id,
+            len(messages),
+            sum(m.record_count for m in messages),
+            self._spec.table,
+            self._spec.file_prefix,
+        )
+        return messages
+
+    def _to_file_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """The table columns of ``batch`` with the file schema (field ids, UTC, ...)."""
+        arrays = []
+        for i, field in enumerate(self._arrow_schema):
+            column = batch.column(i)
+            arrays.append(column if column.type.equals(field.type) else column.cast(field.type))
+        return pa.RecordBatch.from_arrays(arrays, schema=self._arrow_schema)
+
+    def _partition_record(self, key: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(
+            partition_representation(source_type, value) if value is not None else None
+            for source_type, value in zip(self._source_types, key, strict=True)
+        )
+
+    def _new_rolling_writer(self, partition: tuple[object, ...]) -> RollingFileWriter:
+        spec = self._spec
+        folder = spec.data_location.rstrip("/")
+        if spec.partition_spec.fields:
+            folder += "/" + spec.partition_spec.partition_to_path(Record(*partition), spec.schema)
+
+        def new_file() -> ParquetFileWriter:
+            name = (
+                f"{spec.file_prefix}-{self._task_id:05d}-{self._attempt}-{next(self._file_seq):05d}.parquet"
+            )
+            return ParquetFileWriter(
+                io=self._io,
+                path=f"{folder}/{name}",
+                schema=spec.schema,
+                arrow_schema=self._arrow_schema,
+                partition=tuple(partition),
+                spec_id=spec.partition_spec.spec_id,
+                row_group_size_bytes=self._row_group_bytes,
+                estimator=self._estimator,
+                compression=spec.compression,
+                table_properties=spec.table_properties,
+            )
+
+        return RollingFileWriter(new_file, spec.target_file_size_bytes, self._estimator)

@@ -1,0 +1,55 @@
+"""Bad configuration fails before the stream starts, with a message that names it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import types as st
+
+from sink import IcebergSink
+from sink.errors import CatalogError, ConfigError, PartitionSpecError
+
+SCHEMA = st.StructType([st.StructField("id", st.LongType()), st.StructField("ts", st.TimestampType())])
+
+
+def test_unknown_option(catalog_options: dict[str, str]) -> None:
+    with pytest.raises(ConfigError, match=r"write\.target-file-size"):
+        IcebergSink.from_options({**catalog_options, "table": "db.t", "write.target-file-size": "1"})
+
+
+def test_bad_value(catalog_options: dict[str, str]) -> None:
+    with pytest.raises(ConfigError) as info:
+        IcebergSink.from_options({**catalog_options, "table": "db.t", "write.target-file-size-bytes": "lots"})
+    assert "'lots'" in str(info.value) and "write.target-file-size-bytes" in str(info.value)
+
+
+def test_missing_catalog(tmp_path: Path) -> None:
+    options = {
+        "table": "db.t",
+        "catalog.type": "sql",
+        "catalog.uri": f"sqlite:///{tmp_path}/no/such/folder/catalog.db",
+        "catalog.warehouse": f"file://{tmp_path}",
+    }
+    with pytest.raises(CatalogError, match="cannot load catalog 'default'"):
+        IcebergSink.from_options(options)
+
+
+def test_unknown_catalog_type(tmp_path: Path) -> None:
+    with pytest.raises(CatalogError, match=r"catalog\.type"):
+        IcebergSink.from_options({"table": "db.t", "catalog.type": "nosuch"})
+
+
+def test_partition_field_naming_missing_column(spark: SparkSession, catalog_options: dict[str, str]) -> None:
+    sink = IcebergSink.from_options({**catalog_options, "table": "db.t", "partition-by": "day(pickup_ts)"})
+    with pytest.raises(PartitionSpecError, match="pickup_ts"):
+        sink.prepare(SCHEMA)
+    assert sink.catalog.table_exists("db.t") is False
+
+
+def test_prepare_creates_table(spark: SparkSession, catalog_options: dict[str, str]) -> None:
+    sink = IcebergSink.from_options({**catalog_options, "table": "db.t", "partition-by": "day(ts)"})
+    table = sink.prepare(SCHEMA)
+    assert [f.name for f in table.spec().fields] == ["ts_day"]
+    assert [f.name for f in table.schema().fields] == ["id", "ts"]

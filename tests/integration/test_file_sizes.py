@@ -1,0 +1,45 @@
+"""With a 1 MiB target, files are full-sized except each partition's last one in a task."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from sink import IcebergSink
+from tests.support.tables import data_files
+
+MiB = 1024 * 1024
+_NAME = re.compile(r"-(\d{5})-(\d+)-(\d{5})\.parquet$")
+
+
+def test_one_mib_target(spark: SparkSession, catalog_options: dict[str, str]) -> None:
+    options = {
+        **catalog_options,
+        "table": "db.sized",
+        "sink-id": "sized",
+        "partition-by": "bucket(2, id)",
+        "distribution-mode": "hash",
+        "write.target-file-size-bytes": str(MiB),
+    }
+    sink = IcebergSink.from_options(options)
+    # Random doubles and hashes barely compress: about 12 MiB of Parquet in all.
+    df = spark.range(0, 160_000, numPartitions=2).select(
+        "id", F.rand(7).alias("r"), F.sha2(F.col("id").cast("string"), 256).alias("h")
+    )
+    sink(df, 0)
+    table = sink.catalog.load_table("db.sized")
+    files = data_files(table)
+    assert table.scan().to_arrow().num_rows == 160_000
+    groups: dict[tuple[object, str], list[tuple[int, int]]] = defaultdict(list)
+    for f in files:
+        match = _NAME.search(f.file_path)
+        assert match, f.file_path
+        groups[(f.partition[0], match.group(1))].append((int(match.group(3)), f.file_size_in_bytes))
+    assert len(files) >= 8
+    for sizes in groups.values():
+        ordered = [size for _, size in sorted(sizes)]
+        assert all(size <= 1.5 * MiB for size in ordered), ordered
+        assert all(size >= 0.9 * MiB for size in ordered[:-1]), ordered

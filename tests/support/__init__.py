@@ -1,0 +1,1 @@
+"""Helpers for tests that need real servers (a Kafka broker, ...)."""

@@ -1,0 +1,90 @@
+"""A streaming job for tests that run the sink in a separate process (crashes, concurrency).
+
+Streams the Parquet files of ``--input`` (one file per micro-batch) into the sink with
+``trigger(availableNow=True)`` and prints one JSON line with the sink's counters. With
+``--crash-at after-write`` or ``after-commit`` and ``--crash-batch N``, the process
+kills itself with SIGKILL around the real commit of batch N, like a machine failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from typing import Any
+
+
+def _install_crash(point: str, batch: int) -> None:
+    from sink.commit import committer
+
+    real_commit = committer.Committer.commit
+
+    def commit(self: Any, files: Any, batches: Any, attempt: str) -> Any:
+        if point == "after-write" and batches.last == batch:
+            os.kill(os.getpid(), signal.SIGKILL)
+        outcome = real_commit(self, files, batches, attempt)
+        if point == "after-commit" and batches.last == batch:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return outcome
+
+    committer.Committer.commit = commit  # type: ignore[method-assign]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--input", required=True)
+    parser.add_argument("--checkpoint", required=True)
+    parser.add_argument("--options", required=True, help="sink options as JSON")
+    parser.add_argument("--crash-at", choices=["after-write", "after-commit"])
+    parser.add_argument("--crash-batch", type=int, default=1)
+    parser.add_argument("--queries", type=int, default=1, help="streaming queries sharing the sink")
+    args = parser.parse_args(argv)
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from sink import IcebergSink
+
+    if args.crash_at:
+        _install_crash(args.crash_at, args.crash_batch)
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    sink = IcebergSink.from_options(json.loads(args.options))
+    queries = []
+    for q in range(args.queries):
+        source = args.input if args.queries == 1 else os.path.join(args.input, str(q))
+        schema = spark.read.parquet(source).schema
+        stream = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(source)
+        queries.append(
+            stream.writeStream.foreachBatch(sink)
+            .option("checkpointLocation", os.path.join(args.checkpoint, str(q)))
+            .trigger(availableNow=True)
+            .start()
+        )
+    for query in queries:
+        query.awaitTermination()
+    registry = sink.metrics.registry
+    counters = {
+        name: sum(s.value for m in registry.collect() for s in m.samples if s.name == name)
+        for name in (
+            "icesink_rows_written_total",
+            "icesink_replays_skipped_total",
+            "icesink_orphan_files_total",
+            "icesink_commit_conflicts_total",
+        )
+    }
+    print("ICESINK_JOB_RESULT " + json.dumps(counters), flush=True)
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

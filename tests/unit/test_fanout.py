@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from sink.write.fanout import FanoutWriter
+from sink.write.rolling import RollingFileWriter
+from tests.unit.writer_fixtures import FileFactory, batch
+
+KiB = 1024
+MiB = 1024 * KiB
+
+
+def test_interleaved_partitions_keep_their_writers(tmp_path: Path) -> None:
+    factory = FileFactory(tmp_path, row_group_size_bytes=MiB)
+    fanout = FanoutWriter(
+        lambda p: RollingFileWriter(lambda: factory(p), 64 * MiB, factory.estimator), 256 * MiB
+    )
+    for i in range(30):
+        fanout.write((i % 3,), batch(i * 100, 100))
+    fanout.close()
+    messages = fanout.result()
+    assert sorted(m.partition for m in messages) == [(0,), (1,), (2,)]  # one file per value
+    assert fanout.open_writers_peak == 3
+    assert sum(m.record_count for m in messages) == 3000
+
+
+def test_budget_closes_largest_file_and_loses_nothing(tmp_path: Path) -> None:
+    factory = FileFactory(tmp_path, row_group_size_bytes=64 * MiB)  # never flushes by size
+    budget = 2 * MiB
+    fanout = FanoutWriter(
+        lambda p: RollingFileWriter(lambda: factory(p), 64 * MiB, factory.estimator), budget
+    )
+    for i in range(200):
+        fanout.write((i % 10,), batch(i * 1000, 1000))
+        assert fanout.buffered_bytes() <= budget
+    fanout.close()
+    messages = fanout.result()
+    assert fanout.budget_closes > 0
+    assert len(messages) > 10  # partitions continued in new files
+    ids = sorted(
+        i for m in messages for i in pq.read_table(m.path.removeprefix("file://")).column("id").to_pylist()
+    )
+    assert ids == list(range(200_000))
+    for m in messages:
+        part = m.partition[0]
+        file_ids = pq.read_table(m.path.removeprefix("file://")).column("id").to_pylist()
+        assert all((i // 1000) % 10 == part for i in file_ids)
+
+
+def test_abort_reports_closed_files(tmp_path: Path) -> None:
+    factory = FileFactory(tmp_path, row_group_size_bytes=16 * KiB)
+    fanout = FanoutWriter(
+        lambda p: RollingFileWriter(lambda: factory(p), 64 * KiB, factory.estimator), 64 * MiB
+    )
+    for i in range(20):
+        fanout.write((i % 2,), batch(i * 2000, 2000))
+    closed = fanout.abort()
+    assert closed
+    remaining = {f"file://{p}" for p in tmp_path.iterdir()}
+    assert remaining == set(closed)  # open files deleted, closed ones left for the caller

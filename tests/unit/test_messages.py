@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+from decimal import Decimal
+
+from hypothesis import given
+from hypothesis import strategies as s
+
+from sink.write.messages import DataFileMessage, messages_to_arrow
+
+partition_values = s.one_of(
+    s.none(),
+    s.integers(-(2**63), 2**63 - 1),
+    s.text(),
+    s.binary(),
+    s.booleans(),
+    s.decimals(allow_nan=False, allow_infinity=False, places=3),
+    s.floats(allow_nan=False),
+)
+counts = s.dictionaries(s.integers(1, 10_000), s.integers(0, 2**40), max_size=5)
+bounds = s.dictionaries(s.integers(1, 10_000), s.binary(max_size=20), max_size=5)
+
+
+@given(
+    partition=s.lists(partition_values, max_size=4).map(tuple),
+    sizes=counts,
+    lower=bounds,
+    upper=bounds,
+    offsets=s.lists(s.integers(4, 2**40), max_size=4).map(tuple),
+)
+def test_json_round_trip(partition, sizes, lower, upper, offsets) -> None:  # type: ignore[no-untyped-def]
+    message = DataFileMessage(
+        path="s3://bucket/t/data/x=1/f.parquet",
+        partition=partition,
+        spec_id=0,
+        record_count=10,
+        file_size_bytes=1234,
+        column_sizes=sizes,
+        value_counts=sizes,
+        null_value_counts=sizes,
+        nan_value_counts={},
+        lower_bounds=lower,
+        upper_bounds=upper,
+        split_offsets=offsets,
+        task_id=3,
+    )
+    decoded = DataFileMessage.from_json(message.to_json())
+    assert decoded == message
+    assert all(type(a) is type(b) for a, b in zip(decoded.partition, message.partition, strict=True))
+
+
+def test_arrow_batch_has_one_row_per_file() -> None:
+    m = DataFileMessage(path="p", partition=(Decimal("1.50"),), spec_id=0, record_count=1, file_size_bytes=1)
+    batch = messages_to_arrow([m, m])
+    assert batch.num_rows == 2
+    assert DataFileMessage.from_json(batch.column(0)[0].as_py()) == m

@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from sink.write.rolling import RollingFileWriter
+from tests.unit.writer_fixtures import FileFactory, batch
+
+KiB = 1024
+
+
+def test_rolls_near_target(tmp_path: Path) -> None:
+    factory = FileFactory(tmp_path, row_group_size_bytes=64 * KiB)
+    target = 256 * KiB
+    writer = RollingFileWriter(factory, target, factory.estimator)
+    for i in range(40):
+        writer.write(batch(i * 5000, 5000))
+    writer.close()
+    messages = writer.result()
+    assert len(messages) >= 5
+    sizes = [m.file_size_bytes for m in messages]
+    assert all(s <= 1.25 * target for s in sizes), sizes
+    assert all(s >= 0.85 * target for s in sizes[:-1]), sizes
+    total = sum(pq.read_metadata(m.path.removeprefix("file://")).num_rows for m in messages)
+    assert total == sum(m.record_count for m in messages) == 200_000
+
+
+def test_one_large_batch_is_split_across_files(tmp_path: Path) -> None:
+    factory = FileFactory(tmp_path, row_group_size_bytes=32 * KiB)
+    writer = RollingFileWriter(factory, 128 * KiB, factory.estimator)
+    writer.write(batch(0, 20_000))  # a few warm-up rows teach the estimator first
+    writer.write(batch(20_000, 100_000))
+    writer.close()
+    messages = writer.result()
+    assert len(messages) > 3
+    assert sum(m.record_count for m in messages) == 120_000
+    ids = sorted(
+        i for m in messages for i in pq.read_table(m.path.removeprefix("file://")).column("id").to_pylist()
+    )
+    assert ids == list(range(120_000))

@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+from collections import Counter
+
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as s
+
+from sink.write.split import split_by_key
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=s.lists(
+        s.tuples(s.one_of(s.none(), s.integers(-3, 3)), s.one_of(s.none(), s.sampled_from(["a", "b", "ü"]))),
+        min_size=1,
+        max_size=200,
+    )
+)
+def test_every_row_lands_in_its_key(rows: list[tuple[int | None, str | None]]) -> None:
+    k1 = pa.array([r[0] for r in rows], pa.int32())
+    k2 = pa.array([r[1] for r in rows], pa.string())
+    data = pa.record_batch({"pos": pa.array(range(len(rows)), pa.int64())})
+    seen: Counter[tuple[object, ...]] = Counter()
+    positions = []
+    for key, part in split_by_key([k1, k2], data):
+        for pos in part.column("pos").to_pylist():
+            assert rows[pos] == key
+            positions.append(pos)
+        seen[key] += 1
+    assert sorted(positions) == list(range(len(rows)))
+    assert all(n == 1 for n in seen.values())  # each key yielded once
+
+
+def test_single_key_is_not_copied() -> None:
+    data = pa.record_batch({"x": pa.array([1, 2, 3])})
+    [(key, part)] = list(split_by_key([pa.array([5, 5, 5])], data))
+    assert key == (5,) and part is data
+
+
+def test_no_keys_means_one_group() -> None:
+    data = pa.record_batch({"x": pa.array([1, 2])})
+    assert [k for k, _ in split_by_key([], data)] == [()]
