@@ -15,6 +15,9 @@ from typing import Any, ClassVar
 _CODE_PATTERN = re.compile(r"\bICESINK-([A-Z]+(?:-[A-Z]+)*)\b")
 
 
+_BY_CODE: dict[str, type[SinkError]] = {}
+
+
 class SinkError(Exception):
     """Base class of every icesink error.
 
@@ -27,6 +30,10 @@ class SinkError(Exception):
 
     code: ClassVar[str] = "ERROR"
     retryable: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _BY_CODE[cls.code] = cls
 
     def __init__(self, message: str, *, hint: str | None = None, **context: Any) -> None:
         self.message = message
@@ -100,24 +107,12 @@ class SelfCheckError(SinkError):
     code = "SELF-CHECK"
 
 
-_BY_CODE: dict[str, type[SinkError]] = {
-    cls.code: cls
-    for cls in (
-        SinkError,
-        ConfigError,
-        CatalogError,
-        PartitionSpecError,
-        SchemaError,
-        BadRecordError,
-        WriteError,
-        CommitConflictError,
-        CommitError,
-        SelfCheckError,
-    )
-}
-
-
 def find_error_code(text: str) -> type[SinkError] | None:
-    """Return the icesink error class whose code appears in ``text`` (e.g. an executor traceback)."""
+    """Return the icesink error class whose code appears in ``text`` (e.g. an executor traceback).
+
+    Every subclass of :class:`SinkError` registers its code when its module is imported.
+    """
     match = _CODE_PATTERN.search(text)
-    return _BY_CODE.get(match.group(1)) if match else None
+    if not match:
+        return None
+    return _BY_CODE.get(match.group(1), SinkError)

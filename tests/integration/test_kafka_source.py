@@ -1,0 +1,530 @@
+"""The ``icesink-kafka`` source against a real broker (Tansu) and real local Spark.
+
+Every stream test checks the one property that matters for an exactly-once pipeline:
+each (partition, offset) arrives once, none is missing, none is extra.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.errors import StreamingQueryException
+
+from sink.errors import ConfigError
+from sink.sources import KAFKA_SCHEMA, KafkaDataLossError, KafkaOffsetReader, KafkaSourceOptions
+from sink.sources.kafka import register_kafka_source
+from sink.sources.kafka_offsets import (
+    OffsetRange,
+    offsets_from_json,
+    offsets_to_json,
+    plan_ranges,
+    rate_limit,
+    resolve_read_start,
+    split_ranges,
+)
+from tests.support.tansu import TansuBroker
+
+QUERY_TIMEOUT_S = 60
+Position = tuple[int, int]  # (partition, offset)
+
+
+@pytest.fixture(scope="module")
+def kafka_format(spark: Any) -> str:
+    return register_kafka_source(spark)
+
+
+class Collector:
+    """``foreachBatch`` target that keeps every micro-batch's rows on the driver.
+
+    Args:
+        fail_on_batch: A batch id whose first delivery raises (after collecting its rows),
+            to simulate a crash between reading and committing.
+    """
+
+    def __init__(self, fail_on_batch: int | None = None) -> None:
+        self.calls: list[tuple[int, list[Any]]] = []
+        self.schema: Any = None
+        self.fail_on_batch = fail_on_batch
+        self.failed_rows: list[Any] = []
+
+    def __call__(self, batch_df: Any, batch_id: int) -> None:
+        self.schema = batch_df.schema
+        rows = batch_df.collect()
+        if batch_id == self.fail_on_batch:
+            self.fail_on_batch = None
+            self.failed_rows = rows
+            raise RuntimeError("injected failure")
+        self.calls.append((batch_id, rows))
+
+    def rows(self) -> list[Any]:
+        return [row for _, rows in self.calls for row in rows]
+
+    def positions(self) -> list[Position]:
+        return [(row.partition, row.offset) for row in self.rows()]
+
+
+def source_options(broker: TansuBroker, **options: str) -> dict[str, str]:
+    return {"kafka.bootstrap.servers": broker.bootstrap_servers, **options}
+
+
+def start_query(
+    spark: Any, fmt: str, options: dict[str, str], checkpoint: Path, sink: Callable[..., None], **trigger: Any
+) -> Any:
+    stream = spark.readStream.format(fmt).options(**options).load()
+    writer = stream.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
+    return (writer.trigger(**trigger) if trigger else writer).start()
+
+
+def run_available_now(
+    spark: Any, fmt: str, options: dict[str, str], checkpoint: Path, sink: Collector
+) -> Any:
+    """Run a ``trigger(availableNow=True)`` query to its end; raise its failure, if any."""
+    query = start_query(spark, fmt, options, checkpoint, sink, availableNow=True)
+    try:
+        if not query.awaitTermination(QUERY_TIMEOUT_S):
+            pytest.fail(f"the AvailableNow query did not finish within {QUERY_TIMEOUT_S}s")
+    finally:
+        query.stop()
+    return query
+
+
+def produce_spread(
+    broker: TansuBroker, topic: str, counts: dict[int, int], **kw: Any
+) -> dict[Position, bytes]:
+    """Produce ``counts[p]`` records to each partition ``p``; return value by position."""
+    records = [(p, f"k{p}-{i}".encode(), f"v{p}-{i}".encode()) for p, n in counts.items() for i in range(n)]
+    delivered = broker.produce(topic, records, **kw)
+    return {pos: value for pos, (_, _, value) in zip(delivered, records, strict=True)}
+
+
+def assert_exactly(positions: list[Position], expected: set[Position] | dict[Position, Any]) -> None:
+    duplicates = [p for p, n in Counter(positions).items() if n > 1]
+    assert not duplicates, f"read more than once: {sorted(duplicates)[:10]}"
+    assert set(positions) == set(expected), (
+        f"missing {sorted(set(expected) - set(positions))[:10]}, "
+        f"extra {sorted(set(positions) - set(expected))[:10]}"
+    )
+
+
+# --- reading a stream ------------------------------------------------------------------
+
+
+def test_reads_every_message_exactly_once_with_spark_kafka_schema(
+    spark: Any, kafka_format: str, kafka_broker: TansuBroker, topic_name: str, tmp_path: Path
+) -> None:
+    kafka_broker.create_topic(topic_name, partitions=3)
+    before = datetime.now(UTC) - timedelta(seconds=5)
+    expected = produce_spread(kafka_broker, topic_name, {0: 1000, 1: 700, 2: 300}, linger_ms=20)
+    collector = Collector()
+
+    run_available_now(
+        spark,
+        kafka_format,
+        source_options(kafka_broker, subscribe=topic_name, startingOffsets="earliest"),
+        tmp_path / "checkpoint",
+        collector,
+    )
+
+    rows = collector.rows()
+    assert_exactly(collector.positions(), expected)
+    assert {(row.partition, row.offset): bytes(row.value) for row in rows} == expected
+    assert all(bytes(row.key) == b"k" + bytes(row.value)[1:] for row in rows)
+    assert {row.topic for row in rows} == {topic_name}
+    assert {row.timestampType for row in rows} == {0}  # CreateTime, as Spark's Java client reports it
+    assert all(before <= row.timestamp.replace(tzinfo=UTC) <= datetime.now(UTC) for row in rows)
+    assert collector.schema == KAFKA_SCHEMA
+    assert [(f.name, f.dataType.simpleString()) for f in KAFKA_SCHEMA.fields] == [
+        ("key", "binary"),
+        ("value", "binary"),
+        ("topic", "string"),
+        ("partition", "int"),
+        ("offset", "bigint"),
+        ("timestamp", "timestamp"),
+        ("timestampType", "int"),
+    ]
+
+
+def test_starting_offsets_json_per_partition(
+    spark: Any, kafka_format: str, kafka_broker: TansuBroker, topic_name: str, tmp_path: Path
+) -> None:
+    kafka_broker.create_topic(topic_name, partitions=3)
+    produce_spread(kafka_broker, topic_name, {0: 30, 1: 30, 2: 30}, linger_ms=10)
+    starting = {topic_name: {"0": 5, "1": -2, "2": -1}}
+    collector = Collector()
+
+    run_available_now(
+        spark,
+        kafka_format,
+        source_options(kafka_broker, subscribe=topic_name, startingOffsets=_json(starting)),
+        tmp_path / "checkpoint",
+        collector,
+    )
+
+    assert_exactly(collector.positions(), {(0, o) for o in range(5, 30)} | {(1, o) for o in range(30)})
+
+
+def test_starting_offsets_json_must_name_every_partition(
+    spark: Any, kafka_format: str, kafka_broker: TansuBroker, topic_name: str, tmp_path: Path
+) -> None:
+    kafka_broker.create_topic(topic_name, partitions=2)
+    starting = {topic_name: {"0": -2}}
+
+    with pytest.raises(StreamingQueryException, match="ICESINK-CONFIG") as failure:
+        run_available_now(
+            spark,
+            kafka_format,
+            source_options(kafka_broker, subscribe=topic_name, startingOffsets=_json(starting)),
+            tmp_path / "checkpoint",
+            Collector(),
+        )
+    assert f"missing: {topic_name}-1" in str(failure.value)
+
+
+def test_starting_offsets_latest_reads_only_what_arrives_after_the_start(
+    spark: Any, kafka_format: str, kafka_broker: TansuBroker, topic_name: str, tmp_path: Path
+) -> None:
+    kafka_broker.create_topic(topic_name, partitions=2)
+    produce_spread(kafka_broker, topic_name, {0: 40, 1: 40}, linger_ms=10)
+    collector = Collector()
+    query = start_query(
+        spark,
+        kafka_format,
+        source_options(kafka_broker, subscribe=topic_name),  # startingOffsets defaults to latest
+        tmp_path / "checkpoint",
+        collector,
+    )
+    try:
+        query.processAllAvailable()
+        assert collector.positions() == []
+        produce_spread(kafka_broker, topic_name, {0: 15, 1: 5}, linger_ms=10)
+        query.processAllAvailable()
+    finally:
+        query.stop()
+
+    assert_exactly(collector.positions(), {(0, o) for o in range(40, 55)} | {(1, o) for o in range(40, 45)})
+
+
+def test_max_offsets_per_trigger_spreads_the_limit_over_several_micro_batches(
+    spark: Any, kafka_format: str, kafka_broker: TansuBroker, topic_name: str, tmp_path: Path
+) -> None:
+    kafka_broker.create_topic(topic_name, partitions=2)
+    expected = produce_spread(kafka_broker, topic_name, {0: 700, 1: 300}, linger_ms=20)
+    collector = Collector()
+
+    run_available_now(
+        spark,
+        kafka_format,
+        source_options(
+            kafka_broker, subscribe=topic_name, startingOffsets="earliest", maxOffsetsPerTrigger="250"
+        ),
+        tmp_path / "checkpoint",
+        collector,
+    )
+
+    sizes = [len(rows) for _, rows in collector.calls]
+    assert len(sizes) >= 4 and max(sizes) <= 250, sizes
+    first_batch = collector.calls[0][1]
+    # Shared in proportion to each partition's backlog, as Spark does: 175 + 75.
+    assert sum(row.partition == 0 for row in first_batch) == 175
+    assert sum(row.partition == 1 for row in first_batch) == 75
+    assert_exactly(collector.positions(), expected)
+
+
+def test_restart_after_a_failed_batch_replays_it_and_continues_without_gaps(
+    spark: Any, kafka_format: str, kafka_broker: TansuBroker, topic_name: str, tmp_path: Path
+) -> None:
+    kafka_broker.create_topic(topic_name, partitions=2)
+    first = produce_spread(kafka_broker, topic_name, {0: 150, 1: 150}, linger_ms=20)
+    options = source_options(
+        kafka_broker, subscribe=topic_name, startingOffsets="earliest", maxOffsetsPerTrigger="100"
+    )
+    checkpoint = tmp_path / "checkpoint"
+    collector = Collector(fail_on_batch=1)
+
+    with pytest.raises(StreamingQueryException, match="injected failure"):
+        run_available_now(spark, kafka_format, options, checkpoint, collector)
+    assert [batch_id for batch_id, _ in collector.calls] == [0]
+
+    run_available_now(spark, kafka_format, options, checkpoint, collector)
+    replayed = dict(collector.calls)[1]
+    assert sorted((r.partition, r.offset) for r in replayed) == sorted(
+        (r.partition, r.offset) for r in collector.failed_rows
+    )
+    assert_exactly(collector.positions(), first)
+
+    more = produce_spread(kafka_broker, topic_name, {0: 30, 1: 30}, linger_ms=20)
+    before = len(collector.calls)
+    run_available_now(spark, kafka_format, options, checkpoint, collector)
+    assert_exactly([(r.partition, r.offset) for _, rows in collector.calls[before:] for r in rows], more)
+    assert_exactly(collector.positions(), first | more)
+
+
+def test_a_partition_added_to_the_topic_is_read_from_its_start(
+    spark: Any, kafka_format: str, kafka_broker: TansuBroker, topic_name: str, tmp_path: Path
+) -> None:
+    kafka_broker.create_topic(topic_name, partitions=2)
+    first = produce_spread(kafka_broker, topic_name, {0: 50, 1: 50}, linger_ms=10)
+    options = source_options(kafka_broker, subscribe=topic_name, startingOffsets="earliest")
+    collector = Collector()
+    run_available_now(spark, kafka_format, options, tmp_path / "checkpoint", collector)
+    assert_exactly(collector.positions(), first)
+
+    kafka_broker.add_partitions(topic_name, 3)
+    more = produce_spread(kafka_broker, topic_name, {2: 30, 0: 20}, linger_ms=10)
+    before = len(collector.calls)
+    run_available_now(spark, kafka_format, options, tmp_path / "checkpoint", collector)
+
+    assert_exactly([(r.partition, r.offset) for _, rows in collector.calls[before:] for r in rows], more)
+    assert set(more) == {(2, o) for o in range(30)} | {(0, o) for o in range(50, 70)}
+
+
+def test_subscribe_pattern_picks_up_a_new_matching_topic_while_running(
+    spark: Any, kafka_format: str, kafka_broker: TansuBroker, topic_name: str, tmp_path: Path
+) -> None:
+    first, second, other = f"{topic_name}-a", f"{topic_name}-b", f"x{topic_name}-b"
+    kafka_broker.create_topic(first, partitions=2)
+    produce_spread(kafka_broker, first, {0: 20, 1: 20})
+    collector = Collector()
+    options = source_options(
+        kafka_broker, subscribePattern=re.escape(topic_name) + r"-.*", startingOffsets="earliest"
+    )
+    query = start_query(spark, kafka_format, options, tmp_path / "checkpoint", collector)
+    try:
+        query.processAllAvailable()
+        kafka_broker.create_topic(second, partitions=1)
+        kafka_broker.create_topic(other, partitions=1)
+        produce_spread(kafka_broker, second, {0: 25}, linger_ms=10)
+        produce_spread(kafka_broker, other, {0: 10})
+        query.processAllAvailable()
+    finally:
+        query.stop()
+
+    by_topic = [(row.topic, row.partition, row.offset) for row in collector.rows()]
+    assert sorted(by_topic) == sorted(
+        [(first, p, o) for p in (0, 1) for o in range(20)] + [(second, 0, o) for o in range(25)]
+    )
+
+
+# --- Tansu's short high watermark ------------------------------------------------------
+
+
+def test_end_offsets_are_found_beyond_a_short_high_watermark(
+    spark: Any, kafka_format: str, kafka_broker: TansuBroker, topic_name: str, tmp_path: Path
+) -> None:
+    kafka_broker.create_topic(topic_name, partitions=1)
+    expected = produce_spread(kafka_broker, topic_name, {0: 2000}, linger_ms=100, batch_num_messages=500)
+    _, reported_high = kafka_broker.reported_watermarks(topic_name, 0)
+    assert reported_high < 2000, "the producer did not batch: this test would prove nothing"
+
+    options = source_options(kafka_broker, subscribe=topic_name, startingOffsets="earliest")
+    reader = KafkaOffsetReader(KafkaSourceOptions.from_options(options, "stream"))
+    try:
+        assert reader.latest_offsets([(topic_name, 0)]) == {(topic_name, 0): 2000}
+    finally:
+        reader.close()
+
+    # Rate limited, so micro-batches start and end inside the broker's record batches.
+    collector = Collector()
+    run_available_now(
+        spark, kafka_format, {**options, "maxOffsetsPerTrigger": "300"}, tmp_path / "checkpoint", collector
+    )
+    assert len(collector.calls) == 7
+    assert_exactly(collector.positions(), expected)
+
+
+def test_batch_read_returns_exactly_a_range_inside_record_batches(
+    spark: Any, kafka_format: str, kafka_broker: TansuBroker, topic_name: str
+) -> None:
+    kafka_broker.create_topic(topic_name, partitions=1)
+    produce_spread(kafka_broker, topic_name, {0: 1000}, linger_ms=100, batch_num_messages=400)
+
+    def load(**options: str) -> Any:
+        return spark.read.format(kafka_format).options(**source_options(kafka_broker, **options)).load()
+
+    def offsets(df: Any) -> list[int]:
+        return sorted(row.offset for row in df.select("offset").collect())
+
+    inner = load(
+        assign=_json({topic_name: [0]}),
+        startingOffsets=_json({topic_name: {"0": 123}}),
+        endingOffsets=_json({topic_name: {"0": 777}}),
+    )
+    assert offsets(inner) == list(range(123, 777))
+    everything = load(subscribe=topic_name, minPartitions="5")  # earliest to latest, the true end
+    assert everything.rdd.getNumPartitions() == 5
+    assert offsets(everything) == list(range(1000))
+
+
+def test_transaction_markers_leave_offset_gaps_that_are_skipped(
+    spark: Any, kafka_format: str, kafka_broker: TansuBroker, topic_name: str, tmp_path: Path
+) -> None:
+    kafka_broker.create_topic(topic_name, partitions=1)
+    expected: dict[Position, bytes] = {}
+    for txn in range(3):  # each commit marker takes an offset: 5, 11 and 17
+        expected |= produce_spread(kafka_broker, topic_name, {0: 5}, transactional_id=f"{topic_name}-{txn}")
+    assert sorted(offset for _, offset in expected) == [*range(5), *range(6, 11), *range(12, 17)]
+    collector = Collector()
+
+    # Ranges of 4 offsets end on, start after and span the markers.
+    run_available_now(
+        spark,
+        kafka_format,
+        source_options(
+            kafka_broker, subscribe=topic_name, startingOffsets="earliest", maxOffsetsPerTrigger="4"
+        ),
+        tmp_path / "checkpoint",
+        collector,
+    )
+
+    assert_exactly(collector.positions(), expected)
+    assert len(collector.calls) == 5
+
+
+# --- lost data and bad options -----------------------------------------------------------
+
+
+def test_offsets_going_back_fail_the_query_unless_fail_on_data_loss_is_false(
+    spark: Any, kafka_format: str, kafka_broker: TansuBroker, topic_name: str, tmp_path: Path
+) -> None:
+    kafka_broker.create_topic(topic_name, partitions=1)
+    produce_spread(kafka_broker, topic_name, {0: 50})
+    options = source_options(kafka_broker, subscribe=topic_name, startingOffsets="earliest")
+    checkpoint = tmp_path / "checkpoint"
+    collector = Collector()
+    run_available_now(spark, kafka_format, options, checkpoint, collector)
+    kafka_broker.delete_topic(topic_name)  # Tansu cannot delete records; a recreated topic loses them too
+    kafka_broker.create_topic(topic_name, partitions=1)
+    produce_spread(kafka_broker, topic_name, {0: 10})
+
+    with pytest.raises(StreamingQueryException, match="ICESINK-KAFKA-DATA-LOSS") as failure:
+        run_available_now(spark, kafka_format, options, checkpoint, collector)
+    assert "went back from 50 to 10" in str(failure.value)
+    assert "failOnDataLoss=false" in str(failure.value)
+
+    lenient = {**options, "failOnDataLoss": "false"}
+    run_available_now(spark, kafka_format, lenient, checkpoint, collector)
+    more = produce_spread(kafka_broker, topic_name, {0: 5})
+    before = len(collector.calls)
+    run_available_now(spark, kafka_format, lenient, checkpoint, collector)
+    assert_exactly([(r.partition, r.offset) for _, rows in collector.calls[before:] for r in rows], more)
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({"kafka.bootstrap.servers": None}, "option 'kafka.bootstrap.servers' is required"),
+        (
+            {"subscribePattern": "t.*"},
+            "exactly one of the options 'subscribe', 'subscribePattern' or 'assign'",
+        ),
+        ({"startingOffsets": "middle"}, "option 'startingOffsets' has value 'middle'"),
+        ({"startingOffsets": '{"t": {"0": -3}}'}, "-2 (earliest) or -1 (latest)"),
+        (
+            {"maxOffsetsPerTrigger": "-5"},
+            "option 'maxOffsetsPerTrigger' has value '-5'; accepted: a positive",
+        ),
+        (
+            {"failOnDataLoss": "maybe"},
+            "option 'failOnDataLoss' has value 'maybe'; accepted: 'true' or 'false'",
+        ),
+        ({"startingOffset": "earliest"}, "unknown option 'startingoffset' (value 'earliest')"),
+        ({"kafka.auto.offset.reset": "earliest"}, "hint: use the startingOffsets option"),
+        ({"kafka.no.such.property": "1"}, 'No such configuration property: \\"no.such.property\\"'),
+        ({"includeHeaders": "true"}, "only 'false' is supported"),
+    ],
+)
+def test_bad_options_fail_at_load_with_the_option_value_and_what_is_accepted(
+    spark: Any, kafka_format: str, kafka_broker: TansuBroker, options: dict[str, str | None], expected: str
+) -> None:
+    given = {**source_options(kafka_broker, subscribe="t"), **options}
+    given = {k: v for k, v in given.items() if v is not None}
+
+    with pytest.raises(Exception, match="ICESINK-CONFIG") as failure:
+        spark.readStream.format(kafka_format).options(**given).load()
+    assert expected.replace('\\"', '"') in str(failure.value).replace('\\"', '"')
+
+
+# --- offset arithmetic (no broker needed) ----------------------------------------------
+
+
+def test_offsets_json_is_canonical_and_round_trips_with_string_partition_keys() -> None:
+    offsets = {("b", 10): 5, ("a", 2): 1, ("b", 9): 7}
+    as_json = offsets_to_json(offsets)
+    assert _json(as_json) == '{"a": {"2": 1}, "b": {"9": 7, "10": 5}}'
+    assert offsets_from_json(as_json) == offsets
+
+
+def test_rate_limit_is_proportional_and_never_starves_a_partition() -> None:
+    start = {("t", 0): 0, ("t", 1): 0, ("t", 2): 100}
+    latest = {("t", 0): 1000, ("t", 1): 2, ("t", 2): 100}
+    assert rate_limit(100, start, latest) == {("t", 0): 99, ("t", 1): 1, ("t", 2): 100}
+    assert rate_limit(5000, start, latest) == latest
+
+
+def test_split_ranges_honours_min_partitions_without_losing_offsets() -> None:
+    ranges = [OffsetRange("t", 0, 0, 900), OffsetRange("t", 1, 50, 150)]
+    pieces = split_ranges(ranges, 10)
+    assert len(pieces) == 10
+    covered = sorted((p.partition, o) for p in pieces for o in range(p.start, p.end))
+    assert covered == sorted([(0, o) for o in range(900)] + [(1, o) for o in range(50, 150)])
+
+
+def test_records_deleted_before_the_range_start_are_data_loss() -> None:
+    offset_range = OffsetRange("t", 0, 10, 20)
+    with pytest.raises(KafkaDataLossError, match=r"offsets \[10, 15\) of t-0 were deleted"):
+        resolve_read_start(offset_range, 15, fail_on_data_loss=True)
+    assert resolve_read_start(offset_range, 15, fail_on_data_loss=False) == 15
+    assert resolve_read_start(offset_range, 25, fail_on_data_loss=False) == 25  # nothing left to read
+    assert resolve_read_start(offset_range, 3, fail_on_data_loss=True) == 10
+
+
+def test_plan_ranges_reports_vanished_and_late_starting_partitions() -> None:
+    start = {("t", 0): 5, ("gone", 0): 3}
+    end = {("t", 0): 9, ("t", 1): 4}
+    with pytest.raises(KafkaDataLossError, match="gone-0 are gone"):
+        plan_ranges(start, end, {("t", 1): 0}, fail_on_data_loss=True)
+    with pytest.raises(KafkaDataLossError, match="t-1 starts at offset 2"):
+        plan_ranges({("t", 0): 5}, end, {("t", 1): 2}, fail_on_data_loss=True)
+    assert plan_ranges(start, end, {("t", 1): 2}, fail_on_data_loss=False) == [
+        OffsetRange("t", 0, 5, 9),
+        OffsetRange("t", 1, 2, 4),
+    ]
+
+
+def test_options_are_case_insensitive_pass_kafka_options_through_and_check_the_query_type() -> None:
+    options = KafkaSourceOptions.from_options(
+        {
+            "KAFKA.BOOTSTRAP.SERVERS": "h:1",
+            "Subscribe": "a, b",
+            "kafka.security.protocol": "SASL_SSL",
+            "MAXOFFSETSPERTRIGGER": "7",
+        },
+        "stream",
+    )
+    assert options.subscription.topics == ("a", "b")
+    assert options.max_offsets_per_trigger == 7
+    assert options.starting_offsets.kind == "latest"
+    config = options.consumer_config("executor")
+    assert config["security.protocol"] == "SASL_SSL"
+    assert config["enable.auto.commit"] is False
+    with pytest.raises(ConfigError, match=r"'startingOffsets' has value 'latest'; latest .* batch query"):
+        KafkaSourceOptions.from_options(
+            {"kafka.bootstrap.servers": "h:1", "subscribe": "a", "startingOffsets": "latest"}, "batch"
+        )
+    with pytest.raises(
+        ConfigError, match=r"'endingOffsets' \(value 'latest'\) is not valid in a streaming query"
+    ):
+        KafkaSourceOptions.from_options(
+            {"kafka.bootstrap.servers": "h:1", "subscribe": "a", "endingOffsets": "latest"}, "stream"
+        )
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value)
