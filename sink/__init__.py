@@ -5,14 +5,30 @@ Use::
     from sink import IcebergSink
     sink = IcebergSink.from_options({"table": "db.events", "catalog.type": "sql", ...})
     df.writeStream.foreachBatch(sink).option("checkpointLocation", ck).start()
+
+The names below are imported on first use: Spark's Python workers import only the
+executor modules (``sink.write``), not the driver's catalog, commit and metrics code.
 """
 
 from __future__ import annotations
 
-from sink.config import CatalogConfig, CommitConfig, DistributionMode, SinkConfig, WriteConfig
-from sink.errors import SinkError
-from sink.sink import IcebergSink
+import importlib
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:
+    from sink.config import CatalogConfig, CommitConfig, DistributionMode, SinkConfig, WriteConfig
+    from sink.errors import SinkError
+    from sink.sink import IcebergSink
+
+_EXPORTS = {
+    "CatalogConfig": "sink.config",
+    "CommitConfig": "sink.config",
+    "DistributionMode": "sink.config",
+    "SinkConfig": "sink.config",
+    "WriteConfig": "sink.config",
+    "SinkError": "sink.errors",
+    "IcebergSink": "sink.sink",
+}
 __all__ = [
     "CatalogConfig",
     "CommitConfig",
@@ -22,3 +38,10 @@ __all__ = [
     "SinkError",
     "WriteConfig",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sink' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -35,6 +35,8 @@ DEFAULT_COMPRESSION_CODEC = "zstd"
 DEFAULT_COMMIT_RETRIES = 8
 DEFAULT_COMMIT_MIN_WAIT_MS = 100
 DEFAULT_COMMIT_MAX_WAIT_MS = 10_000
+DEFAULT_METRICS_HOST = "127.0.0.1"  # the metrics endpoint is local unless configured otherwise
+DEFAULT_PUSHGATEWAY_JOB = "icesink"
 
 # Catalog properties whose values are credentials: kept as SecretStr, never logged.
 _SECRET_KEY_PATTERN = re.compile(r"(password|secret|token|credential|session-key|access-key)", re.IGNORECASE)
@@ -46,6 +48,20 @@ class DistributionMode(StrEnum):
     BUCKET = "bucket"  # Spark partition id == Iceberg bucket id
     HASH = "hash"  # shuffle by the full partition tuple
     NONE = "none"  # no shuffle: each task writes what it holds
+
+
+class SchemaEvolution(StrEnum):
+    """What the sink may change in the table's schema (``schema.evolution``)."""
+
+    ADD_COLUMNS_AND_WIDEN = "add-columns-and-widen"  # new optional columns, Iceberg's type promotions
+    OFF = "off"  # never: values are converted to the table's types or dead-lettered
+
+
+class BadRecordPolicy(StrEnum):
+    """What happens to a row whose values cannot be converted (``on-bad-record``)."""
+
+    DLQ = "dlq"  # to the dead-letter table; the stream goes on
+    FAIL = "fail"  # the batch fails, naming the column, the value and this option
 
 
 class _Frozen(BaseModel):
@@ -105,6 +121,60 @@ class CommitConfig(_Frozen):
     retries: int = Field(default=DEFAULT_COMMIT_RETRIES, ge=0, le=100)
     min_wait_ms: int = Field(default=DEFAULT_COMMIT_MIN_WAIT_MS, ge=0)
     max_wait_ms: int = Field(default=DEFAULT_COMMIT_MAX_WAIT_MS, ge=0)
+    # Commit cadence: unset means one commit per micro-batch (see sink.commit.policy).
+    target_bytes: int | None = Field(default=None, ge=1)
+    interval_s: float | None = Field(default=None, gt=0)
+    max_batches: int | None = Field(default=None, ge=1)
+
+
+class SchemaConfig(_Frozen):
+    """How a batch's columns meet the table's schema.
+
+    Attributes:
+        evolution: Whether new columns are added and types widened (``schema.evolution``).
+        case_sensitive: Whether column names must match in case (``schema.case-sensitive``).
+    """
+
+    evolution: SchemaEvolution = SchemaEvolution.ADD_COLUMNS_AND_WIDEN
+    case_sensitive: bool = False
+
+
+class DeadLetterConfig(_Frozen):
+    """Rows that cannot be converted to the table's types.
+
+    Attributes:
+        on_bad_record: ``dlq`` (default) or ``fail`` (``on-bad-record``).
+        table: The dead-letter table (``dead-letter.table``); default ``<table>__dlq``.
+    """
+
+    on_bad_record: BadRecordPolicy = BadRecordPolicy.DLQ
+    table: str | None = None
+
+    @field_validator("table")
+    @classmethod
+    def _qualified(cls, value: str | None) -> str | None:
+        if value is not None:
+            parts = value.split(".")
+            if len(parts) < 2 or any(not p.strip() for p in parts):
+                raise ValueError("must be a qualified identifier 'namespace.table', e.g. 'db.trips__dlq'")
+        return value
+
+
+class MetricsConfig(_Frozen):
+    """Where the sink's Prometheus metrics go (see :mod:`sink.metrics_server`).
+
+    Attributes:
+        port: Port of the HTTP endpoint on the driver (``metrics.port``); ``None`` (the
+            default, for library use) serves nothing, 0 any free port.
+        host: Address the endpoint binds (``metrics.host``).
+        pushgateway_url: Pushgateway to push to, for short jobs (``metrics.pushgateway-url``).
+        pushgateway_job: ``job`` of the pushed group (``metrics.pushgateway-job``).
+    """
+
+    port: int | None = Field(default=None, ge=0, le=65535)
+    host: str = Field(default=DEFAULT_METRICS_HOST, min_length=1)
+    pushgateway_url: str | None = Field(default=None, pattern=r"^(https?://)?[^\s/:]+(:\d+)?(/\S*)?$")
+    pushgateway_job: str = Field(default=DEFAULT_PUSHGATEWAY_JOB, pattern=r"^[A-Za-z0-9_.-]{1,128}$")
 
 
 class SinkConfig(_Frozen):
@@ -120,6 +190,9 @@ class SinkConfig(_Frozen):
         table_properties: Properties for a table the sink creates.
         write: Data file writing.
         commit: Commit retries.
+        metrics: Prometheus endpoint and Pushgateway.
+        table_schema: Column matching and schema evolution.
+        dead_letter: Rows that cannot be converted.
     """
 
     table: str
@@ -129,6 +202,9 @@ class SinkConfig(_Frozen):
     table_properties: dict[str, str] = Field(default_factory=dict)
     write: WriteConfig = Field(default_factory=WriteConfig)
     commit: CommitConfig = Field(default_factory=CommitConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    table_schema: SchemaConfig = Field(default_factory=SchemaConfig)
+    dead_letter: DeadLetterConfig = Field(default_factory=DeadLetterConfig)
 
     @field_validator("table")
     @classmethod
@@ -168,8 +244,19 @@ _OPTION_FIELDS: dict[str, tuple[str | None, str]] = {
     "distribution-mode": ("write", "distribution_mode"),
     "write.distribution-mode": ("write", "distribution_mode"),
     "commit.retry.num-retries": ("commit", "retries"),
+    "metrics.port": ("metrics", "port"),
+    "metrics.host": ("metrics", "host"),
+    "metrics.pushgateway-url": ("metrics", "pushgateway_url"),
+    "metrics.pushgateway-job": ("metrics", "pushgateway_job"),
     "commit.retry.min-wait-ms": ("commit", "min_wait_ms"),
+    "schema.evolution": ("table_schema", "evolution"),
+    "schema.case-sensitive": ("table_schema", "case_sensitive"),
+    "on-bad-record": ("dead_letter", "on_bad_record"),
+    "dead-letter.table": ("dead_letter", "table"),
     "commit.retry.max-wait-ms": ("commit", "max_wait_ms"),
+    "commit.target-bytes": ("commit", "target_bytes"),
+    "commit.interval-s": ("commit", "interval_s"),
+    "commit.max-batches": ("commit", "max_batches"),
 }
 _PREFIXES = ("catalog.", "table-property.")
 
@@ -224,6 +311,21 @@ def _from_options(cls: type[SinkConfig], options: Mapping[str, Any]) -> SinkConf
 def _accepted_hint(loc: tuple[str, ...]) -> str:
     if loc and loc[-1] == "distribution_mode":
         return f"use one of {[m.value for m in DistributionMode]}"
+    if loc and loc[-1] == "evolution":
+        return f"use one of {[m.value for m in SchemaEvolution]}"
+    if loc and loc[-1] == "on_bad_record":
+        return f"use one of {[m.value for m in BadRecordPolicy]}"
+    if loc and loc[-1] == "case_sensitive":
+        return "use true or false"
+    if loc == ("dead_letter", "table"):
+        return "set 'dead-letter.table' to 'namespace.table'"
     if loc == ("table",):
         return "set 'table' to 'namespace.table'"
+    if loc[:1] == ("metrics",):
+        return {
+            "port": "use a port number 0-65535 (0: any free port)",
+            "host": "use an address to bind, e.g. 127.0.0.1 or 0.0.0.0",
+            "pushgateway_url": "use the Pushgateway's address, e.g. http://pushgateway:9091",
+            "pushgateway_job": "use 1-128 letters, digits, '_', '.', '-'",
+        }.get(loc[-1], "see the option's description in README.md")
     return "see the option's description in README.md"

@@ -13,11 +13,13 @@ Run them from any process, e.g. a daily job::
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 from dataclasses import dataclass
 
 from pyiceberg.table import Table
+from pyiceberg.table.snapshots import Snapshot
 
 from sink._pyiceberg import list_files_with_mtime
 
@@ -35,12 +37,13 @@ class MaintenanceReport:
 
 
 def expire_snapshots(
-    table: Table, retain_last: int = 1, older_than: dt.datetime | None = None
+    table: Table, retain_last: int = 1, older_than: dt.datetime | None = None, delete_files: bool = True
 ) -> MaintenanceReport:
     """Expire all but the newest ``retain_last`` snapshots (and only those older than ``older_than``).
 
-    Snapshots that are branch or tag heads are never expired. Data files only the
-    expired snapshots referenced become orphans: :func:`remove_orphan_files` deletes them.
+    Snapshots that are branch or tag heads are never expired. With ``delete_files``,
+    the manifest lists, manifests and data files that only the expired snapshots
+    reached are deleted: everything still reachable from a remaining snapshot is kept.
     """
     if retain_last < 1:
         raise ValueError(f"retain_last={retain_last}: at least the current snapshot must be kept")
@@ -52,20 +55,44 @@ def expire_snapshots(
         for s in snapshots[retain_last:]
         if s.snapshot_id not in protected and s.timestamp_ms < cutoff
     ]
-    if expired:
-        table.maintenance.expire_snapshots().by_ids(expired).commit()
-        logger.info("expired %s snapshots of %s", len(expired), ".".join(table.name()))
-    return MaintenanceReport(expired_snapshots=len(expired))
+    if not expired:
+        return MaintenanceReport()
+    before = _reachable(table, table.snapshots()) if delete_files else set()
+    table.maintenance.expire_snapshots().by_ids(expired).commit()
+    deleted: list[str] = []
+    if delete_files:
+        table.refresh()
+        for path in sorted(before - _reachable(table, table.snapshots())):
+            with contextlib.suppress(FileNotFoundError):
+                table.io.delete(path)
+            deleted.append(path)
+    logger.info(
+        "expired %s snapshots of %s, deleted %s files only they reached",
+        len(expired),
+        ".".join(table.name()),
+        len(deleted),
+    )
+    return MaintenanceReport(expired_snapshots=len(expired), deleted_files=tuple(deleted))
 
 
 def referenced_files(table: Table) -> set[str]:
-    """Every data and delete file that any remaining snapshot references."""
+    """Every file (data, delete, manifest, manifest list) a remaining snapshot references."""
+    return _reachable(table, table.snapshots())
+
+
+def _reachable(table: Table, snapshots: list[Snapshot]) -> set[str]:
+    """Manifest lists, manifests and data/delete files reachable from ``snapshots``."""
     paths: set[str] = set()
-    for snapshot in table.snapshots():
+    manifests: set[str] = set()
+    for snapshot in snapshots:
+        paths.add(snapshot.manifest_list)
         for manifest in snapshot.manifests(table.io):
+            if manifest.manifest_path in manifests:
+                continue
+            manifests.add(manifest.manifest_path)
             for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
                 paths.add(entry.data_file.file_path)
-    return paths
+    return paths | manifests
 
 
 def remove_orphan_files(

@@ -1,50 +1,290 @@
-"""Step 1: align a micro-batch to the table's schema.
+"""Step 1: normalize a micro-batch to the table's schema and split off the rows that cannot be.
 
-Columns are matched to the table's by name (case-insensitive), put in the table's
-order and cast to the table's types; optional table columns the batch lacks are
-filled with nulls.
+Columns are matched to the table's by name (ignoring case unless
+``schema.case-sensitive``), put in the table's order and converted to the table's
+types (:mod:`sink.schema.conversion`); optional columns the batch lacks become null.
+
+All of it is one Spark projection of native expressions (``try_cast``, no Python
+UDF). Next to the converted columns it computes one ``problem`` column: a struct
+naming the first column of the row that could not be converted, the reason and the
+offending value, or null for a good row. The good rows are that projection filtered on
+``problem is null``. An ``Observation`` on it counts input and bad rows while the good
+rows are written, so the plan runs once, and the dead letters (the same projection
+filtered the other way, with the original row as JSON) only run when there are some.
+
+With ``on-bad-record=fail`` the filter raises (``raise_error``) at the first bad row
+instead, so the batch fails before anything is committed; the driver turns the
+executor's message back into a :class:`~sink.errors.BadRecordError`
+(:func:`bad_record_error`).
 """
 
 from __future__ import annotations
 
+import logging
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+
 from pyiceberg.schema import Schema
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
+from pyspark.sql import types as st
 
-from sink.errors import SchemaError
-from sink.schema.convert import iceberg_to_spark_type
+from sink.config import BadRecordPolicy, SchemaEvolution, SinkConfig
+from sink.errors import BadRecordError
+from sink.schema.conversion import BadRecordReason, ColumnConverter, Problem
+
+__all__ = [
+    "BadRecordReason",
+    "NormalizeOptions",
+    "NormalizedBatch",
+    "RowCounts",
+    "bad_record_error",
+    "normalize",
+]
+
+logger = logging.getLogger(__name__)
+
+PROBLEM_COLUMN = "__icesink_problem"
+DEAD_LETTER_COLUMNS = ("column", "reason", "value", "original_row")
+_SOURCE_PREFIX = "__icesink_src_"
+_VALUE_PREFIX = "__icesink_value_"
+_VALUE_MAX_CHARS = 1024  # of the offending value kept in a dead letter (the whole row is kept as well)
+_MESSAGE_VALUE_MAX_CHARS = 200  # of the offending value shown in an error message
+_BAD_RECORD_PATTERN = re.compile(
+    r"ICESINK-BAD-RECORD: (?P<message>.*?); hint: (?P<hint>.*?)(?: SQLSTATE: \w+)?$", re.MULTILINE
+)
 
 
-def align_to_table(batch_df: DataFrame, schema: Schema, table: str) -> DataFrame:
-    """Select the table's columns from ``batch_df``, cast to the table's types.
+@dataclass(frozen=True)
+class NormalizeOptions:
+    """How :func:`normalize` treats a batch.
+
+    Attributes:
+        table: The table's identifier, for messages.
+        case_sensitive: Whether column names must match in case.
+        on_bad_record: ``dlq`` splits bad rows off; ``fail`` fails the batch at the first.
+        dead_letter_table: Where bad rows go, for messages.
+        evolution_enabled: Whether the schema step may add columns (for messages).
+    """
+
+    table: str
+    case_sensitive: bool = False
+    on_bad_record: BadRecordPolicy = BadRecordPolicy.DLQ
+    dead_letter_table: str = ""
+    evolution_enabled: bool = True
+
+    @classmethod
+    def from_config(cls, config: SinkConfig, dead_letter_table: str) -> NormalizeOptions:
+        """The options of a sink's main table."""
+        return cls(
+            table=config.table,
+            case_sensitive=config.table_schema.case_sensitive,
+            on_bad_record=config.dead_letter.on_bad_record,
+            dead_letter_table=dead_letter_table,
+            evolution_enabled=config.table_schema.evolution is SchemaEvolution.ADD_COLUMNS_AND_WIDEN,
+        )
+
+
+@dataclass(frozen=True)
+class RowCounts:
+    """A batch's rows, counted while its good rows were written."""
+
+    input_rows: int
+    bad_rows: int
+
+    @property
+    def good_rows(self) -> int:
+        return self.input_rows - self.bad_rows
+
+
+@dataclass(frozen=True)
+class NormalizedBatch:
+    """A batch aligned to the table.
+
+    Attributes:
+        rows: The good rows: the table's columns, in its order, of its types.
+        dead_letters: The bad rows, lazily: ``column``, ``reason``, ``value`` and
+            ``original_row`` (JSON). Run it only when :meth:`counts` reports bad rows.
+        can_have_bad_rows: Whether any value of the batch's schema can fail to convert.
+    """
+
+    rows: DataFrame
+    can_have_bad_rows: bool
+    _observation: Observation = field(repr=False)
+    _dead_letters: Callable[[], DataFrame] = field(repr=False)
+
+    @cached_property
+    def dead_letters(self) -> DataFrame:
+        """The bad rows (see the class docstring)."""
+        return self._dead_letters()
+
+    def counts(self) -> RowCounts:
+        """Input and bad rows, as observed while :attr:`rows` ran (it must have run)."""
+        observed = self._observed()
+        if observed is None:
+            logger.warning("rows were not counted while writing; counting the batch again")
+            bad = self.dead_letters.count() if self.can_have_bad_rows else 0
+            return RowCounts(self.rows.count() + bad, bad)
+        return RowCounts(int(observed["rows"]), int(observed["bad"]))
+
+    def _observed(self) -> dict[str, int] | None:
+        """The observed counts, or ``None`` when the plan that ran did not carry them.
+
+        That happens when Spark proves the good rows empty (every row bad) and replaces
+        the plan, observation included, by an empty relation.
+        """
+        future = getattr(getattr(self._observation, "_jo", None), "future", None)
+        if callable(future) and not future().isCompleted():
+            return None  # Observation.get would wait forever
+        try:
+            observed = self._observation.get
+        except Exception:
+            return None
+        return observed if {"rows", "bad"} <= observed.keys() else None
+
+
+def normalize(batch_df: DataFrame, schema: Schema, options: NormalizeOptions) -> NormalizedBatch:
+    """Align ``batch_df`` to ``schema``: good rows to write, bad rows to dead-letter.
 
     Raises:
-        SchemaError: The batch has a column the table lacks, or lacks a required one.
+        SchemaError: The batch has a column the table lacks, or two columns matching
+            one table column.
     """
-    by_name = {name.lower(): name for name in batch_df.columns}
-    table_names = {f.name.lower() for f in schema.fields}
-    extra = [name for name in batch_df.columns if name.lower() not in table_names]
-    if extra:
-        raise SchemaError(
-            f"batch has columns {extra} that table {table} does not have",
-            table=table,
-            hint="add them to the table, or drop them in the query before the sink",
+    plan = _plan_for(batch_df, schema, options)
+    source = batch_df.toDF(*plan.sources)  # by position: names may repeat in other cases, or contain dots
+    converted = source.select(*plan.values, *plan.sources)
+    checked = converted.select(*plan.value_names, plan.problem, *plan.sources)
+    observation = Observation()
+    observed = checked.observe(observation, *plan.counts)
+    good = observed if plan.keep is None else observed.filter(plan.keep)
+    rows = good.select(*plan.table_columns)
+
+    def dead_letters() -> DataFrame:  # built only when there are some: building a plan costs too
+        # Filtered above the observation (its result stays the first action's): Spark cannot
+        # push the filter below the projection, where it would convert every value again.
+        return observed.filter(F.col(PROBLEM_COLUMN).isNotNull()).select(*plan.dead_letter_columns)
+
+    return NormalizedBatch(rows, plan.keep is not None, observation, dead_letters)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The expressions normalizing batches of one schema into one table schema.
+
+    They name columns by position only (``__icesink_src_<i>``, ``__icesink_value_<i>``), so
+    they serve every batch of the same shape: a stream builds them once, not per batch
+    (building them is thousands of calls into the JVM for a wide table).
+    """
+
+    sources: tuple[str, ...]
+    values: tuple[Column, ...]  # converted, aliased __icesink_value_<i>
+    value_names: tuple[str, ...]
+    problem: Column  # aliased PROBLEM_COLUMN
+    keep: Column | None  # the good-row filter (None: no row can be bad)
+    counts: tuple[Column, ...]  # observed: rows, bad
+    table_columns: tuple[Column, ...]
+    dead_letter_columns: tuple[Column, ...]
+
+
+_PLANS: OrderedDict[tuple[str, str, str, NormalizeOptions], _Plan] = OrderedDict()
+_PLANS_LOCK = threading.Lock()
+_PLANS_KEPT = 64
+
+
+def _plan_for(batch_df: DataFrame, schema: Schema, options: NormalizeOptions) -> _Plan:
+    """The cached plan for this batch schema, table schema and options (in this Spark context)."""
+    context = batch_df.sparkSession.sparkContext.applicationId  # Columns belong to one JVM
+    key = (context, batch_df.schema.json(), schema.model_dump_json(), options)
+    with _PLANS_LOCK:
+        plan = _PLANS.get(key)
+        if plan is not None:
+            _PLANS.move_to_end(key)
+            return plan
+    plan = _build_plan(list(batch_df.schema.fields), schema, options)
+    with _PLANS_LOCK:
+        _PLANS[key] = plan
+        while len(_PLANS) > _PLANS_KEPT:
+            _PLANS.popitem(last=False)
+    return plan
+
+
+def _build_plan(source_fields: list[st.StructField], schema: Schema, options: NormalizeOptions) -> _Plan:
+    names = tuple(f"{_SOURCE_PREFIX}{i}" for i in range(len(source_fields)))
+    converter = ColumnConverter(options.table, options.case_sensitive, options.evolution_enabled)
+    sources = [F.col(n) for n in names]
+    columns = converter.columns(sources, source_fields, schema.fields)
+    value_names = tuple(f"{_VALUE_PREFIX}{i}" for i in range(len(columns)))
+    # The problems test the converted columns, so each value is converted once per row.
+    checks = converter.columns(
+        sources, source_fields, schema.fields, converted=[F.col(v) for v in value_names]
+    )
+    problems = [p for c in checks for p in c.problems]
+    problem = F.col(PROBLEM_COLUMN)
+    if not problems:
+        keep = None
+    elif options.on_bad_record is BadRecordPolicy.FAIL:
+        keep = F.when(problem.isNull(), F.lit(True)).otherwise(F.raise_error(_message(options)))
+    else:
+        keep = problem.isNull()
+    row = F.struct(*[F.col(n).alias(f.name) for n, f in zip(names, source_fields, strict=True)])
+    return _Plan(
+        sources=names,
+        values=tuple(c.value.alias(v) for c, v in zip(columns, value_names, strict=True)),
+        value_names=value_names,
+        problem=_first_problem(problems).alias(PROBLEM_COLUMN),
+        keep=keep,
+        counts=(F.count(F.lit(1)).alias("rows"), F.count(problem).alias("bad")),
+        table_columns=tuple(F.col(v).alias(f.name) for v, f in zip(value_names, schema.fields, strict=True)),
+        dead_letter_columns=(
+            *[problem[c].alias(c) for c in DEAD_LETTER_COLUMNS[:3]],
+            F.to_json(row, {"ignoreNullFields": "false"}).alias("original_row"),
+        ),
+    )
+
+
+def bad_record_error(text: str, table: str, batch_id: int) -> BadRecordError | None:
+    """The :class:`BadRecordError` a write task raised (it reaches the driver as text), or ``None``."""
+    match = _BAD_RECORD_PATTERN.search(text)
+    if match is None:
+        return None
+    return BadRecordError(match["message"], hint=match["hint"], table=table, batch_id=batch_id)
+
+
+def _first_problem(problems: list[Problem]) -> Column:
+    """``struct(column, reason, value)`` of the row's first problem, or null for a good row."""
+    if not problems:
+        return F.lit(None).cast("struct<column:string,reason:string,value:string>")
+    expression: Column | None = None
+    for p in problems:
+        report = F.struct(
+            F.lit(p.path).alias("column"),
+            F.lit(p.reason.value).alias("reason"),
+            F.substring(F.coalesce(p.value, F.lit("null")), 1, _VALUE_MAX_CHARS).alias("value"),
         )
-    columns: list[Column] = []
-    for field in schema.fields:
-        spark_type = iceberg_to_spark_type(field.field_type)
-        source = by_name.get(field.name.lower())
-        if source is None:
-            if field.required:
-                raise SchemaError(
-                    f"batch lacks required column {field.name!r} of table {table}",
-                    table=table,
-                    hint="select the column in the query, or make it optional in the table",
-                )
-            columns.append(F.lit(None).cast(spark_type).alias(field.name))
-            continue
-        column = F.col(f"`{source}`")
-        if batch_df.schema[source].dataType != spark_type:
-            column = column.cast(spark_type)
-        columns.append(column.alias(field.name))
-    return batch_df.select(*columns)
+        expression = (
+            F.when(p.condition, report) if expression is None else expression.when(p.condition, report)
+        )
+    assert expression is not None
+    return expression
+
+
+def _message(options: NormalizeOptions) -> Column:
+    """The ``on-bad-record=fail`` error, built per row in Spark (value, column, reason)."""
+    problem = F.col(PROBLEM_COLUMN)
+    value = F.regexp_replace(F.substring(problem["value"], 1, _MESSAGE_VALUE_MAX_CHARS), r"[\r\n]+", " ")
+    return F.concat(
+        F.lit("ICESINK-BAD-RECORD: value '"),
+        value,
+        F.lit("' of column '"),
+        problem["column"],
+        F.lit(f"' cannot be written to table {options.table} ("),
+        problem["reason"],
+        F.lit(
+            "); hint: set on-bad-record=dlq to send such rows to the dead-letter table "
+            f"{options.dead_letter_table} instead of failing the batch, or fix the value at its source"
+        ),
+    )

@@ -6,7 +6,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pyiceberg.exceptions import CommitFailedException
@@ -67,8 +67,10 @@ class Committer:
         self._config = config
         self._delete_file = delete_file or table.io.delete
 
-    def commit(self, files: Sequence[DataFileMessage], batches: BatchRange, attempt: str) -> CommitOutcome:
-        """Commit ``files`` as the data of ``batches``.
+    def commit(
+        self, files: Sequence[DataFileMessage], batches: BatchRange, attempts: Mapping[int, str]
+    ) -> CommitOutcome:
+        """Commit ``files`` as the data of ``batches`` (``attempts``: each batch's write attempt).
 
         Raises:
             CommitConflictError: Still conflicting after every retry (files deleted).
@@ -87,7 +89,7 @@ class Committer:
                 )
                 return CommitOutcome(None, attempt_no, conflicts, skipped_replay=True)
             try:
-                snapshot_id = self._commit_once(files, batches, attempt)
+                snapshot_id = self._commit_once(files, batches, attempts)
             except CommitFailedException as e:
                 conflicts += 1
                 wait_ms = min(self._config.min_wait_ms * 2 ** (attempt_no - 1), self._config.max_wait_ms)
@@ -131,9 +133,11 @@ class Committer:
             hint="raise commit.retry.num-retries or reduce the number of concurrent writers",
         )
 
-    def _commit_once(self, files: Sequence[DataFileMessage], batches: BatchRange, attempt: str) -> int | None:
+    def _commit_once(
+        self, files: Sequence[DataFileMessage], batches: BatchRange, attempts: Mapping[int, str]
+    ) -> int | None:
         table = self.table
-        summary = ledger.summary_properties(self._sink_id, batches, attempt)
+        summary = ledger.summary_properties(self._sink_id, batches, attempts)
         merge = table.metadata.properties.get("commit.manifest-merge.enabled", "false").lower() == "true"
         with table.transaction() as tx:
             if files:
@@ -141,7 +145,8 @@ class Committer:
                 with update.merge_append() if merge else update.fast_append() as append:
                     for message in files:
                         append.append_data_file(self._data_file(message))
-            tx.set_properties(ledger.marker_properties(self._sink_id, batches, attempt))
+            marker = ledger.marker_properties(self._sink_id, batches, attempts.get(batches.last, ""))
+            tx.set_properties(marker)
         snapshot = table.current_snapshot()
         return snapshot.snapshot_id if files and snapshot is not None else None
 

@@ -13,13 +13,14 @@ Batches of one sink are committed in order, so "batch ``b`` is committed" is
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pyiceberg.table import Table
 
 SUMMARY_SINK_ID = "icesink.sink-id"
 SUMMARY_BATCH_IDS = "icesink.batch-ids"
-SUMMARY_ATTEMPT = "icesink.attempt"
+SUMMARY_ATTEMPTS = "icesink.attempts"  # "batch:attempt,batch:attempt"
 _PROPERTY_PREFIX = "icesink.sink."
 
 
@@ -59,9 +60,18 @@ def marker_properties(sink_id: str, batches: BatchRange, attempt: str) -> dict[s
     }
 
 
-def summary_properties(sink_id: str, batches: BatchRange, attempt: str) -> dict[str, str]:
-    """Snapshot summary entries of a commit."""
-    return {SUMMARY_SINK_ID: sink_id, SUMMARY_BATCH_IDS: str(batches), SUMMARY_ATTEMPT: attempt}
+def summary_properties(sink_id: str, batches: BatchRange, attempts: Mapping[int, str]) -> dict[str, str]:
+    """Snapshot summary entries of a commit (``attempts``: the attempt of each batch with files)."""
+    return {
+        SUMMARY_SINK_ID: sink_id,
+        SUMMARY_BATCH_IDS: str(batches),
+        SUMMARY_ATTEMPTS: ",".join(f"{b}:{a}" for b, a in sorted(attempts.items())),
+    }
+
+
+def _parse_attempts(text: str | None) -> dict[int, str]:
+    pairs = (item.split(":", 1) for item in (text or "").split(",") if ":" in item)
+    return {int(b): a for b, a in pairs}
 
 
 def last_commit(table: Table, sink_id: str) -> CommitRecord | None:
@@ -76,7 +86,8 @@ def last_commit(table: Table, sink_id: str) -> CommitRecord | None:
         summary = snapshot.summary
         if summary is not None and summary.get(SUMMARY_SINK_ID) == sink_id:
             batches = BatchRange.parse(str(summary[SUMMARY_BATCH_IDS]))
-            return CommitRecord(batches.last, summary.get(SUMMARY_ATTEMPT) or "")
+            attempt = _parse_attempts(summary.get(SUMMARY_ATTEMPTS)).get(batches.last, "")
+            return CommitRecord(batches.last, attempt)
     return None
 
 
@@ -96,5 +107,5 @@ def attempt_of_batch(table: Table, sink_id: str, batch_id: int) -> str | None:
         if summary is None or summary.get(SUMMARY_SINK_ID) != sink_id:
             continue
         if batch_id in BatchRange.parse(str(summary[SUMMARY_BATCH_IDS])):
-            return summary.get(SUMMARY_ATTEMPT)
+            return _parse_attempts(summary.get(SUMMARY_ATTEMPTS)).get(batch_id)
     return None

@@ -86,8 +86,13 @@ class AttemptLog:
                     records.append(AttemptRecord(**json.loads(stream.read())))
         return sorted(records, key=lambda r: r.batch_id)
 
-    def recover(self, table: Table) -> RecoveryReport:
-        """Settle every open attempt against the table's ledger (see module docstring)."""
+    def recover(self, table: Table, staged_attempts: frozenset[str] = frozenset()) -> RecoveryReport:
+        """Settle every open attempt against the table's ledger (see module docstring).
+
+        Args:
+            table: The table, freshly loaded.
+            staged_attempts: Attempts whose files are staged for a later commit: kept.
+        """
         deleted: list[str] = []
         kept: list[str] = []
         attempts = self.open_attempts()
@@ -99,8 +104,8 @@ class AttemptLog:
             ]
             committed_by = ledger.attempt_of_batch(table, self._sink_id, record.batch_id)
             never_committed = not ledger.is_committed(table, self._sink_id, record.batch_id)
-            if committed_by == record.attempt:
-                pass  # the crash came after the commit: its files are the table's
+            if committed_by == record.attempt or record.attempt in staged_attempts:
+                pass  # the crash came after the commit (or staging): the files are the table's
             elif never_committed or committed_by is not None:
                 for path in files:
                     self._io.delete(path)

@@ -24,19 +24,39 @@ The inversions work on 32-bit words held unsigned in ``[0, 2**32)`` inside ``Lon
 columns. Nothing may overflow a long, because under ANSI mode (Spark 4's default) an
 overflow fails the query: a word is only multiplied by a constant in its *signed*
 32-bit form, which bounds every product by ``2**31 * 2**32 = 2**63``.
+
+Each inversion step reads its input word two or three times, and Spark's expression
+trees do not share subexpressions, so :func:`murmur3_bytes` expands to about 3,000
+nodes. Code generation computes each common subexpression once, so only planning
+pays for the size. This module relies on how Spark's ``hash()`` chains seeds and
+hashes ints, longs and binary; :func:`sink.route.self_check.verify_bucket_function`
+checks that at start-up.
+
+:func:`spark_hash_preimage` runs the same inversion in plain Python on the driver: the
+``int`` whose Spark ``hash()`` is a given value. The bucket shuffle
+(:mod:`sink.route.shuffle`) uses it to choose shuffle partitions exactly.
 """
 
 from __future__ import annotations
 
+import numpy as np
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-__all__ = ["ZERO_SEED_PREFIX", "bucket_of_hash", "murmur3_bytes", "murmur3_long"]
+__all__ = [
+    "ZERO_SEED_PREFIX",
+    "bucket_of_hash",
+    "murmur3_block_bytes",
+    "murmur3_bytes",
+    "murmur3_long",
+    "spark_hash_preimage",
+]
 
 ZERO_SEED_PREFIX = -1693959553
 """The ``int`` whose Spark ``hash()`` (murmur3, seed 42) is 0; found by inverting murmur3."""
 
 _MASK32 = 0xFFFFFFFF
+_SPARK_SEED = 42
 _H_ADD = 0xE6546B64
 # Multiplicative inverses modulo 2**32 of the constants murmur3 multiplies by.
 _C1_INV = 0xDEE13BB1
@@ -81,9 +101,57 @@ def murmur3_bytes(value: Column) -> Column:
     return _keep_null(F.hash(F.lit(ZERO_SEED_PREFIX), _to_int(x)), length)
 
 
+def murmur3_block_bytes(value: Column) -> Column:
+    """The hash of a byte string whose length is a multiple of 4, such as a UUID's 16 bytes.
+
+    Cheaper than :func:`murmur3_bytes`: with whole blocks only, Spark's ``hash()`` is
+    already the standard algorithm. Wrong for other lengths.
+
+    Args:
+        value: A ``BinaryType`` column whose values all have a length divisible by 4.
+
+    Returns:
+        An ``IntegerType`` column with the hash as Java's ``int``; null where ``value``
+        is null.
+    """
+    return _keep_null(F.hash(F.lit(ZERO_SEED_PREFIX), value), F.octet_length(value))
+
+
 def bucket_of_hash(hash_value: Column, num_buckets: int) -> Column:
     """Iceberg's bucket id ``(hash & Integer.MAX_VALUE) % N`` of an ``IntegerType`` hash."""
-    return hash_value.bitwiseAND(_lit(0x7FFFFFFF)) % _lit(num_buckets)
+    return hash_value.bitwiseAND(F.lit(0x7FFFFFFF)) % F.lit(num_buckets)
+
+
+def spark_hash_preimage(value: int) -> int:
+    """The ``int`` whose Spark ``hash()`` (murmur3 x86 32-bit, seed 42) is ``value``.
+
+    Spark hashes an ``int`` ``x`` as ``fmix(mix_h(42, mix_k(x)), 4)``; every step is a
+    bijection on 32-bit words, so each value has exactly one preimage, found by running
+    the steps backwards. ``spark_hash_preimage(0)`` is :data:`ZERO_SEED_PREFIX`.
+
+    Args:
+        value: Any 32-bit value, signed or unsigned.
+
+    Returns:
+        The preimage as a signed 32-bit ``int``.
+    """
+    h = _py_unxorshift(value & _MASK32, 16)
+    h = _py_unxorshift((h * _FMIX2_INV) & _MASK32, 13)
+    h = _py_unxorshift((h * _FMIX1_INV) & _MASK32, 16) ^ 4  # undo fmix(h, 4): 4 is an int's length
+    h = _py_rotl((((h - _H_ADD) & _MASK32) * _FIVE_INV) & _MASK32, 32 - 13)  # 42 ^ mix_k(x)
+    k = (_py_rotl(((h ^ _SPARK_SEED) * _C2_INV) & _MASK32, 32 - 15) * _C1_INV) & _MASK32
+    return k - (1 << 32) if k >= 1 << 31 else k
+
+
+def _py_rotl(word: int, bits: int) -> int:
+    return ((word << bits) | (word >> (32 - bits))) & _MASK32
+
+
+def _py_unxorshift(word: int, bits: int) -> int:
+    undone = word ^ (word >> bits)
+    if bits < 16:
+        undone ^= word >> (2 * bits)
+    return undone
 
 
 def _keep_null(hash_value: Column, witness: Column) -> Column:
@@ -94,11 +162,12 @@ def _keep_null(hash_value: Column, witness: Column) -> Column:
     eliminate common subexpressions; xor with a zero that is null with ``witness``
     does not.
     """
-    return hash_value.bitwiseXOR(witness.bitwiseAND(_lit(0)).cast("int"))
+    return hash_value.bitwiseXOR(witness.bitwiseAND(F.lit(0)).cast("int"))
 
 
 def _lit(value: int) -> Column:
-    return F.lit(value)
+    """A ``LongType`` literal, so that Spark needs no casts to combine it with the words."""
+    return F.lit(np.int64(value))
 
 
 def _signed(constant: int) -> int:

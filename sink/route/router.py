@@ -1,19 +1,60 @@
-"""Step 3: add the partition-value columns and shuffle rows to their write tasks."""
+"""Step 3: add the partition-value columns and shuffle rows to their write tasks.
+
+``distribution-mode`` (Iceberg Spark's option of that name) chooses the shuffle:
+
+* ``bucket`` (default when the spec has a bucket field): Spark partition id == bucket id
+  (:mod:`sink.route.layout`, :mod:`sink.route.shuffle`). Every write task receives the
+  rows of exactly one bucket, all of them, and fans out over the other partition fields
+  (days, ...) inside it, so each partition value of a batch under the target size is
+  one data file. Adaptive execution cannot coalesce or split these partitions. Values
+  far above the target are spread over extra tasks (:mod:`sink.route.skew`).
+* ``hash`` (default for specs without a bucket): shuffle by the full partition tuple;
+  each value lands in one task, and adaptive execution may coalesce the tasks.
+* ``none``: no shuffle; each task writes what it holds, so up to tasks x values files.
+
+One rule skips the shuffle in ``bucket`` and ``hash`` mode: when the sink's previous
+batch wrote at most :data:`SINGLE_TASK_MAX_BYTES` (and at most one target file), the
+batch is coalesced into one task without a shuffle. One task then writes every value,
+one file each, which is as few files as the shuffle gives, for the price of one task
+instead of a shuffle and one task per bucket. A first batch (nothing known yet) is
+always shuffled. A batch much larger than the one before it is written by one task
+too, slower but with the same files; the batch after it is shuffled again.
+"""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
+from pyiceberg.table import Table
 from pyiceberg.transforms import BucketTransform
-from pyspark.sql import DataFrame
+from pyiceberg.types import IcebergType
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
-from sink.config import DistributionMode
+from sink.config import DEFAULT_TARGET_FILE_SIZE_BYTES, DistributionMode
+from sink.route.layout import BucketLayout
+from sink.route.self_check import ensure_self_checks
+from sink.route.shuffle import exact_repartition
+from sink.route.skew import (
+    MAX_HOT_VALUES,
+    HotValue,
+    RoutingHistory,
+    min_rows_to_split,
+    needs_measurement,
+    plan_splits,
+    table_bytes_per_row,
+)
 from sink.route.transforms import partition_value_column
 
+logger = logging.getLogger(__name__)
+
 PARTITION_COLUMN_PREFIX = "__icesink_partition_"
+SINGLE_TASK_MAX_BYTES = 32 * 1024 * 1024
+"""A batch after one that wrote at most this many bytes (and one target) is written by one task."""
 
 
 @dataclass(frozen=True)
@@ -24,11 +65,20 @@ class RoutedBatch:
         df: Table columns first, then one partition-value column per spec field.
         num_data_columns: How many leading columns are table columns.
         mode: The distribution that was applied.
+        num_partitions: Partitions of the bucket shuffle (buckets plus the extra
+            partitions of split values); ``None`` without a bucket shuffle.
+        single_task: The batch was coalesced into one task instead of shuffled.
+        hot_values: Values spread over several tasks (bucket mode).
+        layout: The bucket fields behind the partition ids (bucket mode).
     """
 
     df: DataFrame
     num_data_columns: int
     mode: DistributionMode
+    num_partitions: int | None = None
+    single_task: bool = False
+    hot_values: tuple[HotValue, ...] = ()
+    layout: BucketLayout | None = None
 
 
 def resolve_mode(requested: DistributionMode | None, spec: PartitionSpec) -> DistributionMode:
@@ -49,27 +99,198 @@ class BucketRouter:
         spec: The table's partition spec.
         schema: The table's schema.
         mode: Requested distribution (``None``: chosen from the spec).
+        history: What the sink's previous batches wrote (for the skew and single-task
+            rules); without it neither rule applies.
+        target_file_size_bytes: The target data file size.
+        table_bytes_per_row: On-disk bytes per row of the table's data, if any.
+        table_name: For logs.
+        sink_id: For logs.
+        batch_id: For logs.
     """
 
-    def __init__(self, spec: PartitionSpec, schema: Schema, mode: DistributionMode | None) -> None:
+    def __init__(
+        self,
+        spec: PartitionSpec,
+        schema: Schema,
+        mode: DistributionMode | None,
+        *,
+        history: RoutingHistory | None = None,
+        target_file_size_bytes: int = DEFAULT_TARGET_FILE_SIZE_BYTES,
+        table_bytes_per_row: float | None = None,
+        table_name: str = "",
+        sink_id: str | None = None,
+        batch_id: int | None = None,
+    ) -> None:
         self._spec = spec
         self._schema = schema
+        self._history = history
+        self._target = target_file_size_bytes
+        self._table_bpr = table_bytes_per_row
+        self._log = (batch_id, sink_id, table_name)
+        self.layout = BucketLayout.for_spec(spec, schema)
         self.mode = resolve_mode(mode, spec)
+        if self.mode is DistributionMode.BUCKET and self.layout is None:
+            if spec.fields:
+                logger.warning(
+                    "batch %s of sink %s: distribution-mode=bucket but the spec of %s has no bucket "
+                    "field; shuffling by the partition tuple (hash) instead",
+                    *self._log,
+                )
+            self.mode = DistributionMode.HASH if spec.fields else DistributionMode.NONE
+
+    @classmethod
+    def for_table(
+        cls,
+        table: Table,
+        mode: DistributionMode | None,
+        history: RoutingHistory,
+        target_file_size_bytes: int,
+        *,
+        table_name: str,
+        sink_id: str,
+        batch_id: int,
+    ) -> BucketRouter:
+        """A router for ``table``'s current spec and schema, with the sink's history."""
+        snapshot = table.current_snapshot()
+        summary = snapshot.summary.additional_properties if snapshot and snapshot.summary else None
+        return cls(
+            table.spec(),
+            table.schema(),
+            mode,
+            history=history,
+            target_file_size_bytes=target_file_size_bytes,
+            table_bytes_per_row=table_bytes_per_row(summary),
+            table_name=table_name,
+            sink_id=sink_id,
+            batch_id=batch_id,
+        )
 
     def route(self, df: DataFrame) -> RoutedBatch:
-        """Add the partition columns to ``df`` (already aligned to the table) and shuffle."""
-        partition_columns = []
+        """Add the partition columns to ``df`` (already aligned to the table) and distribute it.
+
+        Raises:
+            SelfCheckError: The first bucketed batch of the Spark application found the
+                bucket hash or the bucket shuffle wrong.
+        """
+        columns = self._partition_columns()
+        routed = df.select("*", *columns) if columns else df
+        n = len(df.columns)
+        if not columns or self.mode is DistributionMode.NONE:
+            return RoutedBatch(routed, n, self.mode)
+        if self.layout is not None:
+            ensure_self_checks(
+                df.sparkSession, self._bucket_source_types(), self.mode is DistributionMode.BUCKET
+            )
+        partition_columns = [F.col(f"{PARTITION_COLUMN_PREFIX}{i}") for i in range(len(columns))]
+        if self._single_task_is_enough():
+            logger.info(
+                "batch %s of sink %s: the previous batch was small; one task writes %s, no shuffle",
+                *self._log,
+            )
+            return RoutedBatch(routed.coalesce(1), n, self.mode, single_task=True, layout=self.layout)
+        if self.mode is DistributionMode.HASH:
+            return RoutedBatch(routed.repartition(*partition_columns), n, self.mode)
+        assert self.layout is not None
+        buckets = self.layout.num_partitions
+        hot = self._hot_values(routed, partition_columns, buckets)
+        partition_ids = self.layout.partition_id(partition_columns)
+        if hot:
+            partition_ids = _spread(partition_ids, hot, partition_columns, _salt_columns(df))
+        num_partitions = buckets + sum(h.shares for h in hot)
+        logger.info(
+            "batch %s of sink %s: bucket shuffle of %s into %d partitions (%s, %d values split)",
+            *self._log,
+            num_partitions,
+            self.layout.describe(),
+            len(hot),
+        )
+        shuffled = exact_repartition(routed, partition_ids, num_partitions)
+        return RoutedBatch(shuffled, n, self.mode, num_partitions, hot_values=hot, layout=self.layout)
+
+    def _partition_columns(self) -> list[Column]:
+        columns = []
         for index, field in enumerate(self._spec.fields):
             source_name = self._schema.find_column_name(field.source_id)
             source_type = self._schema.find_field(field.source_id).field_type
             assert source_name is not None
             column = partition_value_column(field.transform, F.col(_quoted_path(source_name)), source_type)
-            partition_columns.append(column.alias(f"{PARTITION_COLUMN_PREFIX}{index}"))
-        routed = df.select("*", *partition_columns) if partition_columns else df
+            columns.append(column.alias(f"{PARTITION_COLUMN_PREFIX}{index}"))
+        return columns
+
+    def _bucket_source_types(self) -> list[IcebergType]:
+        return [
+            self._schema.find_field(f.source_id).field_type
+            for f in self._spec.fields
+            if isinstance(f.transform, BucketTransform)
+        ]
+
+    def _single_task_is_enough(self) -> bool:
+        last = self._history.last if self._history is not None else None
+        return last is not None and last.file_bytes <= min(SINGLE_TASK_MAX_BYTES, self._target)
+
+    def _hot_values(
+        self, routed: DataFrame, partition_columns: list[Column], first_extra: int
+    ) -> tuple[HotValue, ...]:
+        """Values of this batch to spread over several tasks; counts them when it may pay off."""
+        last = self._history.last if self._history is not None else None
+        if self._history is None or not needs_measurement(last, self._table_bpr, self._target):
+            return ()
+        bytes_per_row = (last.bytes_per_row if last is not None else None) or self._table_bpr
+        assert bytes_per_row is not None
         names = [f"{PARTITION_COLUMN_PREFIX}{i}" for i in range(len(partition_columns))]
-        if self.mode is DistributionMode.HASH and names:
-            routed = routed.repartition(*[F.col(n) for n in names])
-        return RoutedBatch(routed, len(df.columns), self.mode)
+        try:
+            rows = (
+                routed.groupBy(*names)
+                .agg(F.count(F.lit(1)).alias("rows"))
+                .where(F.col("rows") >= min_rows_to_split(bytes_per_row, self._target))
+                .select(F.xxhash64(*[F.col(c) for c in names]).alias("value_hash"), "rows", *names)
+                .orderBy(F.desc("rows"))
+                .limit(MAX_HOT_VALUES)
+                .collect()
+            )
+        except Exception:  # a bad record (on-bad-record=fail) is reported by the write itself
+            logger.warning(
+                "batch %s of sink %s: counting rows per partition value of %s failed; not splitting",
+                *self._log,
+                exc_info=True,
+            )
+            return ()
+        counts = [(r["value_hash"], tuple(r[c] for c in names), r["rows"]) for r in rows]
+        hot = plan_splits(counts, bytes_per_row, self._target, first_extra)
+        for value in hot:
+            logger.info(
+                "batch %s of sink %s: partition %s of %s has %d rows (~%d bytes): spread over %d tasks",
+                self._log[0],
+                self._log[1],
+                value.partition,
+                self._log[2],
+                value.rows,
+                int(value.rows * bytes_per_row),
+                value.shares,
+            )
+        return hot
+
+
+def _spread(
+    partition_ids: Column, hot: tuple[HotValue, ...], partition_columns: list[Column], salt: list[Column]
+) -> Column:
+    """Partition ids with the rows of each hot value spread over its own partitions by ``salt``."""
+    if not salt:
+        return partition_ids
+    index = F.try_element_at(
+        F.create_map(*[x for i, h in enumerate(hot) for x in (F.lit(h.value_hash).cast("long"), F.lit(i))]),
+        F.xxhash64(*partition_columns),
+    )
+    firsts = F.expr("array(" + ", ".join(str(h.first_partition) for h in hot) + ")")
+    shares = F.expr("array(" + ", ".join(str(h.shares) for h in hot) + ")")
+    spread = F.element_at(firsts, index + 1) + F.pmod(F.hash(*salt), F.element_at(shares, index + 1))
+    return F.when(index.isNull(), partition_ids).otherwise(spread)
+
+
+def _salt_columns(df: DataFrame) -> list[Column]:
+    """The top-level primitive columns, whose hash spreads a hot value's rows."""
+    nested = (T.ArrayType, T.MapType, T.StructType)
+    return [F.col(f"`{f.name}`") for f in df.schema.fields if not isinstance(f.dataType, nested)]
 
 
 def _quoted_path(name: str) -> str:

@@ -49,6 +49,8 @@ class FanoutWriter:
     def _enforce_budget(self) -> None:
         buffered = self.buffered_bytes()
         self.buffered_bytes_peak = max(self.buffered_bytes_peak, buffered)
+        if buffered <= self._budget:
+            return
         while buffered > self._budget:
             largest = max(self._writers.values(), key=lambda w: w.buffered_bytes())
             freed = largest.buffered_bytes()
@@ -57,6 +59,8 @@ class FanoutWriter:
             largest.close_current()
             self.budget_closes += 1
             buffered -= freed
+        # Give what the closed files held back to the OS, so RSS follows the budget.
+        pa.default_memory_pool().release_unused()
 
     def buffered_bytes(self) -> int:
         """Arrow bytes buffered by all open writers."""

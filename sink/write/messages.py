@@ -40,6 +40,7 @@ class DataFileMessage:
         task_id: Spark partition id of the writing task.
         open_writers_peak: Most writers the task had open at once.
         buffered_bytes_peak: Most bytes the task's writers buffered at once.
+        task_peak_rss_bytes: Peak resident memory of the Python worker during the task.
     """
 
     path: str
@@ -57,6 +58,7 @@ class DataFileMessage:
     task_id: int = -1
     open_writers_peak: int = 0
     buffered_bytes_peak: int = 0
+    task_peak_rss_bytes: int = 0
 
     def to_json(self) -> str:
         """Encode for the wire (bytes as base64, decimals as strings, int keys as strings)."""

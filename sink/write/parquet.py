@@ -15,6 +15,8 @@ from sink.write.messages import DataFileMessage
 
 # Before the first row group of a task is on disk, assume Parquet shrinks Arrow data to this.
 INITIAL_COMPRESSION_RATIO = 0.3
+# Buffered pieces are merged into one batch once this many have arrived (see write()).
+COMPACT_PIECES = 8
 
 
 class CompressionEstimator:
@@ -85,7 +87,8 @@ class ParquetFileWriter:
         self._estimator = estimator
         self._compression = compression
         self._table_properties = table_properties
-        self._buffer: list[pa.RecordBatch] = []
+        self._buffer: list[pa.RecordBatch] = []  # compacted batches
+        self._pieces: list[pa.RecordBatch] = []  # batches as written, not yet compacted
         self._buffer_bytes = 0
         self._stream: OutputStream | None = None
         self._writer: pq.ParquetWriter | None = None
@@ -108,13 +111,27 @@ class ParquetFileWriter:
             nans = pc.sum(pc.is_nan(batch.column(index))).as_py() or 0
             if nans:
                 self._nan_counts[field_id] = self._nan_counts.get(field_id, 0) + nans
-        self._buffer.append(batch)
+        self._pieces.append(batch)
         self._buffer_bytes += batch.nbytes
+        if len(self._pieces) >= COMPACT_PIECES:
+            self._compact()
         if self._buffer_bytes * self._estimator.ratio >= self._row_group_size_bytes:
             self.flush()
 
+    def _compact(self) -> None:
+        """Merge small buffered pieces into one batch with buffers of its own.
+
+        A piece is usually a slice of a larger batch split by partition value; holding
+        it keeps the whole parent batch alive, and thousands of tiny pieces cost more
+        in objects than in data. Copying them together bounds both.
+        """
+        if self._pieces:
+            self._buffer.append(pa.concat_batches(self._pieces) if len(self._pieces) > 1 else self._pieces[0])
+            self._pieces = []
+
     def flush(self) -> None:
         """Write the buffered rows as one row group."""
+        self._compact()
         if not self._buffer:
             return
         if self._writer is None:
@@ -181,6 +198,7 @@ class ParquetFileWriter:
         """Stop writing and delete whatever reached storage."""
         self._closed = True
         self._buffer = []
+        self._pieces = []
         try:
             if self._writer is not None:
                 self._writer.close()

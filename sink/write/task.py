@@ -22,6 +22,7 @@ from sink._pyiceberg import partition_representation
 from sink.errors import WriteError
 from sink.schema.convert import iceberg_to_arrow_schema
 from sink.write.fanout import FanoutWriter
+from sink.write.memory import PeakRssSampler
 from sink.write.messages import DataFileMessage, messages_to_arrow
 from sink.write.parquet import CompressionEstimator, ParquetFileWriter
 from sink.write.rolling import RollingFileWriter
@@ -73,8 +74,9 @@ def write_function(spec: WriteSpec) -> Callable[[Iterator[pa.RecordBatch]], Iter
         context = TaskContext.get()
         task_id = context.partitionId() if context else 0
         attempt = context.attemptNumber() if context else 0
-        messages = DataTaskWriter(spec, task_id, attempt).write_all(batches)
-        yield messages_to_arrow(messages)
+        with PeakRssSampler() as rss:
+            messages = DataTaskWriter(spec, task_id, attempt).write_all(batches)
+        yield messages_to_arrow([replace(m, task_peak_rss_bytes=rss.peak_bytes) for m in messages])
 
     return run
 

@@ -17,15 +17,26 @@ from typing import Any
 
 
 def _install_crash(point: str, batch: int) -> None:
-    from sink.commit import committer
+    from sink.commit import committer, staging
+
+    if point == "after-stage":
+        real_stage = staging.StagingArea.stage
+
+        def stage(self: Any, staged: Any) -> None:
+            real_stage(self, staged)
+            if staged.batch_id >= batch:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        staging.StagingArea.stage = stage  # type: ignore[method-assign]
+        return
 
     real_commit = committer.Committer.commit
 
-    def commit(self: Any, files: Any, batches: Any, attempt: str) -> Any:
-        if point == "after-write" and batches.last == batch:
+    def commit(self: Any, files: Any, batches: Any, attempts: Any) -> Any:
+        if point == "after-write" and batches.last >= batch:
             os.kill(os.getpid(), signal.SIGKILL)
-        outcome = real_commit(self, files, batches, attempt)
-        if point == "after-commit" and batches.last == batch:
+        outcome = real_commit(self, files, batches, attempts)
+        if point == "after-commit" and batches.last >= batch:
             os.kill(os.getpid(), signal.SIGKILL)
         return outcome
 
@@ -37,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--input", required=True)
     parser.add_argument("--checkpoint", required=True)
     parser.add_argument("--options", required=True, help="sink options as JSON")
-    parser.add_argument("--crash-at", choices=["after-write", "after-commit"])
+    parser.add_argument("--crash-at", choices=["after-write", "after-commit", "after-stage"])
     parser.add_argument("--crash-batch", type=int, default=1)
     parser.add_argument("--queries", type=int, default=1, help="streaming queries sharing the sink")
     args = parser.parse_args(argv)
@@ -71,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     for query in queries:
         query.awaitTermination()
+    sink.flush()  # commit what a commit cadence left staged
     registry = sink.metrics.registry
     counters = {
         name: sum(s.value for m in registry.collect() for s in m.samples if s.name == name)
@@ -79,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             "icesink_replays_skipped_total",
             "icesink_orphan_files_total",
             "icesink_commit_conflicts_total",
+            "icesink_commits_total",
         )
     }
     print("ICESINK_JOB_RESULT " + json.dumps(counters), flush=True)

@@ -1,0 +1,294 @@
+"""Dead letters: the rows of a batch that could not be converted, in an Iceberg table of their own.
+
+The dead-letter table (``<table>__dlq`` unless ``dead-letter.table`` says otherwise) is
+created on first use, partitioned by day of ``failed_at``. Each row names the source
+table, the sink id and batch id, the first column that failed, the reason, the
+offending value and the whole original row as JSON.
+
+Dead letters go through the same machinery as data: the executors write the files
+(:mod:`sink.write.task`), the :class:`~sink.commit.committer.Committer` commits them
+with the sink id and batch id in the dead-letter table's own ledger, and an attempt
+record lets a restart delete the files of a crashed attempt. The dead letters of a
+batch are committed *before* its data. If the process dies between the two commits,
+Spark replays the batch: the main table does not have it, so it is written again, but
+the dead-letter ledger has it, so its dead letters are not. Exactly once on both sides.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+import uuid
+from dataclasses import dataclass
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.table import Table
+from pyiceberg.transforms import DayTransform
+from pyiceberg.types import LongType, NestedField, StringType, TimestamptzType
+from pyspark.sql import DataFrame, Observation
+from pyspark.sql import functions as F
+
+from sink.catalog import CREATED_TABLE_PROPERTIES
+from sink.commit import ledger
+from sink.commit.committer import Committer
+from sink.commit.ledger import BatchRange
+from sink.commit.recovery import AttemptLog, AttemptRecord
+from sink.config import SinkConfig
+from sink.errors import ConfigError, SchemaError, WriteError
+from sink.metrics import SinkMetrics
+from sink.normalize import BadRecordReason, NormalizedBatch
+from sink.route.router import BucketRouter, RoutedBatch
+from sink.schema.convert import iceberg_to_spark_type
+from sink.write.messages import MESSAGE_DDL, DataFileMessage
+from sink.write.task import WriteSpec, write_function
+
+logger = logging.getLogger(__name__)
+
+DEAD_LETTER_SUFFIX = "__dlq"
+DEAD_LETTER_SCHEMA = Schema(
+    NestedField(1, "source_table", StringType(), required=True),
+    NestedField(2, "sink_id", StringType(), required=True),
+    NestedField(3, "batch_id", LongType(), required=True),
+    NestedField(4, "column", StringType(), required=False, doc="first column that could not be converted"),
+    NestedField(5, "reason", StringType(), required=True, doc="parse_error, out_of_range, ..."),
+    NestedField(6, "value", StringType(), required=False, doc="the offending value as text (truncated)"),
+    NestedField(7, "original_row", StringType(), required=False, doc="the whole input row as JSON"),
+    NestedField(8, "failed_at", TimestamptzType(), required=True),
+)
+DEAD_LETTER_SPEC = PartitionSpec(PartitionField(8, 1000, DayTransform(), "failed_at_day"))
+_TARGET_FILE_SIZE_BYTES = 128 * 1024 * 1024
+
+
+def dead_letter_table_name(config: SinkConfig) -> str:
+    """The dead-letter table of ``config``: ``dead-letter.table``, else ``<table>__dlq``."""
+    return config.dead_letter.table or f"{config.table}{DEAD_LETTER_SUFFIX}"
+
+
+@dataclass(frozen=True)
+class DeadLetterOutcome:
+    """What :meth:`DeadLetterQueue.deliver` did.
+
+    Attributes:
+        rows: Rows committed to the dead-letter table by this call.
+        skipped_replay: The batch's dead letters were already committed (a replay).
+        snapshot_id: The dead-letter table's new snapshot.
+    """
+
+    rows: int = 0
+    skipped_replay: bool = False
+    snapshot_id: int | None = None
+
+
+class DeadLetterQueue:
+    """Writes the bad rows of batches to the dead-letter table, exactly once per batch.
+
+    Args:
+        config: The sink's configuration.
+        catalog: The sink's catalog.
+        metrics: Where to count dead-lettered rows.
+
+    Raises:
+        ConfigError: The dead-letter table is the sink's own table.
+    """
+
+    def __init__(self, config: SinkConfig, catalog: Catalog, metrics: SinkMetrics) -> None:
+        self.table_name = dead_letter_table_name(config)
+        if self.table_name.lower() == config.table.lower():
+            raise ConfigError(
+                f"dead-letter.table {self.table_name!r} is the sink's own table",
+                hint=f"leave dead-letter.table unset ({config.table}{DEAD_LETTER_SUFFIX}) or name another",
+            )
+        self._config = config
+        self._catalog = catalog
+        self._metrics = metrics
+        self._recovered: set[str] = set()
+        self._lock = threading.Lock()
+
+    def deliver(
+        self, batch: NormalizedBatch, sink_id: str, batch_id: int, rows_written: int
+    ) -> DeadLetterOutcome:
+        """Commit the dead letters of ``batch``: after its good rows were written, before they commit.
+
+        Args:
+            batch: The normalized batch.
+            sink_id: The sink id (the dead-letter table's ledger key).
+            batch_id: The micro-batch.
+            rows_written: Good rows the write step wrote: with the dead letters, they must
+                account for every input row.
+
+        Raises:
+            WriteError: Rows are unaccounted for, or writing the dead letters failed.
+            CommitError, CommitConflictError: As for data commits.
+        """
+        counts = batch.counts()
+        if rows_written != counts.good_rows:
+            raise WriteError(
+                f"{counts.input_rows} input rows, {counts.bad_rows} bad, but {rows_written} written",
+                table=self._config.table,
+                batch_id=batch_id,
+                hint="the plan of the batch ran differently from how it was counted; please report this",
+            )
+        bad_rows = counts.bad_rows
+        if bad_rows == 0:
+            return DeadLetterOutcome()
+        table = self._table()
+        self._recover(table, sink_id)
+        if ledger.is_committed(table, sink_id, batch_id):
+            logger.info(
+                "dead letters of batch %s of sink %s already in %s: not written again",
+                batch_id,
+                sink_id,
+                self.table_name,
+            )
+            return DeadLetterOutcome(skipped_replay=True)
+        observation = Observation()
+        rows = self._frame(batch.dead_letters, table, sink_id, batch_id, observation)
+        attempt = uuid.uuid4().hex[:16]
+        spec = self._write_spec(table, sink_id, batch_id, attempt, rows.num_data_columns)
+        attempts = AttemptLog(table.io, table.location(), sink_id)
+        attempts.begin(AttemptRecord(sink_id, batch_id, attempt, spec.file_prefix, spec.data_location))
+        files = self._write(rows.df, spec, batch_id)
+        written = sum(f.record_count for f in files)
+        committer = Committer(table, sink_id, self._config.commit)
+        if written != bad_rows:
+            committer.delete_files(files)
+            attempts.end(batch_id, attempt)
+            raise WriteError(
+                f"{written} dead letters written where {bad_rows} rows were found bad",
+                table=self.table_name,
+                batch_id=batch_id,
+                hint="the batch's input changed between two runs of its plan (a non-deterministic source?)",
+            )
+        outcome = committer.commit(files, BatchRange(batch_id, batch_id), {batch_id: attempt})
+        if outcome.skipped_replay:
+            committer.delete_files(files)
+            attempts.end(batch_id, attempt)
+            return DeadLetterOutcome(skipped_replay=True)
+        attempts.end(batch_id, attempt)
+        self._count(sink_id, written, observation)
+        logger.warning(
+            "batch %s of sink %s: %s rows could not be written to %s; committed to %s as snapshot %s",
+            batch_id,
+            sink_id,
+            written,
+            self._config.table,
+            self.table_name,
+            outcome.snapshot_id,
+        )
+        return DeadLetterOutcome(written, snapshot_id=outcome.snapshot_id)
+
+    def _frame(
+        self, dead_letters: DataFrame, table: Table, sink_id: str, batch_id: int, observation: Observation
+    ) -> RoutedBatch:
+        values = {
+            "source_table": F.lit(self._config.table),
+            "sink_id": F.lit(sink_id),
+            "batch_id": F.lit(batch_id),
+            "column": F.col("column"),
+            "reason": F.col("reason"),
+            "value": F.col("value"),
+            "original_row": F.col("original_row"),
+            "failed_at": F.lit(dt.datetime.now(dt.UTC)),
+        }
+        # A plain projection, not normalize(): a second layer of filters over the first makes
+        # Spark's constraint propagation blow up (minutes, or out of memory, at planning).
+        columns = []
+        for field in table.schema().fields:
+            value = values.pop(field.name, None)
+            if value is None and field.required:
+                raise SchemaError(
+                    f"dead-letter table {self.table_name} has a required column {field.name!r} the sink "
+                    "does not fill",
+                    table=self.table_name,
+                    hint="drop the table (the sink creates it) or make the column optional",
+                )
+            spark_type = iceberg_to_spark_type(field.field_type)
+            columns.append((F.lit(None) if value is None else value).cast(spark_type).alias(field.name))
+        if values:
+            raise SchemaError(
+                f"dead-letter table {self.table_name} lacks columns {sorted(values)}",
+                table=self.table_name,
+                hint="drop the table (the sink creates it with every column) or add the columns",
+            )
+        metrics = [F.count_if(F.col("reason") == r.value).alias(r.value) for r in BadRecordReason]
+        aligned = dead_letters.select(*columns).observe(observation, *metrics)
+        return BucketRouter(table.spec(), table.schema(), None).route(aligned)
+
+    def _count(self, sink_id: str, rows: int, observation: Observation) -> None:
+        name = self._config.table
+        self._metrics.dead_letter_rows.labels(name, sink_id).inc(rows)
+        try:
+            by_reason = observation.get
+        except Exception:  # the counts are for metrics only: never fail a committed batch for them
+            logger.warning("dead letters of %s were not counted by reason", name, exc_info=True)
+            return
+        for reason, n in by_reason.items():
+            if n:
+                self._metrics.dead_letter_reasons.labels(name, reason).inc(n)
+
+    def _table(self) -> Table:
+        try:
+            return self._catalog.load_table(self.table_name)
+        except NoSuchTableError:
+            pass
+        try:
+            table = self._catalog.create_table(
+                self.table_name,
+                schema=DEAD_LETTER_SCHEMA,
+                partition_spec=DEAD_LETTER_SPEC,
+                properties=dict(CREATED_TABLE_PROPERTIES),
+            )
+        except TableAlreadyExistsError:  # created concurrently
+            return self._catalog.load_table(self.table_name)
+        logger.info("created dead-letter table %s for %s", self.table_name, self._config.table)
+        return table
+
+    def _recover(self, table: Table, sink_id: str) -> None:
+        """Delete the files of crashed dead-letter attempts of ``sink_id`` (once per process)."""
+        with self._lock:
+            if sink_id in self._recovered:
+                return
+            self._recovered.add(sink_id)
+        report = AttemptLog(table.io, table.location(), sink_id).recover(table)
+        if report.deleted_files:
+            self._metrics.orphan_files.labels(self.table_name, "deleted").inc(len(report.deleted_files))
+        if report.kept_files:
+            self._metrics.orphan_files.labels(self.table_name, "kept").inc(len(report.kept_files))
+
+    def _write_spec(
+        self, table: Table, sink_id: str, batch_id: int, attempt: str, num_data_columns: int
+    ) -> WriteSpec:
+        properties = table.metadata.properties
+        write = self._config.write
+        return WriteSpec(
+            table=self.table_name,
+            schema=table.schema(),
+            partition_spec=table.spec(),
+            data_location=properties.get("write.data.path", f"{table.location().rstrip('/')}/data"),
+            io_properties={**self._config.catalog.plain_properties(), **table.io.properties},
+            table_properties=dict(properties),
+            file_prefix=f"{sink_id.replace('-', '')[:12]}-b{batch_id}-{attempt}",
+            target_file_size_bytes=int(
+                properties.get("write.target-file-size-bytes", _TARGET_FILE_SIZE_BYTES)
+            ),
+            row_group_size_bytes=write.row_group_size_bytes,
+            memory_budget_bytes=write.memory_budget_bytes,
+            compression=properties.get("write.parquet.compression-codec", write.compression_codec),
+            num_data_columns=num_data_columns,
+        )
+
+    def _write(self, df: DataFrame, spec: WriteSpec, batch_id: int) -> list[DataFileMessage]:
+        try:
+            rows = df.mapInArrow(write_function(spec), MESSAGE_DDL).collect()
+        except Exception as e:
+            raise WriteError(
+                f"writing dead letters of batch {batch_id} failed: {str(e).splitlines()[0]}",
+                table=self.table_name,
+                batch_id=batch_id,
+                file_prefix=spec.file_prefix,
+            ) from e
+        return [DataFileMessage.from_json(row[0]) for row in rows]

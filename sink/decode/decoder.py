@@ -1,0 +1,199 @@
+"""Driver side of decoding: a micro-batch of raw Kafka rows becomes typed rows and dead letters.
+
+:meth:`ValueDecoder.decode` runs the decoding pass (:mod:`sink.decode.task`) once,
+caches its output (decoded Arrow streams, a few rows per Spark partition, and the raw
+bytes of the values that could not be decoded), merges the types the executors found
+into the batch's type, and returns two lazy DataFrames over the cache: the rows, of
+that type, and the dead letters. Kafka is read once; values are parsed once.
+
+With a fixed schema (``value.schema``) only its fields are kept, and each takes the
+declared type where the values convert without loss (``int`` values into a ``bigint``
+field); otherwise the values keep their own type and the sink converts them to the
+table's, or dead-letters the rows it cannot convert.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from enum import StrEnum
+
+import pyarrow as pa
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as st
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_type
+
+from sink.decode import debezium
+from sink.decode.task import (
+    DATA,
+    DEAD_LETTER_DDL,
+    KAFKA_COLUMNS,
+    KAFKA_INPUT_COLUMNS,
+    PASS_DDL,
+    REJECTED,
+    DecodeSpec,
+    conform_function,
+    dead_letter_function,
+    decode_function,
+)
+from sink.decode.types import merge_schemas, without_nulls
+from sink.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+
+class ValueFormat(StrEnum):
+    """How Kafka values are encoded (``value.format``)."""
+
+    JSON = "json"  # one JSON object per value
+    DEBEZIUM_JSON = "debezium-json"  # a Debezium change event, JSON converter, schemas on or off
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    """How values are decoded.
+
+    Attributes:
+        format: The values' encoding.
+        fixed_schema: The fields to keep and their types; ``None`` infers both per batch.
+        metadata_columns: Add ``_kafka_topic``, ``_kafka_partition``, ``_kafka_offset``
+            and ``_kafka_timestamp`` to every row.
+    """
+
+    format: ValueFormat = ValueFormat.JSON
+    fixed_schema: st.StructType | None = None
+    metadata_columns: bool = True
+
+
+@dataclass
+class DecodedBatch:
+    """One decoded micro-batch; call :meth:`release` when done with it.
+
+    Attributes:
+        rows: The decoded rows (lazy, over the cache).
+        dead_letters: The values that could not be decoded: ``column``, ``reason``,
+            ``value`` and ``original_row``, as the dead-letter table takes them (lazy).
+        input_rows: Kafka records in the batch.
+        rejected_rows: Records in ``dead_letters``.
+        has_values: Whether any value was decoded (else ``rows`` has only what options add).
+    """
+
+    rows: DataFrame
+    dead_letters: DataFrame
+    input_rows: int
+    rejected_rows: int
+    has_values: bool
+    _cache: DataFrame
+
+    def release(self) -> None:
+        """Drop the cached decoding output."""
+        self._cache.unpersist()
+
+
+class ValueDecoder:
+    """Decodes the ``value`` column of Kafka micro-batches (Spark's Kafka schema) into typed rows.
+
+    Args:
+        options: How values are decoded.
+    """
+
+    def __init__(self, options: DecodeOptions) -> None:
+        self.options = options
+        self._spec = DecodeSpec(
+            debezium=options.format is ValueFormat.DEBEZIUM_JSON,
+            fixed_schema=options.fixed_schema,
+            metadata_columns=options.metadata_columns,
+        )
+        self._fixed_arrow = (
+            pa.schema([pa.field(f.name, _arrow_type(f.dataType)) for f in options.fixed_schema.fields])
+            if options.fixed_schema is not None
+            else None
+        )
+
+    def fixed_schema(self) -> st.StructType | None:
+        """The rows' Spark schema when it is fixed (``value.schema``): to create the table up front."""
+        if self._fixed_arrow is None:
+            return None
+        return from_arrow_schema(self._target([]), prefer_timestamp_ntz=True)
+
+    def decode(self, batch_df: DataFrame) -> DecodedBatch:
+        """Decode one micro-batch (see the module docstring).
+
+        Raises:
+            ConfigError: ``batch_df`` does not have the Kafka source's columns.
+        """
+        missing = [c for c in KAFKA_INPUT_COLUMNS if c not in batch_df.columns]
+        if missing:
+            raise ConfigError(
+                f"the batch lacks the Kafka source's columns {missing} (it has {batch_df.columns})",
+                hint="decode the DataFrame of a Kafka source (format 'kafka' or 'icesink-kafka') as loaded",
+            )
+        raw = batch_df.select(*KAFKA_INPUT_COLUMNS)
+        cache = raw.mapInArrow(decode_function(self._spec), PASS_DDL).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            summary = cache.select("kind", "num_rows", "schema").collect()
+        except BaseException:
+            cache.unpersist()
+            raise
+        schemas = [pa.ipc.read_schema(pa.py_buffer(r["schema"])) for r in summary if r["kind"] == DATA]
+        decoded = sum(r["num_rows"] for r in summary if r["kind"] == DATA)
+        rejected = sum(r["num_rows"] for r in summary if r["kind"] == REJECTED)
+        target = self._target(schemas)
+        spark_schema = from_arrow_schema(target, prefer_timestamp_ntz=True)
+        rows = (
+            cache.filter(F.col("kind") == DATA)
+            .select("payload")
+            .mapInArrow(conform_function(target), spark_schema)
+        )
+        dead_letters = (
+            cache.filter(F.col("kind") == REJECTED)
+            .select("payload")
+            .mapInArrow(dead_letter_function(), DEAD_LETTER_DDL)
+        )
+        logger.debug("decoded %s values, %s rejected, as %s", decoded, rejected, spark_schema.simpleString())
+        return DecodedBatch(rows, dead_letters, decoded + rejected, rejected, bool(schemas), cache)
+
+    def _target(self, schemas: list[pa.Schema]) -> pa.Schema:
+        """The batch's type: the values' fields, then the Debezium and the Kafka columns."""
+        merged = without_nulls(merge_schemas(schemas))
+        added = debezium.COLUMNS if self._spec.debezium else ()
+        data = [f for f in merged if f.name not in added]
+        if self._fixed_arrow is not None:
+            by_name = {f.name: f for f in data}
+            data = [
+                f.with_type(_conform(by_name[f.name].type, f.type)) if f.name in by_name else f
+                for f in self._fixed_arrow
+            ]
+        fields = [*data]
+        if self._spec.debezium:
+            fields += [
+                pa.field(debezium.OP_COLUMN, pa.string()),
+                pa.field(debezium.SOURCE_TS_COLUMN, pa.timestamp("us", tz="UTC")),
+            ]
+        if self._spec.metadata_columns:
+            fields += list(KAFKA_COLUMNS)
+        return pa.schema([f.with_nullable(True) for f in fields])
+
+
+def _conform(inferred: pa.DataType, fixed: pa.DataType) -> pa.DataType:
+    """``fixed`` where the inferred values convert to it without loss, else ``inferred``."""
+    if inferred.equals(fixed) or pa.types.is_null(inferred):
+        return fixed
+    if pa.types.is_integer(inferred) and (pa.types.is_int64(fixed) or pa.types.is_float64(fixed)):
+        return fixed
+    if pa.types.is_int32(inferred) and pa.types.is_int32(fixed):
+        return fixed
+    if pa.types.is_struct(inferred) and pa.types.is_struct(fixed):
+        by_name = {f.name: f for f in inferred}
+        return pa.struct(
+            [f.with_type(_conform(by_name[f.name].type, f.type)) if f.name in by_name else f for f in fixed]
+        )
+    if pa.types.is_list(inferred) and pa.types.is_list(fixed):
+        return pa.list_(_conform(inferred.value_type, fixed.value_type))
+    return inferred
+
+
+def _arrow_type(data_type: st.DataType) -> pa.DataType:
+    return to_arrow_type(data_type, timezone="UTC")

@@ -1,0 +1,98 @@
+"""A ``foreachBatch`` sink for raw Kafka micro-batches: decode the values, then write them.
+
+::
+
+    sink = IcebergSink.from_options({...})
+    decoding = DecodingSink(sink, ValueDecoder(DecodeOptions(format=ValueFormat.JSON)))
+    (spark.readStream.format("kafka")...load()
+         .writeStream.foreachBatch(decoding).option("checkpointLocation", ck).start())
+
+Per micro-batch:
+
+1. decode (:class:`~sink.decode.decoder.ValueDecoder`): typed rows, plus the values
+   that could not be decoded;
+2. dead letters (:class:`~sink.decode.rejects.RejectedValues`): those values go to the
+   sink's dead-letter table with their raw bytes, committed exactly once;
+3. write: the rows go through the :class:`~sink.sink.IcebergSink`, whose schema
+   evolution adds new fields as columns and widens types, exactly once.
+
+Every Kafka record ends up once in the table or in the dead-letter table. A replayed
+batch decodes to the same rows and the same dead letters (a value's fate depends on
+the value alone), and each of the two commits recognises the replay on its own.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from pyspark.sql import DataFrame
+
+from sink import catalog as catalogs
+from sink.decode.decoder import ValueDecoder
+from sink.decode.rejects import RejectedValues
+from sink.errors import ConfigError
+
+if TYPE_CHECKING:
+    from sink.sink import IcebergSink
+
+logger = logging.getLogger(__name__)
+
+_QUERY_ID_PROPERTY = "sql.streaming.queryId"  # as the sink finds its default sink id
+
+
+class DecodingSink:
+    """Decodes Kafka values and writes them with an :class:`~sink.sink.IcebergSink` (see the module).
+
+    Args:
+        sink: Writes the rows; its dead-letter table takes the undecodable values.
+        decoder: Decodes the values.
+    """
+
+    def __init__(self, sink: IcebergSink, decoder: ValueDecoder) -> None:
+        self.sink = sink
+        self.decoder = decoder
+        self._rejects = RejectedValues(sink)
+
+    def prepare(self) -> None:
+        """With a fixed value schema, create (or check) the table before the stream starts."""
+        schema = self.decoder.fixed_schema()
+        if schema is not None:
+            self.sink.prepare(schema)
+
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        """Decode and write one micro-batch (the ``foreachBatch`` function)."""
+        metrics, table = self.sink.metrics, self.sink.config.table
+        with metrics.time_step(table, "decode"):
+            decoded = self.decoder.decode(batch_df)
+        try:
+            sink_id = self.sink.config.sink_id or _query_id(batch_df)
+            if not sink_id:
+                raise ConfigError(
+                    "no sink id: the sink was called outside a streaming query and 'sink-id' is not set",
+                    hint="set the 'sink-id' option (e.g. 'orders-ingest') when calling the sink directly",
+                )
+            if decoded.rejected_rows:
+                with metrics.time_step(table, "decode_dead_letters"):
+                    self._rejects.deliver(decoded.dead_letters, decoded.rejected_rows, sink_id, batch_id)
+            logger.info(
+                "batch %s of sink %s: %s Kafka records, %s decoded, %s dead-lettered (%s)",
+                batch_id,
+                sink_id,
+                decoded.input_rows,
+                decoded.input_rows - decoded.rejected_rows,
+                decoded.rejected_rows,
+                self.sink.config.table,
+            )
+            if decoded.has_values or self.decoder.fixed_schema() is not None or self._table_exists():
+                self.sink(decoded.rows, batch_id)
+        finally:
+            decoded.release()
+
+    def _table_exists(self) -> bool:
+        """Whether the table exists: a batch without values must not create it (its type is unknown)."""
+        return catalogs.load_table(self.sink.catalog, self.sink.config.table) is not None
+
+
+def _query_id(batch_df: DataFrame) -> str | None:
+    return batch_df.sparkSession.sparkContext.getLocalProperty(_QUERY_ID_PROPERTY)

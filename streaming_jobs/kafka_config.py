@@ -1,0 +1,599 @@
+"""Configuration of the Kafka-to-Iceberg job: a YAML file and/or flags, validated before Spark starts.
+
+A complete file (every key but ``kafka.bootstrap-servers``, one of ``kafka.topics`` /
+``kafka.topic-pattern``, ``sink.table`` and ``checkpoint-location`` has a default)::
+
+    kafka:
+      bootstrap-servers: broker1:9092,broker2:9092
+      topics: [orders]                 # or topic-pattern: "orders\\..*"
+      starting-offsets: earliest       # latest (default), or {"orders": {"0": 42, "1": -2}}
+      max-offsets-per-trigger: 500000
+      min-partitions: 8
+      fail-on-data-loss: true
+      source: auto                     # jvm (Spark's connector), python (icesink-kafka), auto
+      security:
+        protocol: SASL_SSL
+        sasl-mechanism: SCRAM-SHA-512
+        sasl-username: ingest
+        sasl-password: ...
+        ssl-ca-location: /etc/ssl/kafka-ca.pem
+      options: {}                      # other client properties (librdkafka's or Java's names)
+    value:
+      format: json                     # or debezium-json
+      schema: "id BIGINT, name STRING" # fixed; inferred per batch when absent
+      metadata-columns: true           # _kafka_topic, _kafka_partition, _kafka_offset, _kafka_timestamp
+    sink:                              # every IcebergSink option (README "Options")
+      table: analytics.orders
+      catalog.type: sql
+      catalog.uri: sqlite:////data/catalog.db
+      catalog.warehouse: file:///data/warehouse
+      metrics.port: 9408               # the default here; null turns the endpoint off
+    trigger:
+      interval: 30 seconds             # or available-now: true
+    checkpoint-location: /data/checkpoints/orders
+    query-name: orders-to-iceberg
+    spark:
+      master: local[*]
+      conf: {spark.sql.shuffle.partitions: "8"}
+
+Flags override the file (:func:`load_config`). Any error names the key, the value and
+what is accepted, and is raised as :class:`~sink.errors.ConfigError` before a
+SparkSession exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from sink.config import SinkConfig
+from sink.decode import DdlError, DecodeOptions, ValueFormat, parse_ddl
+from sink.errors import ConfigError
+from sink.sources.kafka_options import KafkaSourceOptions, check_client_config
+
+DEFAULT_METRICS_PORT = 9408  # what monitoring/prometheus/prometheus.yml scrapes
+DEFAULT_APP_NAME = "icesink-kafka-to-iceberg"
+SourceChoice = Literal["auto", "jvm", "python"]
+Flavor = Literal["jvm", "python"]
+
+_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
+_INTERVAL = re.compile(
+    r"^\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>ms|millis|milliseconds?|s|secs?|seconds?|m|mins?|minutes?|h|hours?)\s*$",
+    re.IGNORECASE,
+)
+# Spark Kafka source option -> the key of this file, for messages.
+_OPTION_KEYS = {
+    "kafka.bootstrap.servers": "kafka.bootstrap-servers",
+    "subscribe": "kafka.topics",
+    "subscribePattern": "kafka.topic-pattern",
+    "startingOffsets": "kafka.starting-offsets",
+    "maxOffsetsPerTrigger": "kafka.max-offsets-per-trigger",
+    "minPartitions": "kafka.min-partitions",
+    "failOnDataLoss": "kafka.fail-on-data-loss",
+}
+_JAAS_MODULES = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
+
+
+def _kebab(name: str) -> str:
+    return name.replace("_", "-")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", alias_generator=_kebab, populate_by_name=False)
+
+
+class KafkaSecurity(_Section):
+    """How the Kafka clients authenticate and encrypt (``kafka.security``).
+
+    Attributes:
+        protocol: ``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL``.
+        sasl_mechanism: ``PLAIN``, ``SCRAM-SHA-256`` or ``SCRAM-SHA-512`` (SASL protocols).
+        sasl_username: The SASL user.
+        sasl_password: The SASL password (kept secret).
+        ssl_ca_location: PEM file of the CA certificates that sign the brokers' certificates.
+        ssl_certificate_location: PEM file of the client certificate (mutual TLS, Python source).
+        ssl_key_location: PEM file of the client key (mutual TLS, Python source).
+        ssl_key_password: Password of that key (kept secret).
+    """
+
+    protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_ca_location: str | None = None
+    ssl_certificate_location: str | None = None
+    ssl_key_location: str | None = None
+    ssl_key_password: SecretStr | None = None
+
+    @model_validator(mode="after")
+    def _complete(self) -> KafkaSecurity:
+        sasl = self.protocol.startswith("SASL")
+        if sasl and not (self.sasl_mechanism and self.sasl_username and self.sasl_password):
+            raise ValueError(
+                f"protocol {self.protocol} needs sasl-mechanism, sasl-username and sasl-password"
+            )
+        if not sasl and (self.sasl_mechanism or self.sasl_username or self.sasl_password):
+            raise ValueError(
+                f"sasl-* keys need protocol SASL_PLAINTEXT or SASL_SSL (protocol is {self.protocol})"
+            )
+        return self
+
+    def client_options(self, flavor: Flavor) -> dict[str, str]:
+        """Client properties for the Python source (librdkafka names) or Spark's connector (Java names)."""
+        options: dict[str, str] = {"security.protocol": self.protocol}
+        password = self.sasl_password.get_secret_value() if self.sasl_password else None
+        if flavor == "python":
+            optional = {
+                "sasl.mechanisms": self.sasl_mechanism,
+                "sasl.username": self.sasl_username,
+                "sasl.password": password,
+                "ssl.ca.location": self.ssl_ca_location,
+                "ssl.certificate.location": self.ssl_certificate_location,
+                "ssl.key.location": self.ssl_key_location,
+                "ssl.key.password": self.ssl_key_password.get_secret_value()
+                if self.ssl_key_password
+                else None,
+            }
+            options.update({k: v for k, v in optional.items() if v is not None})
+            return options
+        if self.sasl_mechanism:
+            options["sasl.mechanism"] = self.sasl_mechanism
+            options["sasl.jaas.config"] = (
+                f'{_JAAS_MODULES[self.sasl_mechanism]} required username="{_jaas_quote(self.sasl_username)}" '
+                f'password="{_jaas_quote(password)}";'
+            )
+        if self.ssl_ca_location:
+            options.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": self.ssl_ca_location})
+        return options
+
+
+class KafkaSettings(_Section):
+    """What to read and how (``kafka``); Spark's Kafka source option in brackets.
+
+    Attributes:
+        bootstrap_servers: ``host:port,...`` of the brokers (``kafka.bootstrap.servers``).
+        topics: The topics (``subscribe``); a list or a comma-separated string.
+        topic_pattern: A regular expression matched against whole topic names (``subscribePattern``).
+        starting_offsets: ``earliest``, ``latest``, or per partition ``{"topic": {"0": 42}}``
+            (-2 earliest, -1 latest) as a mapping or JSON (``startingOffsets``). Only for a
+            new checkpoint: a restarted query goes on from its checkpoint.
+        max_offsets_per_trigger: Most records per micro-batch (``maxOffsetsPerTrigger``).
+        min_partitions: Least Spark partitions per micro-batch (``minPartitions``).
+        fail_on_data_loss: Fail when records were deleted before being read (``failOnDataLoss``).
+        source: ``jvm``: Spark's Kafka connector; ``python``: icesink's Python source;
+            ``auto``: the connector when it is on the classpath, else the Python source.
+        security: Authentication and encryption.
+        options: Other client properties, without the ``kafka.`` prefix, in the names of the
+            client the source uses (librdkafka for ``python``, Java's for ``jvm``).
+    """
+
+    bootstrap_servers: str = Field(min_length=1)
+    topics: list[str] | None = None
+    topic_pattern: str | None = None
+    starting_offsets: str | dict[str, dict[str, int]] = "latest"
+    max_offsets_per_trigger: PositiveInt | None = None
+    min_partitions: PositiveInt | None = None
+    fail_on_data_loss: bool = True
+    source: SourceChoice = "auto"
+    security: KafkaSecurity = Field(default_factory=KafkaSecurity)
+    options: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("topics", mode="before")
+    @classmethod
+    def _split_topics(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [t.strip() for t in value.split(",") if t.strip()]
+        return value
+
+    @field_validator("topics")
+    @classmethod
+    def _topic_names(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None:
+            if not value:
+                raise ValueError("no topic given")
+            bad = [t for t in value if not _TOPIC.fullmatch(t)]
+            if bad:
+                raise ValueError(f"not valid topic names: {bad} (letters, digits, '.', '_', '-')")
+        return value
+
+    @field_validator("topic_pattern")
+    @classmethod
+    def _pattern(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as e:
+                raise ValueError(f"not a regular expression: {e}") from e
+        return value
+
+    @field_validator("starting_offsets", mode="before")
+    @classmethod
+    def _offsets(cls, value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return json.dumps({str(t): {str(p): o for p, o in parts.items()} for t, parts in value.items()})
+        if isinstance(value, str) and value.strip().lower() in ("earliest", "latest"):
+            return value.strip().lower()
+        return value
+
+    @field_validator("options", mode="before")
+    @classmethod
+    def _option_names(cls, value: Any) -> Any:
+        if isinstance(value, Mapping):
+            prefixed = [k for k in value if str(k).lower().startswith("kafka.")]
+            if prefixed:
+                raise ValueError(f"write client properties without the 'kafka.' prefix: {prefixed}")
+            taken = [k for k in value if str(k).lower() in ("bootstrap.servers", "security.protocol")]
+            if taken:
+                raise ValueError(f"{taken} have keys of their own: bootstrap-servers, security.protocol")
+            return {str(k): _scalar(v) for k, v in value.items()}
+        return value
+
+    @model_validator(mode="after")
+    def _one_subscription(self) -> KafkaSettings:
+        if (self.topics is None) == (self.topic_pattern is None):
+            raise ValueError("set exactly one of 'topics' and 'topic-pattern'")
+        return self
+
+    def source_options(self, flavor: Flavor) -> dict[str, str]:
+        """The options of Spark's Kafka source (``jvm``) or of ``icesink-kafka`` (``python``)."""
+        options = {"kafka.bootstrap.servers": self.bootstrap_servers}
+        if self.topics is not None:
+            options["subscribe"] = ",".join(self.topics)
+        else:
+            options["subscribePattern"] = str(self.topic_pattern)
+        options["startingOffsets"] = str(self.starting_offsets)
+        options["failOnDataLoss"] = str(self.fail_on_data_loss).lower()
+        if self.max_offsets_per_trigger is not None:
+            options["maxOffsetsPerTrigger"] = str(self.max_offsets_per_trigger)
+        if self.min_partitions is not None:
+            options["minPartitions"] = str(self.min_partitions)
+        client = {**self.security.client_options(flavor), **self.options}
+        options.update({f"kafka.{k}": v for k, v in client.items()})
+        return options
+
+
+class ValueSettings(_Section):
+    """How the Kafka values are decoded (``value``).
+
+    Attributes:
+        format: ``json`` or ``debezium-json``.
+        schema_ddl: A fixed schema as a Spark DDL string (``schema``); absent: inferred per batch.
+        metadata_columns: Add the ``_kafka_*`` columns to every row.
+    """
+
+    format: ValueFormat = ValueFormat.JSON
+    schema_ddl: str | None = Field(default=None, alias="schema")
+    metadata_columns: bool = True
+
+    @field_validator("schema_ddl")
+    @classmethod
+    def _ddl(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                parse_ddl(value)
+            except DdlError as e:
+                raise ValueError(f"not a Spark DDL schema: {e}") from e
+        return value
+
+    def decode_options(self) -> DecodeOptions:
+        """The decoder's options."""
+        fixed = parse_ddl(self.schema_ddl) if self.schema_ddl is not None else None
+        return DecodeOptions(format=self.format, fixed_schema=fixed, metadata_columns=self.metadata_columns)
+
+
+class TriggerSettings(_Section):
+    """When micro-batches run (``trigger``); neither key: one after the other, as fast as possible.
+
+    Attributes:
+        interval: Processing-time interval, e.g. ``30 seconds``, ``500 ms``, ``1 minute``.
+        available_now: Read what is there now, in micro-batches, then stop.
+    """
+
+    interval: str | None = None
+    available_now: bool = False
+
+    @field_validator("interval")
+    @classmethod
+    def _interval(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        match = _INTERVAL.match(value)
+        if match is None:
+            raise ValueError("not an interval; use e.g. '30 seconds', '500 ms', '1 minute'")
+        return f"{round(float(match['n']) * _unit_ms(match['unit'].lower()))} milliseconds"
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> TriggerSettings:
+        if self.interval is not None and self.available_now:
+            raise ValueError("set either 'interval' or 'available-now', not both")
+        return self
+
+
+class SparkSettings(_Section):
+    """The SparkSession the job creates (``spark``); ``spark-submit`` settings win.
+
+    Attributes:
+        master: ``local[*]`` by default when not submitted.
+        app_name: The application name.
+        conf: Spark configuration, e.g. ``spark.jars.packages`` for the Kafka connector.
+    """
+
+    master: str | None = None
+    app_name: str = DEFAULT_APP_NAME
+    conf: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("conf", mode="before")
+    @classmethod
+    def _strings(cls, value: Any) -> Any:
+        return {str(k): _scalar(v) for k, v in value.items()} if isinstance(value, Mapping) else value
+
+
+class JobConfig(_Section):
+    """The whole job: source, decoding, sink, trigger, checkpoint (see the module docstring)."""
+
+    kafka: KafkaSettings
+    value: ValueSettings = Field(default_factory=ValueSettings)
+    sink: dict[str, str | None]
+    trigger: TriggerSettings = Field(default_factory=TriggerSettings)
+    checkpoint_location: str = Field(min_length=1)
+    query_name: str | None = None
+    spark: SparkSettings = Field(default_factory=SparkSettings)
+
+    @field_validator("sink", mode="before")
+    @classmethod
+    def _sink_strings(cls, value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {str(k): None if v is None else _scalar(v) for k, v in value.items()}
+        return value
+
+    def sink_options(self) -> dict[str, str | None]:
+        """The IcebergSink options, with the job's defaults.
+
+        ``metrics.port`` is 9408 unless set (``null`` turns it off); with a fixed value
+        schema, ``schema.evolution`` is ``off`` unless set.
+        """
+        options = dict(self.sink)
+        given = {k.strip().lower() for k in options}
+        if "metrics.port" not in given:
+            options["metrics.port"] = str(DEFAULT_METRICS_PORT)
+        if self.value.schema_ddl is not None and "schema.evolution" not in given:
+            options["schema.evolution"] = "off"
+        return options
+
+
+def load_config(argv: Sequence[str] | None = None) -> JobConfig:
+    """The job's configuration from ``--config FILE`` and the flags (which win); see :func:`parser`.
+
+    Raises:
+        ConfigError: Naming the key, the value and what is accepted.
+    """
+    args = parser().parse_args(argv)
+    data: dict[str, Any] = _read_yaml(Path(args.config)) if args.config else {}
+    for path, value in _flag_values(args):
+        _set(data, path, value)
+    return validate(data)
+
+
+def validate(data: Mapping[str, Any]) -> JobConfig:
+    """Validate a configuration mapping (the YAML file's content, flags applied).
+
+    Raises:
+        ConfigError: Naming the key, the value and what is accepted.
+    """
+    try:
+        config = JobConfig.model_validate(data)
+    except ValidationError as e:
+        raise _config_error(e) from e
+    _check_sink(config)
+    if config.kafka.source != "jvm":
+        _check_python_source(config)
+    return config
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line: ``--config`` and flags for the common keys; ``--set KEY=VALUE`` for any key."""
+    p = argparse.ArgumentParser(
+        prog="icesink-kafka-to-iceberg",
+        description="Stream Kafka topics into an Apache Iceberg table, exactly once.",
+    )
+    p.add_argument("--config", metavar="FILE", help="YAML configuration (flags override it)")
+    p.add_argument("--bootstrap-servers", help="kafka.bootstrap-servers")
+    p.add_argument("--topics", help="kafka.topics, comma separated")
+    p.add_argument("--topic-pattern", help="kafka.topic-pattern")
+    p.add_argument("--starting-offsets", help="kafka.starting-offsets: earliest, latest or JSON")
+    p.add_argument("--max-offsets-per-trigger", help="kafka.max-offsets-per-trigger")
+    p.add_argument("--source", help="kafka.source: auto, jvm or python")
+    p.add_argument("--kafka-option", action="append", default=[], metavar="KEY=VALUE", help="kafka.options")
+    p.add_argument("--value-format", help="value.format: json or debezium-json")
+    p.add_argument("--value-schema", metavar="DDL", help="value.schema, e.g. 'id BIGINT, name STRING'")
+    p.add_argument("--no-metadata-columns", action="store_true", help="value.metadata-columns: false")
+    p.add_argument("--table", help="sink.table, e.g. analytics.orders")
+    p.add_argument("--sink-option", action="append", default=[], metavar="KEY=VALUE", help="a sink option")
+    p.add_argument("--metrics-port", help="sink metrics.port (default 9408; 0: any free port)")
+    p.add_argument("--trigger-interval", help="trigger.interval, e.g. '30 seconds'")
+    p.add_argument(
+        "--available-now", action="store_true", help="trigger.available-now: read what is there, stop"
+    )
+    p.add_argument("--checkpoint-location", help="checkpoint-location")
+    p.add_argument("--query-name", help="query-name")
+    p.add_argument("--master", help="spark.master, e.g. local[4]")
+    p.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="spark.conf")
+    p.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="any key, e.g. kafka.min-partitions=8"
+    )
+    return p
+
+
+def _flag_values(args: argparse.Namespace) -> list[tuple[list[str], Any]]:
+    """(path, value) of every flag given, in the order they apply."""
+    simple = {
+        "bootstrap_servers": ["kafka", "bootstrap-servers"],
+        "topics": ["kafka", "topics"],
+        "topic_pattern": ["kafka", "topic-pattern"],
+        "starting_offsets": ["kafka", "starting-offsets"],
+        "max_offsets_per_trigger": ["kafka", "max-offsets-per-trigger"],
+        "source": ["kafka", "source"],
+        "value_format": ["value", "format"],
+        "value_schema": ["value", "schema"],
+        "table": ["sink", "table"],
+        "metrics_port": ["sink", "metrics.port"],
+        "checkpoint_location": ["checkpoint-location"],
+        "query_name": ["query-name"],
+        "master": ["spark", "master"],
+    }
+    values: list[tuple[list[str], Any]] = []
+    for name, path in simple.items():
+        value = getattr(args, name)
+        if value is not None:
+            values.append((path, value))
+    if args.no_metadata_columns:
+        values.append((["value", "metadata-columns"], False))
+    if args.trigger_interval is not None:
+        values += [(["trigger", "interval"], args.trigger_interval), (["trigger", "available-now"], False)]
+    if args.available_now:
+        values += [(["trigger", "available-now"], True), (["trigger", "interval"], None)]
+    for flag, prefix in (
+        ("kafka_option", ["kafka", "options"]),
+        ("sink_option", ["sink"]),
+        ("spark_conf", ["spark", "conf"]),
+    ):
+        for item in getattr(args, flag):
+            key, value = _key_value(item, "--" + flag.replace("_", "-"))
+            values.append(([*prefix, key], value))
+    for item in args.set:
+        key, value = _key_value(item, "--set")
+        values.append((_path(key), yaml.safe_load(value) if value.strip() else value))
+    return values
+
+
+def _path(key: str) -> list[str]:
+    """A dotted key as a path; the keys under sink, kafka.options and spark.conf contain dots themselves."""
+    parts = key.split(".")
+    for prefix in (["sink"], ["kafka", "options"], ["spark", "conf"]):
+        if parts[: len(prefix)] == prefix and len(parts) > len(prefix):
+            return [*prefix, ".".join(parts[len(prefix) :])]
+    return parts
+
+
+def _set(data: dict[str, Any], path: list[str], value: Any) -> None:
+    node = data
+    for index, part in enumerate(path[:-1]):
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        if not isinstance(child, dict):
+            raise ConfigError(
+                f"key {'.'.join(path[: index + 1])!r} holds {child!r}, not a mapping",
+                hint=f"cannot set {'.'.join(path)}",
+            )
+        node = child
+    node[path[-1]] = value
+
+
+def _key_value(item: str, flag: str) -> tuple[str, str]:
+    key, sep, value = item.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"{flag} {item!r} is not KEY=VALUE", hint=f"e.g. {flag} metrics.port=9408")
+    return key.strip(), value
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise ConfigError(f"cannot read the configuration file {str(path)!r}: {e}") from e
+    except yaml.YAMLError as e:
+        raise ConfigError(f"the configuration file {str(path)!r} is not valid YAML: {e}") from e
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"the configuration file {str(path)!r} holds a {type(data).__name__}, not a mapping"
+        )
+    return data
+
+
+def _config_error(error: ValidationError) -> ConfigError:
+    lines = []
+    for item in error.errors():
+        key = ".".join(str(p) for p in item["loc"]) or "(top level)"
+        value = item.get("input")
+        if item["type"] == "extra_forbidden":
+            lines.append(f"unknown key {key!r}")
+        elif item["type"] == "missing":
+            lines.append(f"key {key!r} is required")
+        else:
+            message = str(item["msg"]).removeprefix("Value error, ")
+            if isinstance(value, Mapping):  # a whole section: its values may be secrets
+                lines.append(f"key {key!r}: {message}")
+            else:
+                lines.append(f"key {key!r} has value {_shown(key, value)}: {message}")
+    return ConfigError(
+        "invalid configuration: " + "; ".join(lines),
+        hint="see the keys in streaming_jobs/kafka_config.py or README.md 'Kafka to Iceberg'",
+    )
+
+
+def _check_sink(config: JobConfig) -> None:
+    try:
+        SinkConfig.from_options(config.sink_options())
+    except ConfigError as e:
+        raise ConfigError(f"invalid configuration: sink: {e.message}", hint=e.hint) from e
+
+
+def _check_python_source(config: JobConfig) -> None:
+    try:
+        check_client_config(KafkaSourceOptions.from_options(config.kafka.source_options("python"), "stream"))
+    except ConfigError as e:
+        option = str(e.context.get("option", ""))
+        key = _OPTION_KEYS.get(option, "kafka.options" if option.startswith("kafka.") else "kafka")
+        raise ConfigError(f"invalid configuration: key {key!r}: {e.message}", hint=e.hint) from e
+
+
+def _shown(key: str, value: Any) -> str:
+    if any(word in key for word in ("password", "secret")):
+        return "'**********'"
+    text = repr(value)
+    return text if len(text) <= 200 else text[:200] + "...'"
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, Mapping | list):
+        return json.dumps(value)
+    return str(value)
+
+
+def _unit_ms(unit: str) -> int:
+    if unit in ("ms", "millis") or unit.startswith("millisecond"):
+        return 1
+    if unit.startswith("s"):
+        return 1000
+    if unit.startswith("m"):
+        return 60_000
+    return 3_600_000
+
+
+def _jaas_quote(text: str | None) -> str:
+    return (text or "").replace("\\", "\\\\").replace('"', '\\"')

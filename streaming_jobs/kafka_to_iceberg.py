@@ -1,0 +1,117 @@
+"""``icesink-kafka-to-iceberg``: stream Kafka topics into an Apache Iceberg table, exactly once.
+
+::
+
+    icesink-kafka-to-iceberg --config job.yaml [flags that override it]
+    python -m streaming_jobs.kafka_to_iceberg --bootstrap-servers broker:9092 --topics orders \\
+        --table analytics.orders --sink-option catalog.uri=... --checkpoint-location /ck/orders
+
+The configuration (:mod:`streaming_jobs.kafka_config`) is validated before Spark
+starts. Then: the Kafka source (Spark's connector, or ``icesink-kafka``), a
+:class:`~sink.decode.sink.DecodingSink` (JSON or Debezium values into typed rows,
+undecodable values to the dead-letter table) over an
+:class:`~sink.sink.IcebergSink`, and the checkpoint. SIGTERM and SIGINT stop the
+query between micro-batches; whatever a commit cadence left staged is committed on
+the way out.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from types import FrameType
+from typing import Any
+
+from sink import IcebergSink
+from sink.decode import DecodingSink, ValueDecoder
+from sink.errors import ConfigError
+from sink.sources.kafka_select import JVM_FORMAT, kafka_format
+from streaming_jobs.kafka_config import Flavor, JobConfig, load_config
+from streaming_jobs.spark import get_spark
+
+logger = logging.getLogger(__name__)
+
+_POLL_S = 2.0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the job until its query ends (``availableNow``) or it is stopped; the exit code."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = load_config(argv)
+    except ConfigError as e:
+        print(f"icesink-kafka-to-iceberg: {e}", file=sys.stderr)
+        return 2
+    return run(config)
+
+
+def run(config: JobConfig, spark: Any = None) -> int:
+    """Start the streaming query of ``config`` and wait for it; the exit code.
+
+    Args:
+        config: The validated configuration.
+        spark: A SparkSession to use; by default one is created from ``config.spark``.
+    """
+    if spark is not None:
+        return _run(config, spark)
+    spark = get_spark(config.spark.app_name, config.spark.master, config.spark.conf)
+    try:
+        return _run(config, spark)
+    finally:
+        spark.stop()
+
+
+def _run(config: JobConfig, spark: Any) -> int:
+    try:
+        fmt = kafka_format(spark, config.kafka.source)
+        flavor: Flavor = "jvm" if fmt == JVM_FORMAT else "python"
+        stream = spark.readStream.format(fmt).options(**config.kafka.source_options(flavor)).load()
+        sink = IcebergSink.from_options(config.sink_options())
+        decoding = DecodingSink(sink, ValueDecoder(config.value.decode_options()))
+        decoding.prepare()
+    except ConfigError as e:
+        print(f"icesink-kafka-to-iceberg: {e}", file=sys.stderr)
+        return 2
+    writer = stream.writeStream.foreachBatch(decoding).option(
+        "checkpointLocation", config.checkpoint_location
+    )
+    if config.query_name:
+        writer = writer.queryName(config.query_name)
+    if config.trigger.available_now:
+        writer = writer.trigger(availableNow=True)
+    elif config.trigger.interval is not None:
+        writer = writer.trigger(processingTime=config.trigger.interval)
+    query = writer.start()
+    logger.info("query %s reads %s into %s", query.id, fmt, config.sink["table"])
+    stop = _StopRequest()
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        while not query.awaitTermination(_POLL_S):
+            if stop.requested:
+                logger.info("stopping query %s (signal %s)", query.id, stop.requested)
+                query.stop()
+        error = query.exception()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    sink.flush()
+    if error is not None:
+        logger.error("query %s failed: %s", query.id, error)
+        return 1
+    return 0
+
+
+class _StopRequest:
+    """A signal handler that only notes the signal: the query is stopped from the main loop."""
+
+    def __init__(self) -> None:
+        self.requested: int | None = None
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.requested = signum
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

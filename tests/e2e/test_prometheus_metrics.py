@@ -1,0 +1,197 @@
+"""A Kafka stream through the sink, scraped by a real Prometheus: the metrics tell the truth.
+
+The stream reads a topic of a real Kafka-protocol broker (Tansu) through the
+``icesink-kafka`` source in several ``availableNow`` micro-batches and writes it with
+``metrics.port`` on. Prometheus (Debian's package, 127.0.0.1, 1 s scrapes, icesink's
+alert rules loaded) then has to report exactly what the table holds, and every
+expression of the dashboard and of the alert rules has to return a series.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import functions as F
+from pyspark.sql import types as st
+
+from sink import IcebergSink
+from sink.progress import unwatch_progress
+from sink.sources.kafka import register_kafka_source
+from tests.e2e.conftest import DASHBOARD, RULES
+from tests.e2e.monitoring_files import alert_rules, dashboard_queries, for_grafana_variables
+from tests.e2e.servers import PrometheusServer, wait_until
+from tests.support.tansu import TansuBroker
+
+pytestmark = pytest.mark.e2e
+
+TABLE = "e2e.events"
+RECORDS_PER_PARTITION = {0: 260, 1: 190}
+ROWS = sum(RECORDS_PER_PARTITION.values())
+ROWS_PER_BATCH = 160
+QUERY_TIMEOUT_S = 120
+SCRAPE_TIMEOUT_S = 30
+VALUE_SCHEMA = st.StructType(
+    [
+        st.StructField("id", st.LongType()),
+        st.StructField("kind", st.StringType()),
+        st.StructField("amount", st.DoubleType()),
+    ]
+)
+
+
+def _produce(broker: TansuBroker, topic: str) -> None:
+    records = []
+    for partition, count in RECORDS_PER_PARTITION.items():
+        for i in range(count):
+            key = partition * 10_000 + i
+            value = {"id": key, "kind": f"k{key % 7}", "amount": key / 4}
+            records.append((partition, str(key).encode(), json.dumps(value).encode()))
+    broker.produce(topic, records, linger_ms=20)
+
+
+def _run_stream(spark: Any, broker: TansuBroker, topic: str, sink: IcebergSink, checkpoint: Path) -> None:
+    fmt = register_kafka_source(spark)
+    stream = (
+        spark.readStream.format(fmt)
+        .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(ROWS_PER_BATCH))
+        .load()
+        .select(F.from_json(F.col("value").cast("string"), VALUE_SCHEMA).alias("v"))
+        .select("v.*")
+    )
+    query = (
+        stream.writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        assert query.awaitTermination(QUERY_TIMEOUT_S), f"the stream did not finish in {QUERY_TIMEOUT_S}s"
+    finally:
+        query.stop()
+    assert query.exception() is None, query.exception()
+
+
+def _table_truth(sink: IcebergSink) -> dict[str, Any]:
+    table = sink.catalog.load_table(TABLE)
+    files = [task.file for task in table.scan().plan_files()]
+    snapshots = table.snapshots()
+    markers = {k: int(v) for k, v in table.metadata.properties.items() if k.endswith(".last-batch-id")}
+    assert len(markers) == 1, markers
+    return {
+        "rows": table.scan().to_arrow().num_rows,
+        "files": len(files),
+        "bytes": sum(f.file_size_in_bytes for f in files),
+        "snapshots": len(snapshots),
+        "last_batch_id": next(iter(markers.values())),
+    }
+
+
+def test_stream_metrics_reach_prometheus(
+    spark: Any,
+    kafka_broker: TansuBroker,
+    start_prometheus: Any,
+    catalog_options: dict[str, str],
+    tmp_path: Path,
+    metrics_exports: None,
+) -> None:
+    topic = f"e2e-metrics-{time.time_ns()}"
+    kafka_broker.create_topic(topic, partitions=len(RECORDS_PER_PARTITION))
+    _produce(kafka_broker, topic)
+    sink = IcebergSink.from_options(
+        {
+            **catalog_options,
+            "table": TABLE,
+            "partition-by": "bucket(4, id)",
+            "write.target-file-size-bytes": "4096",
+            "metrics.port": "0",
+        }
+    )
+    assert sink.metrics_server is not None
+    assert sink.metrics_server.host == "127.0.0.1"
+    prometheus: PrometheusServer = start_prometheus([f"127.0.0.1:{sink.metrics_server.port}"])
+    started = time.time()
+    try:
+        _run_stream(spark, kafka_broker, topic, sink, tmp_path / "checkpoint")
+    finally:
+        unwatch_progress(spark, sink.metrics)
+    truth = _table_truth(sink)
+    assert truth["rows"] == ROWS
+    assert truth["snapshots"] >= 3, "maxOffsetsPerTrigger should have made several micro-batches"
+
+    t = f'table="{TABLE}"'
+    # Wait (bounded) until Prometheus has scraped the final values; the progress events
+    # reach the listener asynchronously, after the query's last batch.
+    wait_until(
+        lambda: (
+            prometheus.query(f"sum(icesink_rows_written_total{{{t}}}) == {ROWS}")
+            and prometheus.query(f"sum(icesink_input_rows_total{{{t}}}) == {ROWS}")
+        ),
+        SCRAPE_TIMEOUT_S,
+        "Prometheus to scrape the final counts",
+    )
+
+    # The counts equal what the table holds.
+    assert prometheus.value(f"sum(icesink_rows_written_total{{{t}}})") == truth["rows"]
+    assert prometheus.value(f"sum(icesink_input_rows_total{{{t}}})") == ROWS
+    assert prometheus.value(f"sum(icesink_files_written_total{{{t}}})") == truth["files"]
+    assert prometheus.value(f"sum(icesink_bytes_written_total{{{t}}})") == truth["bytes"]
+    assert prometheus.value(f"sum(icesink_data_file_size_bytes_count{{{t}}})") == truth["files"]
+    assert prometheus.value(f"sum(icesink_data_file_size_bytes_sum{{{t}}})") == truth["bytes"]
+    assert prometheus.value(f"sum(icesink_data_file_size_ratio_sum{{{t}}})") == pytest.approx(
+        truth["bytes"] / 4096
+    )
+    assert prometheus.value(f'sum(icesink_commits_total{{{t}, outcome="committed"}})') == truth["snapshots"]
+    assert prometheus.value(f'sum(icesink_commits_total{{{t}, outcome="failed"}})') == 0
+    assert prometheus.value(f'sum(icesink_batches_total{{{t}, outcome="committed"}})') == truth["snapshots"]
+    assert prometheus.value(f"sum(icesink_commit_attempts_total{{{t}}})") == truth["snapshots"]
+    assert prometheus.value(f"max(icesink_last_committed_batch_id{{{t}}})") == truth["last_batch_id"]
+    assert prometheus.value(f"sum(icesink_replays_skipped_total{{{t}}})") == 0
+    assert prometheus.value(f"sum(icesink_dead_letter_rows_total{{{t}}})") == 0
+    assert prometheus.value(f"max(icesink_target_file_size_bytes{{{t}}})") == 4096
+    assert started <= prometheus.value(f"max(icesink_last_commit_timestamp_seconds{{{t}}})") <= time.time()
+    assert prometheus.value(f"max(icesink_open_writers_max{{{t}}})") >= 1
+    assert prometheus.value(f"max(icesink_buffered_bytes_max{{{t}}})") > 0
+    assert (
+        prometheus.value(f'sum(icesink_step_duration_seconds_count{{{t}, step="write"}})')
+        == truth["snapshots"]
+    )
+    assert prometheus.value(f"sum(icesink_batch_duration_seconds_count{{{t}}})") == truth["snapshots"]
+    # Kafka lag: behind while the first batches ran, caught up at the end.
+    assert prometheus.value(f"max(max_over_time(icesink_source_offsets_behind_latest{{{t}}}[5m]))") > 0
+    assert prometheus.value(f"max(icesink_source_offsets_behind_latest{{{t}}})") == 0
+
+    # Every dashboard expression parses and returns a series for the table.
+    table_regex = TABLE.replace(".", "\\\\.")
+    empty = [
+        (title, expr)
+        for title, expr in dashboard_queries(DASHBOARD)
+        if not prometheus.query(for_grafana_variables(expr, table_regex))
+    ]
+    assert not empty, f"dashboard expressions without data: {empty}"
+
+    # Every alert expression parses, and its signal returns a series (firing or not).
+    for rule in alert_rules(RULES):
+        prometheus.query(rule.expr)
+        assert prometheus.query(rule.as_bool), f"{rule.name}: no series for {rule.as_bool}"
+    # The real Prometheus evaluated every rule without error; nothing fires after a healthy run.
+    groups = prometheus.api("rules")["groups"]
+    rules = [r for g in groups for r in g["rules"]]
+    assert {r["name"] for r in rules} == {r.name for r in alert_rules(RULES)}
+    wait_until(
+        lambda: all(
+            r.get("lastEvaluation", "").startswith("2") for r in prometheus.api("rules")["groups"][0]["rules"]
+        ),
+        SCRAPE_TIMEOUT_S,
+        "the rules to be evaluated",
+    )
+    rules = [r for g in prometheus.api("rules")["groups"] for r in g["rules"]]
+    assert all(r["health"] == "ok" for r in rules), [(r["name"], r.get("lastError")) for r in rules]
+    firing = [a for a in prometheus.api("alerts")["alerts"] if a["state"] == "firing"]
+    assert not firing, firing
