@@ -174,7 +174,8 @@ class IcebergSink:
                 self.metrics.record_staged(name, sink_id, state.staging.files)
             else:
                 state.staging.batches.append(batch)
-        attempts.end(batch_id, attempt)
+        if self._policy.stages or not files:
+            attempts.end(batch_id, attempt)  # the staged record now accounts for the files
         boundary = not files  # an empty batch: the source has caught up
         if not files:
             logger.info("batch %s of sink %s is empty: nothing to write to %s", batch_id, sink_id, name)
@@ -182,6 +183,9 @@ class IcebergSink:
         # 6. commit
         if self._policy.due(state.staging) or (boundary and state.staging.batches):
             self._commit_staged(table, state, last_batch_id=batch_id)
+            # Unstaged files stay under their attempt record until committed: if the
+            # commit's outcome is unknown, the restarted sink settles them.
+            attempts.end(batch_id, attempt)
         elif files:
             logger.info(
                 "batch %s of sink %s staged (%s files, %s bytes staged in all) for %s",

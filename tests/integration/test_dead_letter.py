@@ -1,0 +1,218 @@
+"""Rows that cannot be converted go to the dead-letter table, once, and the stream goes on."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import types as st
+
+from sink import IcebergSink
+from sink.commit.committer import Committer
+from sink.errors import BadRecordError
+from tests.support.tables import table_rows
+
+TYPED = st.StructType(
+    [
+        st.StructField("id", st.LongType(), False),
+        st.StructField("i", st.IntegerType()),
+        st.StructField("l", st.LongType()),
+        st.StructField("x", st.DoubleType()),
+        st.StructField("dec", st.DecimalType(10, 2)),
+        st.StructField("flag", st.BooleanType()),
+        st.StructField("day", st.DateType()),
+        st.StructField("ts", st.TimestampType()),
+        st.StructField("name", st.StringType()),
+    ]
+)
+ROWS = 10_000
+# Row k is bad when k % 100 == 7: 1 %. Which value is bad cycles through these (column, value, reason).
+BAD = [
+    ("i", "x12", "parse_error"),
+    ("i", "3000000000", "out_of_range"),
+    ("l", "1e30", "out_of_range"),
+    ("x", "1.2.3", "parse_error"),
+    ("dec", "1.234", "precision_loss"),
+    ("dec", "123456789012", "out_of_range"),
+    ("flag", "maybe", "parse_error"),
+    ("day", "2024-13-01", "parse_error"),
+    ("ts", "noon", "parse_error"),
+    ("id", None, "null_in_required"),
+]
+
+
+def good_row(k: int) -> dict[str, Any]:
+    day = dt.date(2024, 1, 1) + dt.timedelta(days=k % 366)
+    return {
+        "id": k,
+        "i": str(k - 5000),
+        "l": str(k * 10**10),
+        "x": f"{k}.5",
+        "dec": f"{k % 1000}.25",
+        "flag": "true" if k % 2 else "false",
+        "day": day.isoformat(),
+        "ts": f"{day.isoformat()}T{k % 24:02d}:{k % 60:02d}:00Z",
+        "name": f"n{k}",
+    }
+
+
+def source_rows(
+    n: int, offset: int = 0, bad: bool = True
+) -> tuple[list[dict[str, Any]], dict[str, tuple[str, str]]]:
+    """Rows as a producer sends them (strings), and for each bad row (by name) its column and reason."""
+    rows, expected_bad = [], {}
+    for k in range(offset, offset + n):
+        row = good_row(k)
+        if bad and k % 100 == 7:
+            column, value, reason = BAD[(k // 100) % len(BAD)]
+            row[column] = value
+            expected_bad[row["name"]] = (column, reason)
+        rows.append(row)
+    return rows, expected_bad
+
+
+def typed(row: dict[str, Any]) -> dict[str, Any]:
+    """A good source row as the table must return it."""
+    return {
+        "id": row["id"],
+        "i": int(row["i"]),
+        "l": int(row["l"]),
+        "x": float(row["x"]),
+        "dec": Decimal(row["dec"]),
+        "flag": row["flag"] == "true",
+        "day": dt.date.fromisoformat(row["day"]),
+        "ts": dt.datetime.fromisoformat(row["ts"].replace("Z", "+00:00")).replace(tzinfo=None),
+        "name": row["name"],
+    }
+
+
+def write_parquet(path: Path, rows: list[dict[str, Any]]) -> None:
+    schema = pa.schema([("id", pa.int64())] + [(c, pa.string()) for c in list(rows[0])[1:]])
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
+
+
+def comparable(row: dict[str, Any]) -> dict[str, Any]:
+    out = dict(row)
+    if isinstance(out.get("ts"), dt.datetime) and out["ts"].tzinfo is not None:
+        out["ts"] = out["ts"].astimezone(dt.UTC).replace(tzinfo=None)
+    return out
+
+
+def test_one_percent_bad_values_are_dead_lettered_and_the_stream_goes_on(
+    spark: SparkSession, tmp_path: Path, catalog_options: dict[str, str]
+) -> None:
+    options = {**catalog_options, "table": "db.orders", "partition-by": "bucket(4, id)"}
+    sink = IcebergSink.from_options(options)
+    sink.prepare(TYPED)
+    first, expected_bad = source_rows(ROWS)
+    second, _ = source_rows(100, offset=ROWS, bad=False)
+    (tmp_path / "in").mkdir()
+    write_parquet(tmp_path / "in" / "part-0.parquet", first)
+    write_parquet(tmp_path / "in" / "part-1.parquet", second)
+    schema = spark.read.parquet(str(tmp_path / "in")).schema
+    query = (
+        spark.readStream.schema(schema)
+        .option("maxFilesPerTrigger", 1)
+        .parquet(str(tmp_path / "in"))
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(600)
+    assert query.exception() is None
+    assert len(expected_bad) == ROWS // 100
+
+    table_read = [comparable(r) for r in table_rows(sink.catalog.load_table("db.orders"))]
+    good = [typed(r) for r in first + second if r["name"] not in expected_bad]
+    assert sorted(table_read, key=lambda r: r["name"]) == sorted(good, key=lambda r: r["name"])
+
+    dead = table_rows(sink.catalog.load_table("db.orders__dlq"))
+    assert len(dead) + (len(table_read) - len(second)) == ROWS  # every input row accounted for, once
+    by_name = {r["name"]: r for r in first}
+    assert {json.loads(d["original_row"])["name"]: (d["column"], d["reason"]) for d in dead} == expected_bad
+    for d in dead:
+        original = json.loads(d["original_row"])
+        assert original == by_name[original["name"]]  # the row as it came, nulls included
+        column = d["column"]
+        assert d["value"] == ("null" if original[column] is None else original[column])
+        assert (d["source_table"], d["sink_id"], d["batch_id"]) == ("db.orders", str(query.id), 0)
+        assert d["failed_at"] is not None
+
+    metrics = sink.metrics.registry
+    labels = {"table": "db.orders", "sink_id": str(query.id)}
+    assert metrics.get_sample_value("icesink_dead_letter_rows_total", labels) == ROWS // 100
+    for reason in {r for _, _, r in BAD}:
+        n = sum(1 for _, r in expected_bad.values() if r == reason)
+        assert (
+            metrics.get_sample_value(
+                "icesink_dead_letter_reasons_total", {"table": "db.orders", "reason": reason}
+            )
+            == n
+        )
+    assert metrics.get_sample_value("icesink_rows_written_total", labels) == len(good)
+
+
+def test_fail_policy_names_column_value_and_option(
+    spark: SparkSession, catalog_options: dict[str, str]
+) -> None:
+    options = {**catalog_options, "table": "db.strict", "sink-id": "strict", "on-bad-record": "fail"}
+    sink = IcebergSink.from_options(options)
+    sink.prepare(TYPED)
+    rows, _ = source_rows(50, bad=False)
+    rows[20]["dec"] = "12,50"
+    schema = st.StructType([TYPED["id"], *[st.StructField(c, st.StringType()) for c in TYPED.names[1:]]])
+    with pytest.raises(BadRecordError) as info:
+        sink(spark.createDataFrame([tuple(r.values()) for r in rows], schema), 0)
+    text = str(info.value)
+    assert "'12,50'" in text and "column 'dec'" in text and "on-bad-record=dlq" in text, text
+    assert "batch_id=0" in text and "db.strict__dlq" in text
+    table = sink.catalog.load_table("db.strict")
+    assert table.current_snapshot() is None
+    assert not sink.catalog.table_exists("db.strict__dlq")
+
+
+def test_dead_letters_are_written_once_when_the_batch_is_replayed(
+    spark: SparkSession, catalog_options: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    options = {**catalog_options, "table": "db.replayed", "sink-id": "replayed"}
+    rows, expected_bad = source_rows(1000)
+    schema = st.StructType(
+        [st.StructField("id", st.LongType()), *[st.StructField(c, st.StringType()) for c in TYPED.names[1:]]]
+    )
+    df = spark.createDataFrame([tuple(r.values()) for r in rows], schema)
+    IcebergSink.from_options(options).prepare(TYPED)
+
+    class Crash(Exception):
+        pass
+
+    real_commit = Committer.commit
+
+    def commit(self: Committer, *args: Any, **kwargs: Any) -> Any:
+        if self.table.name() == ("db", "replayed"):  # the dead letters are committed; the data is not
+            raise Crash("the driver died")
+        return real_commit(self, *args, **kwargs)
+
+    monkeypatch.setattr(Committer, "commit", commit)
+    with pytest.raises(Crash):
+        IcebergSink.from_options(options)(df, 0)
+    monkeypatch.setattr(Committer, "commit", real_commit)
+    assert len(table_rows(IcebergSink.from_options(options).catalog.load_table("db.replayed__dlq"))) == 10
+
+    restarted = IcebergSink.from_options(options)  # Spark replays batch 0 after the restart
+    restarted(df, 0)
+    restarted(df, 0)  # and once more, after everything was committed
+    table = restarted.catalog.load_table("db.replayed")
+    dead = table_rows(restarted.catalog.load_table("db.replayed__dlq"))
+    assert len(dead) == len(expected_bad) == 10
+    assert sorted(r["name"] for r in table_rows(table)) == sorted(
+        r["name"] for r in rows if r["name"] not in expected_bad
+    )
+    assert len(table.snapshots()) == 1
