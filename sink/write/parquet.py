@@ -125,9 +125,17 @@ class ParquetFileWriter:
         it keeps the whole parent batch alive, and thousands of tiny pieces cost more
         in objects than in data. Copying them together bounds both.
         """
-        if self._pieces:
-            self._buffer.append(pa.concat_batches(self._pieces) if len(self._pieces) > 1 else self._pieces[0])
-            self._pieces = []
+        if not self._pieces:
+            return
+        self._buffer.append(pa.concat_batches(self._pieces) if len(self._pieces) > 1 else self._pieces[0])
+        self._pieces = []
+        # Merge neighbours until each batch is over twice the size of the next: a writer
+        # holds O(log n) batches (each with its own C++ and allocator overhead) and every
+        # byte is copied O(log n) times, however small its pieces.
+        buffer = self._buffer
+        while len(buffer) > 1 and buffer[-2].nbytes <= 2 * buffer[-1].nbytes:
+            last = buffer.pop()
+            buffer[-1] = pa.concat_batches([buffer[-1], last])
 
     def flush(self) -> None:
         """Write the buffered rows as one row group."""

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
+import json
+import subprocess
+import sys
+from pathlib import Path
 
-from sink import IcebergSink
+from pyiceberg.catalog import load_catalog
+
 from tests.support.tables import data_files
 
 MiB = 1024 * 1024
@@ -13,36 +16,31 @@ PARTITIONS = 2000
 ROWS = 1_000_000
 
 
-def test_two_thousand_partition_values_in_one_task(
-    spark: SparkSession, catalog_options: dict[str, str]
-) -> None:
+def test_two_thousand_partition_values_in_one_task(tmp_path: Path) -> None:
+    """About 150 MiB of Arrow data through 2000 open writers: without the budget it all
+    would be buffered at once. The task runs in a Spark of its own, so the worker's
+    peak RSS is this task's, not whatever earlier tests left in a reused worker."""
     budget = 64 * MiB
-    options = {
-        **catalog_options,
-        "table": "db.fanout",
-        "sink-id": "fanout",
-        "partition-by": "p",
-        "distribution-mode": "none",
-        "write.fanout.memory-budget-bytes": str(budget),
-    }
-    sink = IcebergSink.from_options(options)
-    # One task; rows cycle through all 2000 partition values, so every writer stays open.
-    # About 150 MiB of Arrow data: without the budget, all of it would be buffered at once.
-    df = spark.range(0, ROWS, numPartitions=1).select(
-        F.col("id"),
-        (F.col("id") % PARTITIONS).cast("int").alias("p"),
-        F.sha2(F.col("id").cast("string"), 256).alias("h"),
-        F.rand(3).alias("r"),
-    )
-    sink(df, 0)
-    table = sink.catalog.load_table("db.fanout")
+    uri, warehouse = f"sqlite:///{tmp_path / 'catalog.db'}", f"file://{tmp_path / 'warehouse'}"
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "tests.support.fanout_job",
+            "--catalog-uri", uri, "--warehouse", warehouse,
+            "--rows", str(ROWS), "--partitions", str(PARTITIONS), "--budget-bytes", str(budget),
+        ],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    metrics = json.loads(proc.stdout.strip().splitlines()[-1])
+
+    table = load_catalog("test", type="sql", uri=uri, warehouse=warehouse).load_table("db.fanout")
     files = data_files(table)
     assert sum(f.record_count for f in files) == ROWS
     assert len({f.partition[0] for f in files}) == PARTITIONS
     ids = table.scan(selected_fields=("id",)).to_arrow().column("id")
     assert ids.length() == ROWS and len(set(ids.to_pylist())) == ROWS
-    registry = sink.metrics.registry
-    buffered = registry.get_sample_value("icesink_buffered_bytes_max", {"table": "db.fanout"})
-    peak_rss = registry.get_sample_value("icesink_task_peak_rss_bytes", {"table": "db.fanout"})
-    assert buffered is not None and buffered <= budget * 1.05  # one batch over, at most, before a close
-    assert peak_rss is not None and 0 < peak_rss < budget + 300 * MiB, peak_rss / MiB
+
+    assert metrics["open_writers_max"] == PARTITIONS
+    assert metrics["buffered_bytes_max"] <= budget * 1.05  # one batch over, at most, before a close
+    peak_rss = metrics["task_peak_rss_bytes"]
+    assert 0 < peak_rss < budget + 300 * MiB, f"peak RSS {peak_rss / MiB:.0f} MiB"
