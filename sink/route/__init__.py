@@ -1,6 +1,11 @@
-"""Step 3 of a micro-batch, route: partition-key columns computed as Spark expressions.
+"""Step 3 of a micro-batch, route: partition values as Spark expressions, and the shuffle.
 
-:mod:`sink.route.transforms` turns an Iceberg partition transform into a Spark Column
-whose values equal Iceberg's partition values; :mod:`sink.route.murmur3` is the native
-murmur3 hash behind the bucket transform.
+* :mod:`sink.route.router`: the step itself (``distribution-mode`` bucket, hash or none).
+* :mod:`sink.route.transforms`: Iceberg partition transforms as Spark Columns, with
+  bucket ids bit-identical to Iceberg Java's (:mod:`sink.route.murmur3` is the native
+  murmur3 behind them, :mod:`sink.route.arrow_fallback` the Arrow UDFs for the two
+  decimal cases Spark cannot compute exactly).
+* :mod:`sink.route.layout` and :mod:`sink.route.shuffle`: the bucket shuffle, Spark
+  partition id == bucket id; :mod:`sink.route.skew`: hot values over several tasks.
+* :mod:`sink.route.self_check`: the start-up checks against the Iceberg spec's hash values.
 """

@@ -13,12 +13,14 @@
 * ``none``: no shuffle; each task writes what it holds, so up to tasks x values files.
 
 One rule skips the shuffle in ``bucket`` and ``hash`` mode: when the sink's previous
-batch wrote at most :data:`SINGLE_TASK_MAX_BYTES` (and at most one target file), the
-batch is coalesced into one task without a shuffle. One task then writes every value,
-one file each, which is as few files as the shuffle gives, for the price of one task
-instead of a shuffle and one task per bucket. A first batch (nothing known yet) is
-always shuffled. A batch much larger than the one before it is written by one task
-too, slower but with the same files; the batch after it is shuffled again.
+non-empty batch wrote at most :data:`SINGLE_TASK_MAX_BYTES` of data files, and at most
+one target file size, the batch is coalesced into one task without a shuffle
+(``coalesce(1)``, a narrow dependency). One task then writes every value, one file each
+while under the target, which is as few files as the shuffle gives, for the price of one
+Python task instead of a shuffle stage and one task per bucket (per-task overhead is
+what small batches mostly pay for). A first batch (nothing known yet) is always
+shuffled. A batch much larger than the one before it is written by one task too, slower
+but with the same files; the batch after it is shuffled again.
 """
 
 from __future__ import annotations
@@ -53,8 +55,14 @@ from sink.route.transforms import partition_value_column
 logger = logging.getLogger(__name__)
 
 PARTITION_COLUMN_PREFIX = "__icesink_partition_"
-SINGLE_TASK_MAX_BYTES = 32 * 1024 * 1024
-"""A batch after one that wrote at most this many bytes (and one target) is written by one task."""
+SINGLE_TASK_MAX_BYTES = 16 * 1024 * 1024
+"""A batch after one that wrote at most this many bytes (and one target) is written by one task.
+
+Measured on local[2] with the reference workload (``benchmarks/routing_cost.py``): one
+task wrote 3.4 MiB of Parquet in 2.0 s where the bucket shuffle took 4.6-8.3 s, 11.6 MiB
+in 2.9-4.1 s against 5.3-6.0 s, and broke even near 45 MiB (7 s either way). More cores
+favour the shuffle sooner, so the line is drawn well below that.
+"""
 
 
 @dataclass(frozen=True)
@@ -82,7 +90,11 @@ class RoutedBatch:
 
 
 def resolve_mode(requested: DistributionMode | None, spec: PartitionSpec) -> DistributionMode:
-    """The distribution to use: the requested one, else bucket when the spec has a bucket, else hash."""
+    """The distribution to use.
+
+    The requested one; else ``bucket`` when the spec has a bucket field, ``hash`` when it
+    has other fields, and ``none`` for an unpartitioned table.
+    """
     if requested is not None:
         return requested
     if not spec.fields:
@@ -172,16 +184,16 @@ class BucketRouter:
             SelfCheckError: The first bucketed batch of the Spark application found the
                 bucket hash or the bucket shuffle wrong.
         """
+        if self.layout is not None:
+            shuffle = self.mode is DistributionMode.BUCKET
+            ensure_self_checks(df.sparkSession, self._bucket_source_types(), shuffle)
         columns = self._partition_columns()
         routed = df.select("*", *columns) if columns else df
         n = len(df.columns)
         if not columns or self.mode is DistributionMode.NONE:
             return RoutedBatch(routed, n, self.mode)
-        if self.layout is not None:
-            ensure_self_checks(
-                df.sparkSession, self._bucket_source_types(), self.mode is DistributionMode.BUCKET
-            )
-        partition_columns = [F.col(f"{PARTITION_COLUMN_PREFIX}{i}") for i in range(len(columns))]
+        names = [f"{PARTITION_COLUMN_PREFIX}{i}" for i in range(len(columns))]
+        partition_columns = [F.col(name) for name in names]
         if self._single_task_is_enough():
             logger.info(
                 "batch %s of sink %s: the previous batch was small; one task writes %s, no shuffle",
@@ -192,10 +204,11 @@ class BucketRouter:
             return RoutedBatch(routed.repartition(*partition_columns), n, self.mode)
         assert self.layout is not None
         buckets = self.layout.num_partitions
-        hot = self._hot_values(routed, partition_columns, buckets)
+        salt = _salt_columns(df)
+        hot = self._hot_values(routed, names, buckets) if salt else ()
         partition_ids = self.layout.partition_id(partition_columns)
         if hot:
-            partition_ids = _spread(partition_ids, hot, partition_columns, _salt_columns(df))
+            partition_ids = _spread(partition_ids, hot, partition_columns, salt)
         num_partitions = buckets + sum(h.shares for h in hot)
         logger.info(
             "batch %s of sink %s: bucket shuffle of %s into %d partitions (%s, %d values split)",
@@ -228,16 +241,13 @@ class BucketRouter:
         last = self._history.last if self._history is not None else None
         return last is not None and last.file_bytes <= min(SINGLE_TASK_MAX_BYTES, self._target)
 
-    def _hot_values(
-        self, routed: DataFrame, partition_columns: list[Column], first_extra: int
-    ) -> tuple[HotValue, ...]:
+    def _hot_values(self, routed: DataFrame, names: list[str], first_extra: int) -> tuple[HotValue, ...]:
         """Values of this batch to spread over several tasks; counts them when it may pay off."""
         last = self._history.last if self._history is not None else None
         if self._history is None or not needs_measurement(last, self._table_bpr, self._target):
             return ()
         bytes_per_row = (last.bytes_per_row if last is not None else None) or self._table_bpr
         assert bytes_per_row is not None
-        names = [f"{PARTITION_COLUMN_PREFIX}{i}" for i in range(len(partition_columns))]
         try:
             rows = (
                 routed.groupBy(*names)
@@ -274,9 +284,13 @@ class BucketRouter:
 def _spread(
     partition_ids: Column, hot: tuple[HotValue, ...], partition_columns: list[Column], salt: list[Column]
 ) -> Column:
-    """Partition ids with the rows of each hot value spread over its own partitions by ``salt``."""
-    if not salt:
-        return partition_ids
+    """Partition ids with the rows of each hot value spread over its own partitions by ``salt``.
+
+    A hot value is recognised by the ``xxhash64`` of its partition tuple, the same hash
+    the count computed; the rows of one value are spread by Spark's hash of their own
+    columns (deterministic, so a retried shuffle task sends every row where it went
+    before).
+    """
     index = F.try_element_at(
         F.create_map(*[x for i, h in enumerate(hot) for x in (F.lit(h.value_hash).cast("long"), F.lit(i))]),
         F.xxhash64(*partition_columns),
@@ -290,8 +304,12 @@ def _spread(
 def _salt_columns(df: DataFrame) -> list[Column]:
     """The top-level primitive columns, whose hash spreads a hot value's rows."""
     nested = (T.ArrayType, T.MapType, T.StructType)
-    return [F.col(f"`{f.name}`") for f in df.schema.fields if not isinstance(f.dataType, nested)]
+    return [F.col(_quoted(f.name)) for f in df.schema.fields if not isinstance(f.dataType, nested)]
 
 
 def _quoted_path(name: str) -> str:
-    return ".".join(f"`{part}`" for part in name.split("."))
+    return ".".join(_quoted(part) for part in name.split("."))
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"

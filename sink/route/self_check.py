@@ -54,6 +54,12 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+_MAX_LONG_DIGITS = 18
+_SHUFFLE = "exact shuffle"
+# (application id, code path or _SHUFFLE) of the checks that passed in this process.
+_checked: set[tuple[str, str]] = set()
+_checked_lock = threading.Lock()
+
 
 @dataclass(frozen=True)
 class HashVector:
@@ -224,12 +230,6 @@ def _path(source_type: IcebergType) -> str:
     if isinstance(source_type, DecimalType):
         return "decimal" if source_type.precision <= _MAX_LONG_DIGITS else "wide decimal"
     return type(source_type).__name__
-
-
-_MAX_LONG_DIGITS = 18
-_checked: set[tuple[str, str]] = set()
-_checked_lock = threading.Lock()
-_SHUFFLE = "exact shuffle"
 
 
 def ensure_self_checks(spark: SparkSession, source_types: Iterable[IcebergType], shuffle: bool) -> None:

@@ -1,0 +1,234 @@
+"""The bucket shuffle, read back from the files: which task wrote which partition values.
+
+A data file's name carries the batch id and the Spark partition id of the task that
+wrote it (``...-b{batch}-{attempt}-{task:05d}-{task attempt}-{seq:05d}.parquet``), and
+its manifest entry carries its partition tuple, so the table itself shows what every
+write task received.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyiceberg.table import Table
+from pyiceberg.types import IntegerType
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from sink import IcebergSink
+from sink.errors import SelfCheckError
+from sink.route import self_check
+from sink.route.layout import BucketLayout
+from sink.route.self_check import HashVector
+from streaming_jobs.taxi_workload import PARTITION_BY, taxi_rows
+from tests.support.tables import check_data_files, data_files
+
+KiB = 1024
+_NAME = re.compile(r"-b(\d+)-[0-9a-f]+-(\d{5})-(\d+)-(\d{5})\.parquet$")
+TAXI_ROWS = 12_000
+TAXI_INPUT_PARTITIONS = 3
+TAXI_VALUES = 64  # 4 days x bucket(16)
+
+
+@contextlib.contextmanager
+def session_conf(spark: SparkSession, conf: dict[str, str]) -> Iterator[None]:
+    """Set session settings for the block (the sink itself never does) and restore them."""
+    previous = {key: spark.conf.get(key, None) for key in conf}
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, old in previous.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)
+
+
+@dataclass(frozen=True)
+class Written:
+    """One data file as the table records it, with the task that wrote it."""
+
+    batch: int
+    task: int
+    seq: int
+    partition: tuple[Any, ...]
+    records: int
+    size: int
+
+
+def written(table: Table, batch: int | None = None) -> list[Written]:
+    files = []
+    for f in data_files(table):
+        match = _NAME.search(f.file_path)
+        assert match, f.file_path
+        files.append(
+            Written(
+                batch=int(match.group(1)),
+                task=int(match.group(2)),
+                seq=int(match.group(4)),
+                partition=tuple(f.partition),
+                records=f.record_count,
+                size=f.file_size_in_bytes,
+            )
+        )
+    return [f for f in files if batch is None or f.batch == batch]
+
+
+def by_task(files: list[Written]) -> dict[int, list[Written]]:
+    tasks: dict[int, list[Written]] = defaultdict(list)
+    for f in files:
+        tasks[f.task].append(f)
+    return tasks
+
+
+def sink_for(catalog_options: dict[str, str], name: str, **options: str) -> IcebergSink:
+    return IcebergSink.from_options({**catalog_options, "table": f"db.{name}", "sink-id": name, **options})
+
+
+@pytest.mark.parametrize("advisory", ["1b", "1g"], ids=["tiny-advisory", "huge-advisory"])
+def test_every_task_writes_exactly_its_bucket_under_aqe(
+    spark: SparkSession, catalog_options: dict[str, str], advisory: str
+) -> None:
+    """Partition i receives exactly bucket i, however AQE is told to size partitions."""
+    aqe = {
+        "spark.sql.adaptive.enabled": "true",
+        "spark.sql.adaptive.coalescePartitions.enabled": "true",
+        "spark.sql.adaptive.coalescePartitions.parallelismFirst": "false",
+        "spark.sql.adaptive.advisoryPartitionSizeInBytes": advisory,
+        "spark.sql.shuffle.partitions": "7",
+    }
+    sink = sink_for(catalog_options, "aqe", **{"partition-by": PARTITION_BY})  # bucket mode by default
+    with session_conf(spark, aqe):
+        sink(taxi_rows(spark, 0, TAXI_ROWS, partitions=TAXI_INPUT_PARTITIONS), 0)
+        assert spark.conf.get("spark.sql.adaptive.advisoryPartitionSizeInBytes") == advisory
+    table = sink.catalog.load_table("db.aqe")
+    files = written(table)
+    assert {f.task for f in files} == set(range(16))
+    for task, task_files in by_task(files).items():
+        assert {f.partition[1] for f in task_files} == {task}, (task, task_files)
+    # Under the target size: one file per partition value of the batch.
+    assert len(files) == len({f.partition for f in files}) == TAXI_VALUES
+    assert sum(f.records for f in files) == TAXI_ROWS == table.scan().to_arrow().num_rows
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected_files"),
+    [("hash", TAXI_VALUES), ("none", TAXI_INPUT_PARTITIONS * TAXI_VALUES)],
+)
+def test_reference_workload_files_per_mode(
+    spark: SparkSession, catalog_options: dict[str, str], mode: str, expected_files: int
+) -> None:
+    """Versus the 64 files of the bucket shuffle (above): hash also 64, none tasks x values."""
+    sink = sink_for(
+        catalog_options, f"modes_{mode}", **{"partition-by": PARTITION_BY, "distribution-mode": mode}
+    )
+    sink(taxi_rows(spark, 0, TAXI_ROWS, partitions=TAXI_INPUT_PARTITIONS), 0)
+    table = sink.catalog.load_table(f"db.modes_{mode}")
+    files = written(table)
+    assert len(files) == expected_files
+    assert sum(f.records for f in files) == TAXI_ROWS
+
+
+def test_two_bucket_fields_and_nulls(spark: SparkSession, catalog_options: dict[str, str]) -> None:
+    """Two bucket fields combine into one partition id; null has a task of its own."""
+    df = spark.range(0, 3000, numPartitions=2).select(
+        "id",
+        F.when(F.col("id") % 7 == 0, None).otherwise((F.col("id") * 31 % 1009).cast("int")).alias("i"),
+        F.when(F.col("id") % 11 == 0, None).otherwise(F.concat(F.lit("s"), F.col("id") % 97)).alias("s"),
+    )
+    sink = sink_for(catalog_options, "two", **{"partition-by": "bucket(2, i), bucket(3, s)"})
+    sink(df, 0)
+    table = sink.catalog.load_table("db.two")
+    layout = BucketLayout.for_spec(table.spec(), table.schema())
+    assert layout is not None and layout.num_partitions == 3 * 4  # each field: its buckets + null
+    files = written(table)
+    assert len({f.partition for f in files}) == len(files) == 12
+    for f in files:
+        assert f.task == layout.partition_of(f.partition), f
+    assert sum(f.records for f in files) == 3000
+    assert check_data_files(table) == 12
+
+
+def skewed(spark: SparkSession, start: int, rows: int) -> DataFrame:
+    """80% of the rows have k = 7 (one bucket of bucket(4, k)); the rest spread over all buckets."""
+    return spark.range(start, start + rows, numPartitions=2).select(
+        "id",
+        F.when(F.col("id") % 5 == 0, F.col("id") % 97).otherwise(7).cast("int").alias("k"),
+        F.rand(3).alias("r"),
+        F.sha2(F.col("id").cast("string"), 256).alias("h"),
+    )
+
+
+def test_hot_bucket_is_spread_over_several_tasks(
+    spark: SparkSession, catalog_options: dict[str, str]
+) -> None:
+    target = 512 * KiB
+    rows = 80_000
+    options = {"partition-by": "bucket(4, k)", "write.target-file-size-bytes": str(target)}
+    sink = sink_for(catalog_options, "skew", **options)
+    sink(skewed(spark, 0, rows), 0)
+    sink(skewed(spark, rows, rows), 1)
+    table = sink.catalog.load_table("db.skew")
+    assert table.scan().to_arrow().num_rows == 2 * rows
+    records: dict[tuple[Any, ...], int] = defaultdict(int)
+    for f in written(table):
+        records[f.partition] += f.records
+    hot = max(records, key=records.__getitem__)
+
+    # Batch 0 went into an empty table: no bytes-per-row estimate yet, so no split.
+    first = [f for f in written(table, 0) if f.partition == hot]
+    assert {f.task for f in first} == {hot[0]}
+
+    # Batch 1: the first batch's files showed the hot bucket; its rows were counted and spread.
+    files = written(table, 1)
+    hot_files = [f for f in files if f.partition == hot]
+    assert sum(f.records for f in hot_files) >= 0.8 * rows
+    hot_tasks = by_task(hot_files)
+    assert len(hot_tasks) >= 2, hot_tasks
+    for task, task_files in hot_tasks.items():
+        assert all(f.partition == hot for f in by_task(files)[task]), task  # one bucket per task
+        sizes = sorted((f.size for f in task_files), reverse=True)
+        assert sizes[0] >= 0.9 * target, (task, sizes)  # every share makes at least one full file
+        assert all(size >= 0.9 * target for size in sizes[:-1]), (task, sizes)  # and one tail at most
+    # The other buckets are not split: one task each, one file each (they are under the target).
+    for f in files:
+        if f.partition != hot:
+            assert f.task == f.partition[0] and sum(1 for g in files if g.partition == f.partition) == 1
+
+
+def test_batch_after_a_small_batch_is_written_by_one_task(
+    spark: SparkSession, catalog_options: dict[str, str]
+) -> None:
+    sink = sink_for(catalog_options, "small", **{"partition-by": PARTITION_BY})
+    sink(taxi_rows(spark, 0, 2000, partitions=TAXI_INPUT_PARTITIONS), 0)
+    sink(taxi_rows(spark, 2000, 2000, partitions=TAXI_INPUT_PARTITIONS), 1)
+    table = sink.catalog.load_table("db.small")
+    shuffled, single = written(table, 0), written(table, 1)
+    assert all(f.task == f.partition[1] for f in shuffled)  # batch 0: the bucket shuffle
+    assert {f.task for f in single} == {0}  # batch 1: one task, no shuffle
+    assert len(single) == len({f.partition for f in single})  # still one file per value
+    assert sum(f.records for f in single) == 2000
+
+
+def test_bucket_hash_self_check_failure_fails_the_batch_loudly(
+    spark: SparkSession, catalog_options: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wrong = HashVector(IntegerType(), "34", 2017239378)  # the spec says 2017239379
+    monkeypatch.setattr(self_check, "BUCKET_HASH_VECTORS", (wrong,))
+    monkeypatch.setattr(self_check, "_checked", set())
+    sink = sink_for(catalog_options, "selfcheck", **{"partition-by": "bucket(4, id)"})
+    with pytest.raises(SelfCheckError, match="2017239378"):
+        sink(spark.range(10), 0)
+    table = sink.catalog.load_table("db.selfcheck")
+    assert table.current_snapshot() is None
+    data = Path(table.location().removeprefix("file://")) / "data"
+    assert not data.exists() or not any(p.is_file() for p in data.rglob("*"))

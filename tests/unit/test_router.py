@@ -1,0 +1,132 @@
+"""The router: distribution modes, the bucket layout, and where each row is sent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.transforms import BucketTransform, DayTransform, IdentityTransform, Transform
+from pyiceberg.types import IntegerType, LongType, NestedField, StringType, StructType, TimestampType
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from sink.config import DistributionMode
+from sink.route.layout import BucketLayout
+from sink.route.router import PARTITION_COLUMN_PREFIX, BucketRouter, resolve_mode
+from sink.route.skew import RoutingHistory
+from sink.write.messages import DataFileMessage
+
+SCHEMA = Schema(
+    NestedField(1, "id", LongType(), required=True),
+    NestedField(2, "i", IntegerType(), required=False),
+    NestedField(3, "s", StringType(), required=False),
+    NestedField(4, "ts", TimestampType(), required=False),
+    NestedField(5, "st", StructType(NestedField(6, "k", IntegerType(), required=True)), required=False),
+)
+
+
+def spec(*fields: tuple[int, Transform[Any, Any]]) -> PartitionSpec:
+    return PartitionSpec(
+        *[
+            PartitionField(source, 1000 + n, transform, f"p{n}")
+            for n, (source, transform) in enumerate(fields)
+        ]
+    )
+
+
+def test_default_modes() -> None:
+    assert resolve_mode(None, spec()) is DistributionMode.NONE
+    assert resolve_mode(None, spec((4, DayTransform()))) is DistributionMode.HASH
+    assert resolve_mode(None, spec((4, DayTransform()), (1, BucketTransform(8)))) is DistributionMode.BUCKET
+    assert resolve_mode(DistributionMode.NONE, spec((1, BucketTransform(8)))) is DistributionMode.NONE
+
+
+def test_bucket_mode_without_a_bucket_field_shuffles_by_hash() -> None:
+    router = BucketRouter(spec((3, IdentityTransform())), SCHEMA, DistributionMode.BUCKET)
+    assert router.mode is DistributionMode.HASH
+    assert BucketRouter(spec(), SCHEMA, DistributionMode.BUCKET).mode is DistributionMode.NONE
+
+
+def test_layout_one_bucket_field_required_and_optional() -> None:
+    required = BucketLayout.for_spec(spec((4, DayTransform()), (1, BucketTransform(16))), SCHEMA)
+    assert required is not None and required.num_partitions == 16
+    optional = BucketLayout.for_spec(spec((2, BucketTransform(16))), SCHEMA)
+    assert optional is not None and optional.num_partitions == 17  # slot 16 is the null "bucket"
+    assert optional.partition_of((None,)) == 16
+    nested = BucketLayout.for_spec(spec((6, BucketTransform(4))), SCHEMA)
+    assert nested is not None and nested.slots[0].nullable  # required, but inside an optional struct
+
+
+def test_layout_combines_bucket_fields_in_mixed_radix() -> None:
+    layout = BucketLayout.for_spec(
+        spec((1, BucketTransform(2)), (4, DayTransform()), (2, BucketTransform(3))), SCHEMA
+    )
+    assert layout is not None
+    assert [(s.position, s.slots) for s in layout.slots] == [(0, 2), (2, 4)]
+    ids = {layout.partition_of((b1, 19000, b2)) for b1 in range(2) for b2 in [0, 1, 2, None]}
+    assert ids == set(range(8)) and layout.num_partitions == 8
+
+
+def test_layout_caps_the_number_of_partitions() -> None:
+    layout = BucketLayout.for_spec(spec((1, BucketTransform(1000)), (3, BucketTransform(1000))), SCHEMA)
+    assert layout is not None and [s.position for s in layout.slots] == [0]
+    assert layout.num_partitions == 1000
+
+
+def test_partition_id_column_matches_partition_of(spark: SparkSession) -> None:
+    layout = BucketLayout.for_spec(spec((1, BucketTransform(2)), (2, BucketTransform(3))), SCHEMA)
+    assert layout is not None
+    tuples = [(b1, b2) for b1 in range(2) for b2 in [0, 1, 2, None]]
+    df = spark.createDataFrame(tuples, "a int, b int")
+    ids = df.select("a", "b", layout.partition_id([F.col("a"), F.col("b")]).alias("pid")).collect()
+    assert {(r["a"], r["b"]): r["pid"] for r in ids} == {t: layout.partition_of(t) for t in tuples}
+
+
+def frame(spark: SparkSession, n: int = 400) -> Any:
+    return spark.range(0, n, numPartitions=3).select(
+        F.col("id"),
+        F.when(F.col("id") % 10 == 0, None).otherwise((F.col("id") * 7 % 101).cast("int")).alias("i"),
+        F.concat(F.lit("v"), (F.col("id") % 13).cast("string")).alias("s"),
+        F.timestamp_seconds(F.col("id") * 3600).cast("timestamp_ntz").alias("ts"),
+        F.struct((F.col("id") % 5).cast("int").alias("k")).alias("st"),
+    )
+
+
+def tasks_of(df: Any, columns: list[str]) -> dict[int, set[tuple[Any, ...]]]:
+    rows = df.select(F.spark_partition_id().alias("task"), *columns).distinct().collect()
+    tasks: dict[int, set[tuple[Any, ...]]] = {}
+    for r in rows:
+        tasks.setdefault(r["task"], set()).add(tuple(r[c] for c in columns))
+    return tasks
+
+
+def test_bucket_mode_sends_bucket_b_to_partition_b(spark: SparkSession) -> None:
+    router = BucketRouter(spec((4, DayTransform()), (2, BucketTransform(8))), SCHEMA, None)
+    routed = router.route(frame(spark))
+    assert routed.mode is DistributionMode.BUCKET and routed.num_partitions == 9
+    bucket = f"{PARTITION_COLUMN_PREFIX}1"
+    tasks = tasks_of(routed.df, [bucket])
+    assert tasks == {b: {(b if b < 8 else None,)} for b in tasks}
+    assert 8 in tasks  # the null "bucket" has its own task
+    assert routed.df.count() == 400
+
+
+def test_single_task_after_a_small_batch(spark: SparkSession) -> None:
+    history = RoutingHistory()
+    history.record(
+        [DataFileMessage(path="f", partition=(1,), spec_id=0, record_count=400, file_size_bytes=9000)]
+    )
+    router = BucketRouter(spec((2, BucketTransform(8))), SCHEMA, None, history=history)
+    routed = router.route(frame(spark))
+    assert routed.single_task
+    assert routed.df.rdd.getNumPartitions() == 1
+    large = RoutingHistory()
+    large.record(
+        [DataFileMessage(path="f", partition=(1,), spec_id=0, record_count=400, file_size_bytes=10**9)]
+    )
+    assert (
+        not BucketRouter(spec((2, BucketTransform(8))), SCHEMA, None, history=large)
+        .route(frame(spark))
+        .single_task
+    )

@@ -1,0 +1,94 @@
+"""Skew rules: when a batch is measured, and how hot values are split."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+
+from sink.route.skew import (
+    MAX_EXTRA_PARTITIONS,
+    MAX_SHARES_PER_VALUE,
+    SPLIT_SHARE_FACTOR,
+    BatchProfile,
+    RoutingHistory,
+    min_rows_to_split,
+    needs_measurement,
+    plan_splits,
+    table_bytes_per_row,
+)
+from sink.write.messages import DataFileMessage
+
+MiB = 1024 * 1024
+
+
+def message(partition: tuple[object, ...], rows: int, size: int) -> DataFileMessage:
+    return DataFileMessage(path="f", partition=partition, spec_id=0, record_count=rows, file_size_bytes=size)
+
+
+def test_profile_sums_files_per_partition_value() -> None:
+    files = [message((1, 0), 100, 3 * MiB), message((1, 0), 50, MiB), message((2, 1), 10, MiB)]
+    profile = BatchProfile.from_files(files)
+    assert profile == BatchProfile(rows=160, file_bytes=5 * MiB, largest_value_bytes=4 * MiB, files=3)
+    assert profile.bytes_per_row == 5 * MiB / 160
+
+
+def test_history_ignores_empty_batches() -> None:
+    history = RoutingHistory()
+    history.record([message((0,), 10, 100)])
+    history.record([])
+    assert history.last is not None and history.last.rows == 10
+
+
+@pytest.mark.parametrize(
+    ("largest", "table_bpr", "expected"),
+    [
+        (None, None, False),  # first batch into an empty table: nothing to estimate bytes with
+        (None, 40.0, True),  # first batch of this sink on a table with data: measure once
+        (MiB, None, False),  # previous batch had no value near a split
+        (2 * MiB, None, True),
+        (3 * MiB, 40.0, True),
+    ],
+)
+def test_measurement_only_when_it_can_pay_off(
+    largest: int | None, table_bpr: float | None, expected: bool
+) -> None:
+    last = (
+        None
+        if largest is None
+        else BatchProfile(rows=1000, file_bytes=largest, largest_value_bytes=largest, files=1)
+    )
+    assert needs_measurement(last, table_bpr, target_bytes=MiB) is expected
+
+
+def test_split_shares_hold_at_least_the_share_factor_of_the_target() -> None:
+    target, bpr = MiB, 100.0
+    rows_per_target = target / bpr
+    counts = [
+        (11, ("hot",), int(10 * rows_per_target)),  # 10 targets: 6 shares of ~1.67 targets
+        (12, ("warm",), int(3.2 * rows_per_target)),  # 3.2 targets: 2 shares
+        (13, ("big",), int(2.9 * rows_per_target)),  # under 3 targets: one task
+    ]
+    hot = plan_splits(counts, bpr, target, first_partition=17)
+    assert [(h.partition, h.shares, h.first_partition) for h in hot] == [
+        (("hot",), 6, 17),
+        (("warm",), 2, 23),
+    ]
+    for h in hot:
+        assert h.rows * bpr / h.shares >= SPLIT_SHARE_FACTOR * target
+    assert min_rows_to_split(bpr, target) == math.ceil(2 * SPLIT_SHARE_FACTOR * rows_per_target)
+
+
+def test_splits_are_capped() -> None:
+    counts = [(i, (i,), 10**9) for i in range(40)]
+    hot = plan_splits(counts, 100.0, MiB, first_partition=0)
+    assert all(h.shares <= MAX_SHARES_PER_VALUE for h in hot)
+    assert sum(h.shares for h in hot) == MAX_EXTRA_PARTITIONS
+    assert all(h.first_partition + h.shares == n.first_partition for h, n in itertools.pairwise(hot))
+
+
+def test_table_bytes_per_row_from_the_snapshot_summary() -> None:
+    assert table_bytes_per_row({"total-files-size": "4000", "total-records": "100"}) == 40.0
+    assert table_bytes_per_row({"total-files-size": "0", "total-records": "0"}) is None
+    assert table_bytes_per_row(None) is None
