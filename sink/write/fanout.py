@@ -32,39 +32,40 @@ class FanoutWriter:
         self._budget = memory_budget_bytes
         self._writers: dict[Hashable, RollingFileWriter] = {}
         self._closed = False
+        self._buffered = 0
         self.budget_closes = 0
         self.open_writers_peak = 0
         self.buffered_bytes_peak = 0
 
-    def write(self, partition: tuple[object, ...], batch: pa.RecordBatch) -> None:
-        """Append rows that all belong to ``partition``."""
+    def write(self, partition: tuple[object, ...], batch: pa.RecordBatch, nbytes: int | None = None) -> None:
+        """Append rows that all belong to ``partition`` (``nbytes``: their Arrow size, if known)."""
         writer = self._writers.get(partition)
         if writer is None:
             writer = self._new_writer(partition)
             self._writers[partition] = writer
             self.open_writers_peak = max(self.open_writers_peak, len(self._writers))
-        writer.write(batch)
-        self._enforce_budget()
+        before = writer.buffered_bytes()
+        writer.write(batch, nbytes)
+        self._buffered += writer.buffered_bytes() - before
+        self.buffered_bytes_peak = max(self.buffered_bytes_peak, self._buffered)
+        if self._buffered > self._budget:
+            self._enforce_budget()
 
     def _enforce_budget(self) -> None:
-        buffered = self.buffered_bytes()
-        self.buffered_bytes_peak = max(self.buffered_bytes_peak, buffered)
-        if buffered <= self._budget:
-            return
-        while buffered > self._budget:
+        while self._buffered > self._budget:
             largest = max(self._writers.values(), key=lambda w: w.buffered_bytes())
             freed = largest.buffered_bytes()
             if freed == 0:
-                return
+                break
             largest.close_current()
             self.budget_closes += 1
-            buffered -= freed
+            self._buffered -= freed
         # Give what the closed files held back to the OS, so RSS follows the budget.
         pa.default_memory_pool().release_unused()
 
     def buffered_bytes(self) -> int:
-        """Arrow bytes buffered by all open writers."""
-        return sum(w.buffered_bytes() for w in self._writers.values())
+        """Arrow bytes buffered by all open writers (kept as a running total)."""
+        return self._buffered
 
     def open_writers(self) -> int:
         """Partition values with a writer."""

@@ -17,6 +17,8 @@ from sink.write.messages import DataFileMessage
 INITIAL_COMPRESSION_RATIO = 0.3
 # Buffered pieces are merged into one batch once this many have arrived (see write()).
 COMPACT_PIECES = 8
+# Merged batches below this size are merged further (see _compact()).
+SMALL_BATCH_BYTES = 128 * 1024
 
 
 class CompressionEstimator:
@@ -101,18 +103,14 @@ class ParquetFileWriter:
         self._closed = False
         self._result: DataFileMessage | None = None
 
-    def write(self, batch: pa.RecordBatch) -> None:
-        """Buffer rows; write a row group once enough is buffered."""
+    def write(self, batch: pa.RecordBatch, nbytes: int | None = None) -> None:
+        """Buffer rows (``nbytes``: their Arrow size, if known); write a row group once enough is buffered."""
         if self._closed:
             raise RuntimeError(f"write after close of {self.path}")
         if batch.num_rows == 0:
             return
-        for index, field_id in self._float_columns:
-            nans = pc.sum(pc.is_nan(batch.column(index))).as_py() or 0
-            if nans:
-                self._nan_counts[field_id] = self._nan_counts.get(field_id, 0) + nans
         self._pieces.append(batch)
-        self._buffer_bytes += batch.nbytes
+        self._buffer_bytes += batch.nbytes if nbytes is None else nbytes
         if len(self._pieces) >= COMPACT_PIECES:
             self._compact()
         if self._buffer_bytes * self._estimator.ratio >= self._row_group_size_bytes:
@@ -129,11 +127,16 @@ class ParquetFileWriter:
             return
         self._buffer.append(pa.concat_batches(self._pieces) if len(self._pieces) > 1 else self._pieces[0])
         self._pieces = []
-        # Merge neighbours until each batch is over twice the size of the next: a writer
-        # holds O(log n) batches (each with its own C++ and allocator overhead) and every
-        # byte is copied O(log n) times, however small its pieces.
+        # Small batches cost more in C++ and allocator overhead than in data: merge them
+        # with their neighbour until each is over twice the size of the next, so a writer
+        # fed tiny pieces holds O(log n) of them and copies each byte O(log n) times.
+        # Batches of SMALL_BATCH_BYTES or more are never copied again.
         buffer = self._buffer
-        while len(buffer) > 1 and buffer[-2].nbytes <= 2 * buffer[-1].nbytes:
+        while (
+            len(buffer) > 1
+            and buffer[-1].nbytes < SMALL_BATCH_BYTES
+            and buffer[-2].nbytes <= 2 * buffer[-1].nbytes
+        ):
             last = buffer.pop()
             buffer[-1] = pa.concat_batches([buffer[-1], last])
 
@@ -154,6 +157,10 @@ class ParquetFileWriter:
         assert self._stream is not None
         before = self._stream.tell()
         table = pa.Table.from_batches(self._buffer, schema=self._arrow_schema)
+        for index, field_id in self._float_columns:  # Parquet's footer has no NaN counts
+            nans = pc.sum(pc.is_nan(table.column(index))).as_py() or 0
+            if nans:
+                self._nan_counts[field_id] = self._nan_counts.get(field_id, 0) + nans
         self._writer.write_table(table, row_group_size=table.num_rows)
         self._estimator.observe(self._buffer_bytes, self._stream.tell() - before)
         self._buffer = []

@@ -39,26 +39,32 @@ class RollingFileWriter:
         self._results: list[DataFileMessage] = []
         self._closed = False
 
-    def write(self, batch: pa.RecordBatch) -> None:
-        """Append rows, rolling to new files as the target is reached."""
+    def write(self, batch: pa.RecordBatch, nbytes: int | None = None) -> None:
+        """Append rows, rolling to new files as the target is reached.
+
+        ``nbytes`` is the batch's Arrow size when the caller knows it (``batch.nbytes``
+        walks every buffer of a slice, which costs more than the rest of a small write).
+        """
+        rows = batch.num_rows
+        arrow_per_row = (batch.nbytes if nbytes is None else nbytes) / max(rows, 1)
         offset = 0
-        while offset < batch.num_rows:
+        while offset < rows:
             if self._current is None:
                 self._current = self._new_file()
-            rest = batch.slice(offset)
-            take = self._rows_that_fit(rest)
-            self._current.write(rest.slice(0, take))
+            take = self._rows_that_fit(rows - offset, arrow_per_row)
+            piece = batch if take == rows else batch.slice(offset, take)
+            self._current.write(piece, int(take * arrow_per_row))
             offset += take
             if self._current.length_bytes() >= self._target * (1 - _SPLIT_TOLERANCE):
                 self.close_current()
 
-    def _rows_that_fit(self, batch: pa.RecordBatch) -> int:
+    def _rows_that_fit(self, rows: int, arrow_per_row: float) -> int:
         assert self._current is not None
         room = self._target - self._current.length_bytes()
-        disk_per_row = batch.nbytes * self._estimator.ratio / max(batch.num_rows, 1)
-        if disk_per_row <= 0 or batch.num_rows * disk_per_row <= room * (1 + _SPLIT_TOLERANCE):
-            return batch.num_rows
-        return max(1, min(batch.num_rows, int(room / disk_per_row)))
+        disk_per_row = arrow_per_row * self._estimator.ratio
+        if disk_per_row <= 0 or rows * disk_per_row <= room * (1 + _SPLIT_TOLERANCE):
+            return rows
+        return max(1, min(rows, int(room / disk_per_row)))
 
     def close_current(self) -> None:
         """Close the open file (if any); the next write starts a new one."""

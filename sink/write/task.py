@@ -26,7 +26,7 @@ from sink.write.memory import PeakRssSampler
 from sink.write.messages import DataFileMessage, messages_to_arrow
 from sink.write.parquet import CompressionEstimator, ParquetFileWriter
 from sink.write.rolling import RollingFileWriter
-from sink.write.split import split_by_key
+from sink.write.split import arrow_bytes, split_by_key
 
 logger = logging.getLogger(__name__)
 
@@ -109,8 +109,9 @@ class DataTaskWriter:
                     continue
                 rows = self._to_file_batch(batch)
                 keys = [batch.column(i) for i in range(n, batch.num_columns)]
+                bytes_per_row = arrow_bytes(rows) / rows.num_rows
                 for key, part in split_by_key(keys, rows):
-                    self._fanout.write(self._partition_record(key), part)
+                    self._fanout.write(self._partition_record(key), part, int(part.num_rows * bytes_per_row))
             self._fanout.close()
         except Exception as e:
             for path in self._fanout.abort():
