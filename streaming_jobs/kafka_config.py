@@ -36,21 +36,19 @@ A complete file (every key but ``kafka.bootstrap-servers``, one of ``kafka.topic
       master: local[*]
       conf: {spark.sql.shuffle.partitions: "8"}
 
-Flags override the file (:func:`load_config`). Any error names the key, the value and
-what is accepted, and is raised as :class:`~sink.errors.ConfigError` before a
-SparkSession exists.
+The file and the flags are read by :func:`streaming_jobs.kafka_cli.load_config` (flags
+win); :func:`validate` checks the result. Any error names the key, the value and what
+is accepted, and is raised as :class:`~sink.errors.ConfigError` before a SparkSession
+exists.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -245,7 +243,7 @@ class KafkaSettings(_Section):
             taken = [k for k in value if str(k).lower() in ("bootstrap.servers", "security.protocol")]
             if taken:
                 raise ValueError(f"{taken} have keys of their own: bootstrap-servers, security.protocol")
-            return {str(k): _scalar(v) for k, v in value.items()}
+            return {str(k): scalar(v) for k, v in value.items()}
         return value
 
     @model_validator(mode="after")
@@ -345,7 +343,7 @@ class SparkSettings(_Section):
     @field_validator("conf", mode="before")
     @classmethod
     def _strings(cls, value: Any) -> Any:
-        return {str(k): _scalar(v) for k, v in value.items()} if isinstance(value, Mapping) else value
+        return {str(k): scalar(v) for k, v in value.items()} if isinstance(value, Mapping) else value
 
 
 class JobConfig(_Section):
@@ -363,7 +361,7 @@ class JobConfig(_Section):
     @classmethod
     def _sink_strings(cls, value: Any) -> Any:
         if isinstance(value, Mapping):
-            return {str(k): None if v is None else _scalar(v) for k, v in value.items()}
+            return {str(k): None if v is None else scalar(v) for k, v in value.items()}
         return value
 
     def sink_options(self) -> dict[str, str | None]:
@@ -381,19 +379,6 @@ class JobConfig(_Section):
         return options
 
 
-def load_config(argv: Sequence[str] | None = None) -> JobConfig:
-    """The job's configuration from ``--config FILE`` and the flags (which win); see :func:`parser`.
-
-    Raises:
-        ConfigError: Naming the key, the value and what is accepted.
-    """
-    args = parser().parse_args(argv)
-    data: dict[str, Any] = _read_yaml(Path(args.config)) if args.config else {}
-    for path, value in _flag_values(args):
-        _set(data, path, value)
-    return validate(data)
-
-
 def validate(data: Mapping[str, Any]) -> JobConfig:
     """Validate a configuration mapping (the YAML file's content, flags applied).
 
@@ -408,129 +393,6 @@ def validate(data: Mapping[str, Any]) -> JobConfig:
     if config.kafka.source != "jvm":
         _check_python_source(config)
     return config
-
-
-def parser() -> argparse.ArgumentParser:
-    """The command line: ``--config`` and flags for the common keys; ``--set KEY=VALUE`` for any key."""
-    p = argparse.ArgumentParser(
-        prog="icesink-kafka-to-iceberg",
-        description="Stream Kafka topics into an Apache Iceberg table, exactly once.",
-    )
-    p.add_argument("--config", metavar="FILE", help="YAML configuration (flags override it)")
-    p.add_argument("--bootstrap-servers", help="kafka.bootstrap-servers")
-    p.add_argument("--topics", help="kafka.topics, comma separated")
-    p.add_argument("--topic-pattern", help="kafka.topic-pattern")
-    p.add_argument("--starting-offsets", help="kafka.starting-offsets: earliest, latest or JSON")
-    p.add_argument("--max-offsets-per-trigger", help="kafka.max-offsets-per-trigger")
-    p.add_argument("--source", help="kafka.source: auto, jvm or python")
-    p.add_argument("--kafka-option", action="append", default=[], metavar="KEY=VALUE", help="kafka.options")
-    p.add_argument("--value-format", help="value.format: json or debezium-json")
-    p.add_argument("--value-schema", metavar="DDL", help="value.schema, e.g. 'id BIGINT, name STRING'")
-    p.add_argument("--no-metadata-columns", action="store_true", help="value.metadata-columns: false")
-    p.add_argument("--table", help="sink.table, e.g. analytics.orders")
-    p.add_argument("--sink-option", action="append", default=[], metavar="KEY=VALUE", help="a sink option")
-    p.add_argument("--metrics-port", help="sink metrics.port (default 9408; 0: any free port)")
-    p.add_argument("--trigger-interval", help="trigger.interval, e.g. '30 seconds'")
-    p.add_argument(
-        "--available-now", action="store_true", help="trigger.available-now: read what is there, stop"
-    )
-    p.add_argument("--checkpoint-location", help="checkpoint-location")
-    p.add_argument("--query-name", help="query-name")
-    p.add_argument("--master", help="spark.master, e.g. local[4]")
-    p.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="spark.conf")
-    p.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="any key, e.g. kafka.min-partitions=8"
-    )
-    return p
-
-
-def _flag_values(args: argparse.Namespace) -> list[tuple[list[str], Any]]:
-    """(path, value) of every flag given, in the order they apply."""
-    simple = {
-        "bootstrap_servers": ["kafka", "bootstrap-servers"],
-        "topics": ["kafka", "topics"],
-        "topic_pattern": ["kafka", "topic-pattern"],
-        "starting_offsets": ["kafka", "starting-offsets"],
-        "max_offsets_per_trigger": ["kafka", "max-offsets-per-trigger"],
-        "source": ["kafka", "source"],
-        "value_format": ["value", "format"],
-        "value_schema": ["value", "schema"],
-        "table": ["sink", "table"],
-        "metrics_port": ["sink", "metrics.port"],
-        "checkpoint_location": ["checkpoint-location"],
-        "query_name": ["query-name"],
-        "master": ["spark", "master"],
-    }
-    values: list[tuple[list[str], Any]] = []
-    for name, path in simple.items():
-        value = getattr(args, name)
-        if value is not None:
-            values.append((path, value))
-    if args.no_metadata_columns:
-        values.append((["value", "metadata-columns"], False))
-    if args.trigger_interval is not None:
-        values += [(["trigger", "interval"], args.trigger_interval), (["trigger", "available-now"], False)]
-    if args.available_now:
-        values += [(["trigger", "available-now"], True), (["trigger", "interval"], None)]
-    for flag, prefix in (
-        ("kafka_option", ["kafka", "options"]),
-        ("sink_option", ["sink"]),
-        ("spark_conf", ["spark", "conf"]),
-    ):
-        for item in getattr(args, flag):
-            key, value = _key_value(item, "--" + flag.replace("_", "-"))
-            values.append(([*prefix, key], value))
-    for item in args.set:
-        key, value = _key_value(item, "--set")
-        values.append((_path(key), yaml.safe_load(value) if value.strip() else value))
-    return values
-
-
-def _path(key: str) -> list[str]:
-    """A dotted key as a path; the keys under sink, kafka.options and spark.conf contain dots themselves."""
-    parts = key.split(".")
-    for prefix in (["sink"], ["kafka", "options"], ["spark", "conf"]):
-        if parts[: len(prefix)] == prefix and len(parts) > len(prefix):
-            return [*prefix, ".".join(parts[len(prefix) :])]
-    return parts
-
-
-def _set(data: dict[str, Any], path: list[str], value: Any) -> None:
-    node = data
-    for index, part in enumerate(path[:-1]):
-        child = node.get(part)
-        if child is None:
-            child = node[part] = {}
-        if not isinstance(child, dict):
-            raise ConfigError(
-                f"key {'.'.join(path[: index + 1])!r} holds {child!r}, not a mapping",
-                hint=f"cannot set {'.'.join(path)}",
-            )
-        node = child
-    node[path[-1]] = value
-
-
-def _key_value(item: str, flag: str) -> tuple[str, str]:
-    key, sep, value = item.partition("=")
-    if not sep or not key.strip():
-        raise ConfigError(f"{flag} {item!r} is not KEY=VALUE", hint=f"e.g. {flag} metrics.port=9408")
-    return key.strip(), value
-
-
-def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as e:
-        raise ConfigError(f"cannot read the configuration file {str(path)!r}: {e}") from e
-    except yaml.YAMLError as e:
-        raise ConfigError(f"the configuration file {str(path)!r} is not valid YAML: {e}") from e
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(
-            f"the configuration file {str(path)!r} holds a {type(data).__name__}, not a mapping"
-        )
-    return data
 
 
 def _config_error(error: ValidationError) -> ConfigError:
@@ -566,8 +428,19 @@ def _check_python_source(config: JobConfig) -> None:
         check_client_config(KafkaSourceOptions.from_options(config.kafka.source_options("python"), "stream"))
     except ConfigError as e:
         option = str(e.context.get("option", ""))
-        key = _OPTION_KEYS.get(option, "kafka.options" if option.startswith("kafka.") else "kafka")
+        key = _OPTION_KEYS.get(option) or _client_key(config.kafka, e.message)
         raise ConfigError(f"invalid configuration: key {key!r}: {e.message}", hint=e.hint) from e
+
+
+def _client_key(kafka: KafkaSettings, message: str) -> str:
+    """The key holding the client property librdkafka names in ``message``."""
+    for name in sorted(kafka.options, key=len, reverse=True):
+        if f'"{name}"' in message or f"{name} " in message:
+            return f"kafka.options.{name}"
+    for name in kafka.security.client_options("python"):
+        if name in message:
+            return "kafka.security"
+    return "kafka.options"
 
 
 def _shown(key: str, value: Any) -> str:
@@ -577,7 +450,8 @@ def _shown(key: str, value: Any) -> str:
     return text if len(text) <= 200 else text[:200] + "...'"
 
 
-def _scalar(value: Any) -> str:
+def scalar(value: Any) -> str:
+    """A YAML scalar (or a nested value, as JSON) as the string Spark-style options take."""
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, Mapping | list):

@@ -6,7 +6,8 @@
     python -m streaming_jobs.kafka_to_iceberg --bootstrap-servers broker:9092 --topics orders \\
         --table analytics.orders --sink-option catalog.uri=... --checkpoint-location /ck/orders
 
-The configuration (:mod:`streaming_jobs.kafka_config`) is validated before Spark
+The configuration (:mod:`streaming_jobs.kafka_config`, read by
+:mod:`streaming_jobs.kafka_cli`) is validated before Spark
 starts. Then: the Kafka source (Spark's connector, or ``icesink-kafka``), a
 :class:`~sink.decode.sink.DecodingSink` (JSON or Debezium values into typed rows,
 undecodable values to the dead-letter table) over an
@@ -24,11 +25,14 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import Any
 
+from pyspark.errors import StreamingQueryException
+
 from sink import IcebergSink
 from sink.decode import DecodingSink, ValueDecoder
 from sink.errors import ConfigError
 from sink.sources.kafka_select import JVM_FORMAT, kafka_format
-from streaming_jobs.kafka_config import Flavor, JobConfig, load_config
+from streaming_jobs.kafka_cli import load_config
+from streaming_jobs.kafka_config import Flavor, JobConfig
 from streaming_jobs.spark import get_spark
 
 logger = logging.getLogger(__name__)
@@ -92,14 +96,13 @@ def _run(config: JobConfig, spark: Any) -> int:
             if stop.requested:
                 logger.info("stopping query %s (signal %s)", query.id, stop.requested)
                 query.stop()
-        error = query.exception()
+    except StreamingQueryException as e:
+        logger.error("query %s failed: %s", query.id, e)
+        return 1
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     sink.flush()
-    if error is not None:
-        logger.error("query %s failed: %s", query.id, error)
-        return 1
     return 0
 
 

@@ -104,8 +104,13 @@ class ChunkDecoder:
         """The schema the next chunk is read with."""
         return self._hint
 
-    def _learn(self, schema: pa.Schema) -> None:
+    def learn(self, schema: pa.Schema) -> None:
+        """Read the next values with ``schema`` (its timestamps as strings, its null fields left to infer)."""
         self._hint = without_nulls(timestamps_as_strings(schema)) or None
+
+    def forget(self) -> None:
+        """Read the next values without a hint (the last one no longer fits)."""
+        self._hint = None
 
 
 def decode_one(text: bytes) -> pa.Table | Rejection:
@@ -127,6 +132,8 @@ def decode_one(text: bytes) -> pa.Table | Rejection:
             columns[name] = pa.array([item])
         except (pa.ArrowException, TypeError, ValueError, OverflowError):  # mixed types, lone surrogates
             columns[name] = pa.array([json.dumps(item)], pa.string())
+    if not columns:  # {}: one row without columns
+        return pa.table({"": [None]}).select([])
     try:
         return pa.Table.from_pydict(columns)
     except (pa.ArrowException, UnicodeError) as e:
@@ -169,7 +176,7 @@ class _Reader:
             row, message = outcome
             if row is None:  # an error pyarrow does not place, e.g. 2.5 for an int64 hint
                 if hint is not None:
-                    self._decoder._hint = None
+                    self._decoder.forget()
                     continue
                 if hi - pos == 1:
                     self._decide(pos)
@@ -185,7 +192,7 @@ class _Reader:
             conflict = _CONFLICT.search(message)
             if conflict and conflict["path"]:  # a field's type differs from the rows before it
                 if hint is not None:
-                    self._decoder._hint = None
+                    self._decoder.forget()
                     continue
                 if failed > pos:
                     self._read(pos, failed)
@@ -224,7 +231,7 @@ class _Reader:
                 table = again
             else:
                 table = table.cast(strings, safe=False)  # unreachable in practice: the same rows read once
-        self._decoder._learn(table.schema)
+        self._decoder.learn(table.schema)
         self._out.pieces.append(Piece(self._candidates[lo:hi], table))
 
     def _one_by_one(self, lo: int, hi: int) -> None:

@@ -51,6 +51,7 @@ DATA, REJECTED = "data", "rejected"
 PASS_DDL = "kind string, num_rows bigint, schema binary, payload binary"
 DEAD_LETTER_DDL = "column string, reason string, value string, original_row string"
 OUTPUT_BATCH_ROWS = 10_000
+PAYLOAD_COMPRESSION: str | None = "zstd"
 
 _REJECTED_SCHEMA = pa.schema(
     [
@@ -74,11 +75,13 @@ class DecodeSpec:
         debezium: Unwrap Debezium change events.
         fixed_schema: Keep only these fields (nested ones too); ``None`` keeps every field.
         metadata_columns: Add the ``_kafka_*`` columns to every row.
+        payload_compression: Codec of the decoded streams Spark caches between the passes.
     """
 
     debezium: bool = False
     fixed_schema: st.StructType | None = None
     metadata_columns: bool = True
+    payload_compression: str | None = PAYLOAD_COMPRESSION
 
     @property
     def reserved_names(self) -> frozenset[str]:
@@ -144,9 +147,10 @@ def _decode_batch(decoder: ChunkDecoder, spec: DecodeSpec, batch: pa.RecordBatch
             by_schema.setdefault(schema, []).append(table)
     for schema, tables in by_schema.items():
         table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
-        yield _pass_row(DATA, table.num_rows, schema, _ipc(table))
+        yield _pass_row(DATA, table.num_rows, schema, _ipc(table, spec.payload_compression))
     if rejections:
-        yield _pass_row(REJECTED, len(rejections), None, _ipc(_rejected_table(batch, rejections)))
+        rejected = _rejected_table(batch, rejections)
+        yield _pass_row(REJECTED, len(rejections), None, _ipc(rejected, spec.payload_compression))
     _check_accounted(batch.num_rows, chunk, by_schema, rejections)
 
 
@@ -274,9 +278,11 @@ def _pass_row(kind: str, num_rows: int, schema: pa.Schema | None, payload: pa.Bu
     )
 
 
-def _ipc(table: pa.Table) -> pa.Buffer:
+def _ipc(table: pa.Table, compression: str | None) -> pa.Buffer:
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
+    with pa.ipc.new_stream(
+        sink, table.schema, options=pa.ipc.IpcWriteOptions(compression=compression)
+    ) as writer:
         writer.write_table(table)
     return sink.getvalue()
 

@@ -1,0 +1,237 @@
+"""Kafka to Iceberg throughput: 1 KB JSON messages from a real broker into a table, on ``local[2]``.
+
+Starts a Tansu broker on 127.0.0.1, produces ``--messages`` JSON messages of about
+1 KB (13 fields, a nested object, an array, an ISO timestamp string, text) over
+``--partitions`` partitions, then runs the Kafka-to-Iceberg job
+(:func:`streaming_jobs.kafka_to_iceberg.run`, the Python Kafka source, schema inferred
+per batch) with ``availableNow`` into a fresh table, ``--runs`` times, and reports
+messages per second (median), from the query's start to its end, and where the time
+goes: the sink's step timings as its metrics endpoint serves them; "source and Spark"
+is the rest (offset planning, reading Kafka inside the decode job, scheduling).
+
+    .venv/bin/python -m benchmarks.kafka_throughput --messages 300000 --runs 3
+
+The JVM starts once; a warm-up run (not counted) lets its JIT compile the hot paths, as
+in a stream that has been running for a while. Producing the messages is not timed.
+Besides wall-clock messages/s, the CPU seconds of the driver, the JVM and Spark's Python
+workers are reported: on a machine shared with other work, messages per CPU second is
+the figure that does not depend on what else runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.support.tansu import TansuBroker
+
+MESSAGE_BYTES = 1024
+TOPIC = "bench-events"
+EVENT_TYPES = ("view", "click", "add_to_cart", "remove", "checkout", "purchase", "refund", "search")
+_WORDS = [
+    "".join(random.Random(n).choice("abcdefghijklmnopqrstuvwxyz") for _ in range(2 + n % 9))
+    for n in range(2000)
+]
+_STEPS = ("decode", "decode_dead_letters", "schema", "normalize", "route", "write", "commit")
+
+
+def message(i: int, rng: random.Random) -> bytes:
+    """One event of about :data:`MESSAGE_BYTES` bytes (deterministic for ``i`` and the generator).
+
+    The free text is random words, so it compresses like real text, not like a repeated filler.
+    """
+    event: dict[str, Any] = {
+        "event_id": i,
+        "user_id": rng.randrange(1_000_000),
+        "session_id": f"{rng.getrandbits(128):032x}",
+        "type": EVENT_TYPES[i % len(EVENT_TYPES)],
+        "ts": f"2024-05-{1 + i % 28:02d}T{i % 24:02d}:{i % 60:02d}:{(i * 7) % 60:02d}.{i % 1000:03d}Z",
+        "amount": round(rng.random() * 500, 2),
+        "currency": "EUR",
+        "country": ("DE", "FR", "NL", "PL", "ES")[i % 5],
+        "device": {"os": ("ios", "android", "web")[i % 3], "version": f"{i % 17}.{i % 5}", "model": "m" * 12},
+        "tags": ["promo", "returning"] if i % 2 else ["new"],
+        "page": f"/products/{rng.randrange(50_000)}",
+        "referrer": "https://www.example.com/search?q=" + rng.choice(_WORDS),
+        "text": "",
+    }
+    room = MESSAGE_BYTES - len(json.dumps(event, separators=(",", ":")))
+    words: list[str] = []
+    while sum(len(w) + 1 for w in words) < room:
+        words.append(rng.choice(_WORDS))
+    event["text"] = " ".join(words)[: max(0, room)]
+    return json.dumps(event, separators=(",", ":")).encode()
+
+
+def produce(broker: TansuBroker, messages: int, partitions: int) -> float:
+    rng = random.Random(42)
+    broker.create_topic(TOPIC, partitions)
+    start = time.perf_counter()
+    chunk = 50_000
+    for first in range(0, messages, chunk):
+        records = [
+            (i % partitions, None, message(i, rng)) for i in range(first, min(messages, first + chunk))
+        ]
+        broker.produce(TOPIC, records, linger_ms=20)
+    return time.perf_counter() - start
+
+
+def run_once(
+    spark: Any, broker: TansuBroker, root: Path, run: int, max_offsets: int | None
+) -> dict[str, Any]:
+    from sink import metrics_server
+    from streaming_jobs.kafka_config import validate
+    from streaming_jobs.kafka_to_iceberg import run as run_job
+
+    table = f"bench.events_{run}" if run >= 0 else f"bench.warmup_{-run}"
+    kafka: dict[str, Any] = {
+        "bootstrap-servers": broker.bootstrap_servers,
+        "topics": [TOPIC],
+        "starting-offsets": "earliest",
+        "source": "python",
+    }
+    if max_offsets:
+        kafka["max-offsets-per-trigger"] = max_offsets
+    config = validate(
+        {
+            "kafka": kafka,
+            "sink": {
+                "table": table,
+                "catalog.type": "sql",
+                "catalog.uri": f"sqlite:///{root}/catalog.db",
+                "catalog.warehouse": f"file://{root}/warehouse",
+                "metrics.port": 0,
+            },
+            "trigger": {"available-now": True},
+            "checkpoint-location": str(root / f"checkpoint-{table}"),
+        }
+    )
+    cpu_before = tree_cpu_seconds()
+    start = time.perf_counter()
+    code = run_job(config, spark)
+    elapsed = time.perf_counter() - start
+    cpu_after = tree_cpu_seconds()
+    cpu = {kind: cpu_after[kind] - cpu_before[kind] for kind in cpu_after}
+    if code != 0:
+        raise RuntimeError(f"the job failed (exit code {code})")
+    steps: dict[str, float] = {}
+    rows = 0.0
+    for family in metrics_server.served_registry().collect():
+        for sample in family.samples:
+            if sample.labels.get("table") != table:
+                continue
+            if sample.name == "icesink_step_duration_seconds_sum":
+                steps[sample.labels["step"]] = sample.value
+            elif sample.name == "icesink_rows_written_total":
+                rows += sample.value
+    return {
+        "seconds": elapsed,
+        "cpu_seconds": sum(cpu.values()),
+        "cpu": cpu,
+        "rows": int(rows),
+        "steps": steps,
+    }
+
+
+def tree_cpu_seconds() -> dict[str, float]:
+    """CPU seconds of this process (the driver), the JVM, and Spark's Python workers (reaped ones too)."""
+    import psutil
+
+    totals = {"driver": 0.0, "jvm": 0.0, "python_workers": 0.0}
+    me = psutil.Process()
+    for process in [me, *me.children(recursive=True)]:
+        try:
+            times = process.cpu_times()
+            name = process.name()
+        except psutil.Error:  # ended meanwhile
+            continue
+        kind = "driver" if process.pid == me.pid else "jvm" if name == "java" else "python_workers"
+        if kind == "driver":
+            totals[kind] += times.user + times.system  # its children are the JVM: counted below
+        else:
+            totals[kind] += times.user + times.system + times.children_user + times.children_system
+    return totals
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--messages", type=int, default=300_000)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--warmup-runs", type=int, default=1, help="runs first, not counted (JVM JIT warm-up)"
+    )
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=0, help="0: one micro-batch per run")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--driver-memory", default="3g")
+    args = parser.parse_args(argv)
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from streaming_jobs.spark import get_spark
+
+    root = Path(tempfile.mkdtemp(prefix="icesink-kafka-bench-"))
+    (root / "warehouse").mkdir()
+    with TansuBroker(log_dir=root) as broker:
+        produce_s = produce(broker, args.messages, args.partitions)
+        print(f"produced {args.messages:,} messages of ~{MESSAGE_BYTES} B in {produce_s:.1f} s", flush=True)
+        spark = get_spark(
+            "icesink-kafka-bench",
+            args.master,
+            {"spark.ui.enabled": "false", "spark.driver.memory": args.driver_memory},
+        )
+        spark.sparkContext.setLogLevel("ERROR")
+        for warmup in range(args.warmup_runs):
+            result = run_once(spark, broker, root, -1 - warmup, args.max_offsets_per_trigger or None)
+            print(
+                f"warm-up run: {args.messages / result['seconds']:,.0f} messages/s (not counted)", flush=True
+            )
+        results = []
+        for run in range(args.runs):
+            load = os.getloadavg()[0]
+            result = run_once(spark, broker, root, run, args.max_offsets_per_trigger or None)
+            result["rate"] = args.messages / result["seconds"]
+            result["per_cpu_second"] = args.messages / result["cpu_seconds"]
+            results.append(result)
+            steps = ", ".join(f"{s} {result['steps'].get(s, 0.0):.1f}" for s in _STEPS)
+            cpu = ", ".join(f"{k} {v:.1f}" for k, v in result["cpu"].items())
+            print(
+                f"run {run + 1}: {result['rows']:,} rows in {result['seconds']:.1f} s = "
+                f"{result['rate']:,.0f} messages/s; {result['cpu_seconds']:.1f} CPU s = "
+                f"{result['per_cpu_second']:,.0f} messages per CPU second ({cpu}; load average {load:.1f}); "
+                f"steps (s): {steps}",
+                flush=True,
+            )
+        spark.stop()
+    median = statistics.median(r["rate"] for r in results)
+    per_cpu = statistics.median(r["per_cpu_second"] for r in results)
+    print(
+        f"median: {median:,.0f} messages/s on {args.master}, {per_cpu:,.0f} messages per CPU second "
+        f"({args.messages:,} x ~1 KB JSON messages)"
+    )
+    print(
+        json.dumps(
+            {
+                "benchmark": "kafka_throughput",
+                "messages": args.messages,
+                "master": args.master,
+                "median_messages_per_s": round(median),
+                "median_messages_per_cpu_s": round(per_cpu),
+                "runs": results,
+            }
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,139 @@
+"""The decoding sink on real local Spark: Kafka-shaped batches in, table rows and dead letters out, once."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from sink import IcebergSink
+from sink.decode import DecodeOptions, DecodingSink, ValueDecoder, ValueFormat, parse_ddl
+from sink.errors import BadRecordError
+from tests.support.tables import catalog_from_options
+
+KAFKA_DDL = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp"
+T0 = dt.datetime(2024, 5, 1, tzinfo=dt.UTC)
+
+
+def kafka_batch(spark: Any, values: Sequence[bytes | None], first_offset: int = 0) -> Any:
+    rows = [
+        (None, value, "events", offset % 2, offset, T0 + dt.timedelta(seconds=offset))
+        for offset, value in enumerate(values, start=first_offset)
+    ]
+    return spark.createDataFrame(rows, KAFKA_DDL)
+
+
+def read(options: dict[str, str], table: str) -> list[dict[str, Any]]:
+    return catalog_from_options(options).load_table(table).scan().to_arrow().to_pylist()
+
+
+def decoding_sink(options: dict[str, str], decode: DecodeOptions | None = None) -> DecodingSink:
+    return DecodingSink(IcebergSink.from_options(options), ValueDecoder(decode or DecodeOptions()))
+
+
+def test_rows_and_dead_letters_exactly_once_across_a_replay(
+    spark: Any, catalog_options: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    options = {**catalog_options, "table": "db.events", "sink-id": "events-test"}
+    values: list[bytes | None] = [json.dumps({"id": i, "name": f"n{i}"}).encode() for i in range(40)]
+    values[3], values[17], values[30] = b'{"id": 3', None, b"\xff\xfe"
+    batch = kafka_batch(spark, values)
+    decoding = decoding_sink(options)
+
+    # The first attempt dies after its dead letters were committed, before the data commit.
+    real_call = IcebergSink.__call__
+    monkeypatch.setattr(IcebergSink, "__call__", lambda *args: (_ for _ in ()).throw(RuntimeError("crash")))
+    with pytest.raises(RuntimeError, match="crash"):
+        decoding(batch, 0)
+    monkeypatch.setattr(IcebergSink, "__call__", real_call)
+    decoding(batch, 0)  # Spark's replay
+    decoding(batch, 0)  # and once more, after everything was committed
+
+    rows = read(options, "db.events")
+    dead = read(options, "db.events__dlq")
+    assert sorted(r["_kafka_offset"] for r in rows) == [i for i in range(40) if i not in (3, 17, 30)]
+    originals = [json.loads(d["original_row"]) for d in dead]
+    assert sorted(o["_kafka_offset"] for o in originals) == [3, 17, 30]
+    by_offset = {o["_kafka_offset"]: o for o in originals}
+    assert base64.b64decode(by_offset[30]["_kafka_value"]) == b"\xff\xfe"  # the raw bytes, kept
+    assert by_offset[17]["_kafka_value"] is None
+    assert {d["reason"] for d in dead} == {"parse_error"}
+    assert {d["sink_id"] for d in dead} == {"events-test.decode"}
+    assert rows[0]["_kafka_topic"] == "events" and rows[0]["_kafka_timestamp"] is not None
+
+
+def test_new_fields_and_wider_integers_evolve_the_table(spark: Any, catalog_options: dict[str, str]) -> None:
+    options = {**catalog_options, "table": "db.evolving", "sink-id": "evolving"}
+    decoding = decoding_sink(options)
+    decoding(kafka_batch(spark, [json.dumps({"id": i, "n": i}).encode() for i in range(5)]), 0)
+    second = [json.dumps({"id": i, "n": 2**40 + i, "email": f"{i}@x"}).encode() for i in range(5, 10)]
+    decoding(kafka_batch(spark, second, first_offset=5), 1)
+
+    table = catalog_from_options(options).load_table("db.evolving")
+    first_schema = table.metadata.schemas[0]
+    assert str(first_schema.find_field("n").field_type) == "int"
+    assert str(table.schema().find_field("n").field_type) == "long"
+    assert table.schema().find_field("email") is not None
+    rows = sorted(read(options, "db.evolving"), key=lambda r: r["id"])
+    assert [r["n"] for r in rows] == [0, 1, 2, 3, 4, *(2**40 + i for i in range(5, 10))]
+    assert [r["email"] for r in rows[:5]] == [None] * 5
+
+
+def test_a_fixed_schema_creates_the_table_and_the_sink_converts_or_dead_letters(
+    spark: Any, catalog_options: dict[str, str]
+) -> None:
+    options = {**catalog_options, "table": "db.fixed", "sink-id": "fixed", "schema.evolution": "off"}
+    decoding = decoding_sink(
+        options, DecodeOptions(fixed_schema=parse_ddl("id BIGINT, day DATE, note STRING"))
+    )
+    decoding.prepare()
+    table = catalog_from_options(options).load_table("db.fixed")
+    assert [f.name for f in table.schema().fields][:3] == ["id", "day", "note"]
+
+    values = [
+        json.dumps({"id": 1, "day": "2024-05-01", "note": "a", "ignored": True}).encode(),
+        json.dumps({"id": 2, "day": "not a date"}).encode(),
+        json.dumps({"id": 3, "note": {"nested": 1}}).encode(),
+    ]
+    decoding(kafka_batch(spark, values), 0)
+    rows = {r["id"]: r for r in read(options, "db.fixed")}
+    assert set(rows) == {1, 3}
+    assert rows[1]["day"] == dt.date(2024, 5, 1) and "ignored" not in rows[1]
+    assert rows[3]["note"] == '{"nested": 1}'
+    dead = read(options, "db.fixed__dlq")
+    assert [(d["column"], d["reason"]) for d in dead] == [("day", "parse_error")]
+
+
+def test_debezium_events(spark: Any, catalog_options: dict[str, str]) -> None:
+    options = {**catalog_options, "table": "db.cdc", "sink-id": "cdc"}
+    events = [
+        {"before": None, "after": {"id": 1, "name": "a"}, "op": "c", "source": {"ts_ms": 1_700_000_000_000}},
+        {"before": {"id": 1, "name": "a"}, "after": None, "op": "d", "source": {"ts_ms": 1_700_000_000_500}},
+        {"id": 9},
+    ]
+    decoding = decoding_sink(options, DecodeOptions(format=ValueFormat.DEBEZIUM_JSON))
+    decoding(kafka_batch(spark, [json.dumps(e).encode() for e in events]), 0)
+    rows = sorted(read(options, "db.cdc"), key=lambda r: r["_kafka_offset"])
+    assert [(r["id"], r["name"], r["_op"]) for r in rows] == [(1, "a", "c"), (1, "a", "d")]
+    assert rows[1]["_source_ts"] == dt.datetime(2023, 11, 14, 22, 13, 20, 500000, tzinfo=dt.UTC)
+    dead = read(options, "db.cdc__dlq")
+    assert [d["reason"] for d in dead] == ["type_mismatch"]
+
+
+def test_on_bad_record_fail_fails_the_batch(spark: Any, catalog_options: dict[str, str]) -> None:
+    options = {**catalog_options, "table": "db.strict", "sink-id": "strict", "on-bad-record": "fail"}
+    decoding = decoding_sink(options)
+    with pytest.raises(BadRecordError, match="cannot be decoded"):
+        decoding(kafka_batch(spark, [b'{"id": 1}', b"oops"]), 0)
+
+
+def test_a_batch_of_only_bad_values_creates_no_table(spark: Any, catalog_options: dict[str, str]) -> None:
+    options = {**catalog_options, "table": "db.later", "sink-id": "later"}
+    decoding_sink(options)(kafka_batch(spark, [b"oops", None]), 0)
+    catalog = catalog_from_options(options)
+    assert not catalog.table_exists("db.later")
+    assert len(read(options, "db.later__dlq")) == 2
