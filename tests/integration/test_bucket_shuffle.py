@@ -8,10 +8,8 @@ write task received.
 
 from __future__ import annotations
 
-import contextlib
 import re
 from collections import defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,7 @@ from sink.route import self_check
 from sink.route.layout import BucketLayout
 from sink.route.self_check import HashVector
 from streaming_jobs.taxi_workload import PARTITION_BY, taxi_rows
+from tests.support.spark_conf import session_conf
 from tests.support.tables import check_data_files, data_files
 
 KiB = 1024
@@ -35,22 +34,6 @@ _NAME = re.compile(r"-b(\d+)-[0-9a-f]+-(\d{5})-(\d+)-(\d{5})\.parquet$")
 TAXI_ROWS = 12_000
 TAXI_INPUT_PARTITIONS = 3
 TAXI_VALUES = 64  # 4 days x bucket(16)
-
-
-@contextlib.contextmanager
-def session_conf(spark: SparkSession, conf: dict[str, str]) -> Iterator[None]:
-    """Set session settings for the block (the sink itself never does) and restore them."""
-    previous = {key: spark.conf.get(key, None) for key in conf}
-    for key, value in conf.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, old in previous.items():
-            if old is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, old)
 
 
 @dataclass(frozen=True)

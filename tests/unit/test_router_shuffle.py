@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import struct
-from collections.abc import Iterator
 
 import mmh3
 import pytest
@@ -15,26 +13,12 @@ from sink.errors import SelfCheckError
 from sink.route import self_check
 from sink.route.murmur3 import ZERO_SEED_PREFIX, spark_hash_preimage
 from sink.route.shuffle import exact_repartition, partition_keys
+from tests.support.spark_conf import session_conf
 
 
 def spark_int_hash(value: int) -> int:
     """Spark's ``hash()`` of an int: murmur3 x86 32-bit of its 4 little-endian bytes, seed 42."""
     return mmh3.hash(struct.pack("<i", value), 42)
-
-
-@contextlib.contextmanager
-def session_conf(spark: SparkSession, conf: dict[str, str]) -> Iterator[None]:
-    previous = {key: spark.conf.get(key, None) for key in conf}
-    for key, value in conf.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, old in previous.items():
-            if old is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, old)
 
 
 def aqe(advisory: str) -> dict[str, str]:

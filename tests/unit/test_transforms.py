@@ -7,10 +7,9 @@ depend on either.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from decimal import Context, Decimal
 from typing import Any
 
@@ -56,6 +55,7 @@ from sink.route import murmur3
 from sink.route.arrow_fallback import aligned
 from sink.route.self_check import BUCKET_HASH_VECTORS, HashVector, verify_bucket_function
 from sink.route.transforms import murmur3_hash_column, partition_value_column, spark_type_of
+from tests.support.spark_conf import session_conf
 
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
@@ -63,22 +63,6 @@ UTC = dt.UTC
 # Zones with DST, half-hour and 45-minute offsets: any use of the session zone shows.
 ZONES = ["UTC", "America/Los_Angeles", "Asia/Kolkata", "Pacific/Chatham", "Australia/Lord_Howe"]
 EXACT = Context(prec=100)
-
-
-@contextlib.contextmanager
-def session_conf(spark: SparkSession, conf: dict[str, str]) -> Iterator[None]:
-    """Set session settings for the block and restore the previous ones after it."""
-    previous = {key: spark.conf.get(key, None) for key in conf}
-    for key, value in conf.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in previous.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
 
 
 def evaluate(
