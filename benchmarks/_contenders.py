@@ -1,0 +1,286 @@
+"""The contenders of :mod:`benchmarks.run`: each writes the same stream somewhere and says what it wrote.
+
+Every run gets a fresh checkpoint and a fresh output location under ``run_dir``, and
+checks that its output holds exactly the stream's rows (a benchmark that loses rows
+measures nothing). The stream is the reference workload's Parquet files read one file
+per micro-batch with ``trigger(availableNow=True)``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyiceberg.catalog import load_catalog
+from pyiceberg.table import Table
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as st
+from pyspark.sql.streaming import DataStreamWriter
+
+from benchmarks._probes import ProbeResult, ProcessProbe, size_summary
+from sink import IcebergSink
+from sink.metrics import STEPS
+from sink.partitioning import build_partition_spec, parse_partition_by
+from sink.schema.convert import spark_to_iceberg_schema
+
+TABLE = "bench.taxi"
+_DAYS = 4  # the workload's pickup times span 4 days
+_ROUTE_KEY = "route_key"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Partitioning of the stream: ``day(pickup)`` times ``partition_values / 4`` buckets.
+
+    64 values is the reference workload (``bucket(16, PULocationID)``). PULocationID has
+    only 265 values, so larger layouts bucket a derived column ``route_key =
+    DOLocationID * 1000 + PULocationID`` (70,225 values), added to the stream.
+    """
+
+    partition_values: int = 64
+
+    def __post_init__(self) -> None:
+        if self.partition_values % _DAYS or self.partition_values < _DAYS:
+            raise ValueError(f"partition values must be a multiple of {_DAYS}, not {self.partition_values}")
+
+    @property
+    def buckets(self) -> int:
+        return self.partition_values // _DAYS
+
+    @property
+    def bucket_column(self) -> str:
+        return "PULocationID" if self.partition_values == 64 else _ROUTE_KEY
+
+    @property
+    def partition_by(self) -> str:
+        return f"day(tpep_pickup_datetime), bucket({self.buckets}, {self.bucket_column})"
+
+    def prepare(self, df: DataFrame) -> DataFrame:
+        if self.bucket_column != _ROUTE_KEY:
+            return df
+        return df.withColumn(_ROUTE_KEY, F.col("DOLocationID") * 1000 + F.col("PULocationID"))
+
+
+@dataclass(frozen=True)
+class Stream:
+    """The input of every run: Parquet files read one per micro-batch."""
+
+    spark: SparkSession
+    source: Path
+    schema: st.StructType
+    layout: Layout
+    rows: int
+    batches: int
+
+    def read(self) -> DataFrame:
+        df = (
+            self.spark.readStream.schema(self.schema)
+            .option("maxFilesPerTrigger", 1)
+            .parquet(str(self.source))
+        )
+        return self.layout.prepare(df)
+
+
+@dataclass
+class RunResult:
+    """One run of one contender."""
+
+    contender: str
+    seconds: float
+    rows: int
+    probe: ProbeResult
+    files: dict[str, int] = field(default_factory=dict)
+    batch_seconds: list[float] = field(default_factory=list)
+    commit_seconds: list[float] = field(default_factory=list)
+    step_seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def rows_per_s(self) -> float:
+        return self.rows / self.seconds
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "contender": self.contender,
+            "seconds": round(self.seconds, 3),
+            "rows": self.rows,
+            "rows_per_s": round(self.rows_per_s),
+            "files": self.files,
+            "batch_seconds": [round(s, 4) for s in self.batch_seconds],
+            "commit_seconds": [round(s, 4) for s in self.commit_seconds],
+            "step_seconds": {k: round(v, 3) for k, v in self.step_seconds.items()},
+            "memory": {k: v for k, v in vars(self.probe).items() if k.endswith("_bytes")},
+            "cpu_seconds": self.probe.cpu_seconds,
+            "probe_samples": self.probe.samples,
+        }
+
+
+BatchFunction = Callable[[DataFrame, int], None]
+
+
+class _TimedBatches:
+    """Wraps a ``foreachBatch`` function: time of each call (write and commit included).
+
+    With ``sink``, also the commit step's time of each call, read from the sink's
+    ``icesink_step_duration_seconds`` histogram before and after the call.
+    """
+
+    def __init__(self, function: BatchFunction, sink: IcebergSink | None = None) -> None:
+        self.function = function
+        self.sink = sink
+        self.batch_seconds: list[float] = []
+        self.commit_seconds: list[float] = []
+
+    def step_sum(self, step: str) -> float:
+        assert self.sink is not None
+        value = self.sink.metrics.registry.get_sample_value(
+            "icesink_step_duration_seconds_sum", {"table": TABLE, "step": step}
+        )
+        return value or 0.0
+
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        commit_before = self.step_sum("commit") if self.sink else 0.0
+        start = time.perf_counter()
+        self.function(batch_df, batch_id)
+        self.batch_seconds.append(time.perf_counter() - start)
+        if self.sink:
+            self.commit_seconds.append(self.step_sum("commit") - commit_before)
+
+
+def _run_query(
+    stream: Stream, name: str, writer: DataStreamWriter, run_dir: Path, jvm_pid: int
+) -> tuple[float, ProbeResult]:
+    """Start the query, wait for it to end; its wall time and the probe's figures."""
+    writer = writer.option("checkpointLocation", str(run_dir / "checkpoint")).trigger(availableNow=True)
+    with ProcessProbe(jvm_pid) as probe:
+        start = time.perf_counter()
+        query = writer.queryName(f"bench_{name.replace('-', '_')}_{run_dir.name}").start()
+        query.awaitTermination()
+        seconds = time.perf_counter() - start
+    progress = [p for p in query.recentProgress if p.numInputRows]
+    read = sum(p.numInputRows for p in progress)
+    if read != stream.rows or len(progress) != stream.batches:
+        raise AssertionError(
+            f"{name}: the query read {read} rows in {len(progress)} batches, "
+            f"expected {stream.rows} in {stream.batches}"
+        )
+    return seconds, probe.result
+
+
+def _check_rows(name: str, written: int, stream: Stream) -> None:
+    if written != stream.rows:
+        raise AssertionError(f"{name}: {written} rows in the output, {stream.rows} in the stream")
+
+
+def _iceberg_files(table: Table) -> tuple[int, dict[str, int]]:
+    files = table.inspect.files()
+    rows = sum(files.column("record_count").to_pylist())
+    return rows, size_summary(files.column("file_size_in_bytes").to_pylist())
+
+
+def run_icesink(mode: str) -> Contender:
+    """icesink with ``distribution-mode`` = ``mode``, default options otherwise."""
+
+    def run(stream: Stream, run_dir: Path, jvm_pid: int) -> RunResult:
+        name = f"icesink-{mode}"
+        sink = IcebergSink.from_options(
+            {
+                "catalog.name": "bench",
+                "catalog.type": "sql",
+                "catalog.uri": f"sqlite:///{run_dir}/catalog.db",
+                "catalog.warehouse": f"file://{run_dir}/warehouse",
+                "table": TABLE,
+                "partition-by": stream.layout.partition_by,
+                "distribution-mode": mode,
+            }
+        )
+        df = stream.read()
+        sink.prepare(df.schema)
+        timed = _TimedBatches(sink, sink)
+        seconds, probe = _run_query(stream, name, df.writeStream.foreachBatch(timed), run_dir, jvm_pid)
+        rows, files = _iceberg_files(sink.catalog.load_table(TABLE))
+        _check_rows(name, rows, stream)
+        steps = {step: timed.step_sum(step) for step in STEPS}
+        return RunResult(name, seconds, rows, probe, files, timed.batch_seconds, timed.commit_seconds, steps)
+
+    return run
+
+
+def run_parquet(stream: Stream, run_dir: Path, jvm_pid: int) -> RunResult:
+    """Spark's Parquet file sink, partitioned by the same day and (Spark-hash) bucket values."""
+    layout = stream.layout
+    df = (
+        stream.read()
+        .withColumn("day", F.to_date("tpep_pickup_datetime"))
+        .withColumn("bucket", F.pmod(F.hash(layout.bucket_column), F.lit(layout.buckets)))
+    )
+    output = run_dir / "output"
+    writer = df.writeStream.format("parquet").partitionBy("day", "bucket").option("path", str(output))
+    seconds, probe = _run_query(stream, "parquet", writer, run_dir, jvm_pid)
+    paths = [p for p in output.rglob("*.parquet") if "_spark_metadata" not in p.parts]
+    rows = sum(pq.read_metadata(p).num_rows for p in paths)
+    _check_rows("parquet", rows, stream)
+    return RunResult("parquet", seconds, rows, probe, size_summary(p.stat().st_size for p in paths))
+
+
+def run_noop(stream: Stream, run_dir: Path, jvm_pid: int) -> RunResult:
+    """Spark's ``noop`` sink: reads every row, writes nothing (the floor of any sink)."""
+    writer = stream.read().writeStream.format("noop")
+    seconds, probe = _run_query(stream, "noop", writer, run_dir, jvm_pid)
+    return RunResult("noop", seconds, stream.rows, probe)  # rows checked from the query's progress
+
+
+def _count(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    yield pa.RecordBatch.from_pydict({"n": [sum(b.num_rows for b in batches)]})
+
+
+def run_count(stream: Stream, run_dir: Path, jvm_pid: int) -> RunResult:
+    """Every row through ``mapInArrow`` into a Python worker, counted: the floor of Arrow-based designs."""
+    counted: list[int] = []
+
+    def count(batch_df: DataFrame, batch_id: int) -> None:
+        counted.append(batch_df.mapInArrow(_count, "n long").agg(F.sum("n")).collect()[0][0] or 0)
+
+    timed = _TimedBatches(count)
+    seconds, probe = _run_query(
+        stream, "mapinarrow-count", stream.read().writeStream.foreachBatch(timed), run_dir, jvm_pid
+    )
+    _check_rows("mapinarrow-count", sum(counted), stream)
+    return RunResult("mapinarrow-count", seconds, sum(counted), probe, batch_seconds=timed.batch_seconds)
+
+
+def run_naive(stream: Stream, run_dir: Path, jvm_pid: int) -> RunResult:
+    """pyiceberg's own partitioned append of each whole batch, collected to the driver with ``toArrow()``."""
+    df = stream.read()
+    catalog = load_catalog(
+        "naive", type="sql", uri=f"sqlite:///{run_dir}/catalog.db", warehouse=f"file://{run_dir}/warehouse"
+    )
+    catalog.create_namespace("bench")
+    schema = spark_to_iceberg_schema(df.schema)  # Spark timestamps are timestamptz, as toArrow() gives them
+    spec = build_partition_spec(parse_partition_by(stream.layout.partition_by), schema)
+    table = catalog.create_table(TABLE, schema=schema, partition_spec=spec)
+    timed = _TimedBatches(lambda batch_df, batch_id: table.append(batch_df.toArrow()))
+    seconds, probe = _run_query(
+        stream, "pyiceberg-naive", df.writeStream.foreachBatch(timed), run_dir, jvm_pid
+    )
+    rows, files = _iceberg_files(catalog.load_table(TABLE))
+    _check_rows("pyiceberg-naive", rows, stream)
+    return RunResult("pyiceberg-naive", seconds, rows, probe, files, timed.batch_seconds)
+
+
+Contender = Callable[[Stream, Path, int], RunResult]
+
+CONTENDERS: dict[str, Contender] = {
+    "icesink-bucket": run_icesink("bucket"),
+    "icesink-hash": run_icesink("hash"),
+    "icesink-none": run_icesink("none"),
+    "parquet": run_parquet,
+    "noop": run_noop,
+    "mapinarrow-count": run_count,
+    "pyiceberg-naive": run_naive,
+}
