@@ -43,8 +43,8 @@ from sink.metrics import SinkMetrics
 from sink.normalize import BadRecordReason, NormalizedBatch
 from sink.route.router import BucketRouter, RoutedBatch
 from sink.schema.convert import iceberg_to_spark_type
-from sink.write.messages import MESSAGE_DDL, DataFileMessage
-from sink.write.task import WriteSpec, write_function
+from sink.write.messages import DataFileMessage
+from sink.write.task import WriteSpec, run_write_job
 
 logger = logging.getLogger(__name__)
 
@@ -283,7 +283,7 @@ class DeadLetterQueue:
 
     def _write(self, df: DataFrame, spec: WriteSpec, batch_id: int) -> list[DataFileMessage]:
         try:
-            rows = df.mapInArrow(write_function(spec), MESSAGE_DDL).collect()
+            return run_write_job(df, spec)
         except Exception as e:
             raise WriteError(
                 f"writing dead letters of batch {batch_id} failed: {str(e).splitlines()[0]}",
@@ -291,4 +291,3 @@ class DeadLetterQueue:
                 batch_id=batch_id,
                 file_prefix=spec.file_prefix,
             ) from e
-        return [DataFileMessage.from_json(row[0]) for row in rows]

@@ -43,8 +43,8 @@ from sink.progress import watch_active_session
 from sink.route.router import BucketRouter
 from sink.route.skew import RoutingHistory
 from sink.schema.coordinator import coordinator_for
-from sink.write.messages import MESSAGE_DDL, DataFileMessage
-from sink.write.task import WriteSpec, write_function
+from sink.write.messages import DataFileMessage
+from sink.write.task import WriteSpec, run_write_job
 
 logger = logging.getLogger(__name__)
 
@@ -360,7 +360,7 @@ class IcebergSink:
 
     def _run_write(self, df: DataFrame, spec: WriteSpec, batch_id: int) -> list[DataFileMessage]:
         try:
-            rows = df.mapInArrow(write_function(spec), MESSAGE_DDL).collect()
+            return run_write_job(df, spec)
         except Exception as e:
             error = find_error_code(str(e))
             if error is SchemaError:
@@ -374,7 +374,6 @@ class IcebergSink:
                 batch_id=batch_id,
                 file_prefix=spec.file_prefix,
             ) from e
-        return [DataFileMessage.from_json(row[0]) for row in rows]
 
 
 @dataclass

@@ -10,7 +10,7 @@ import itertools
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyiceberg.io import FileIO, load_file_io
@@ -23,10 +23,13 @@ from sink.errors import WriteError
 from sink.schema.convert import iceberg_to_arrow_schema
 from sink.write.fanout import FanoutWriter
 from sink.write.memory import PeakRssSampler
-from sink.write.messages import DataFileMessage, messages_to_arrow
+from sink.write.messages import MESSAGE_DDL, DataFileMessage, messages_to_arrow
 from sink.write.parquet import CompressionEstimator, ParquetFileWriter
 from sink.write.rolling import RollingFileWriter
 from sink.write.split import arrow_bytes, split_by_key
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +66,12 @@ class WriteSpec:
     memory_budget_bytes: int
     compression: str
     num_data_columns: int
+
+
+def run_write_job(df: DataFrame, spec: WriteSpec) -> list[DataFileMessage]:
+    """Write ``df`` in Spark's executors (one Spark job); the message of every file written."""
+    rows = df.mapInArrow(write_function(spec), MESSAGE_DDL).collect()
+    return [DataFileMessage.from_json(row[0]) for row in rows]
 
 
 def write_function(spec: WriteSpec) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
