@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 import time
 from pathlib import Path
 
@@ -34,17 +32,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--go", required=True, help="file to wait for before streaming")
     args = parser.parse_args(argv)
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
     from sink import IcebergSink
+    from streaming_jobs.spark import get_spark
 
-    spark = (
-        SparkSession.builder.master("local[1]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", "4")
-        .getOrCreate()
+    spark = get_spark(
+        "icesink-test-job",
+        master="local[1]",
+        conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"},
     )
     spark.sparkContext.setLogLevel("ERROR")
     sink = IcebergSink.from_options(json.loads(args.options))

@@ -12,7 +12,6 @@ import argparse
 import json
 import os
 import signal
-import sys
 from typing import Any
 
 
@@ -53,19 +52,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=1, help="streaming queries sharing the sink")
     args = parser.parse_args(argv)
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
     from sink import IcebergSink
+    from streaming_jobs.spark import get_spark
 
     if args.crash_at:
         _install_crash(args.crash_at, args.crash_batch)
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", "4")
-        .getOrCreate()
+    spark = get_spark(
+        "icesink-test-job",
+        master="local[2]",
+        conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"},
     )
     spark.sparkContext.setLogLevel("ERROR")
     sink = IcebergSink.from_options(json.loads(args.options))
