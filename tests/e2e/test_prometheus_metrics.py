@@ -119,23 +119,24 @@ def test_stream_metrics_reach_prometheus(
     started = time.time()
     try:
         _run_stream(spark, kafka_broker, topic, sink, tmp_path / "checkpoint")
+        truth = _table_truth(sink)
+        assert truth["rows"] == ROWS
+        assert truth["snapshots"] >= 3, "maxOffsetsPerTrigger should have made several micro-batches"
+
+        t = f'table="{TABLE}"'
+        # Wait (bounded) until Prometheus has scraped the final values. The progress events
+        # reach the listener asynchronously, after the query's last batch, so the listener
+        # stays registered until then.
+        wait_until(
+            lambda: (
+                prometheus.query(f"sum(icesink_rows_written_total{{{t}}}) == {ROWS}")
+                and prometheus.query(f"sum(icesink_input_rows_total{{{t}}}) == {ROWS}")
+            ),
+            SCRAPE_TIMEOUT_S,
+            "Prometheus to scrape the final counts",
+        )
     finally:
         unwatch_progress(spark, sink.metrics)
-    truth = _table_truth(sink)
-    assert truth["rows"] == ROWS
-    assert truth["snapshots"] >= 3, "maxOffsetsPerTrigger should have made several micro-batches"
-
-    t = f'table="{TABLE}"'
-    # Wait (bounded) until Prometheus has scraped the final values; the progress events
-    # reach the listener asynchronously, after the query's last batch.
-    wait_until(
-        lambda: (
-            prometheus.query(f"sum(icesink_rows_written_total{{{t}}}) == {ROWS}")
-            and prometheus.query(f"sum(icesink_input_rows_total{{{t}}}) == {ROWS}")
-        ),
-        SCRAPE_TIMEOUT_S,
-        "Prometheus to scrape the final counts",
-    )
 
     # The counts equal what the table holds.
     assert prometheus.value(f"sum(icesink_rows_written_total{{{t}}})") == truth["rows"]
