@@ -161,7 +161,7 @@ class PrometheusServer(_Server):
         super().__init__(binary, workdir)
         self.config_path = workdir / "prometheus.yml"
         config = {
-            "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "1s"},
+            "global": {"scrape_interval": "200ms", "evaluation_interval": "1s", "scrape_timeout": "200ms"},
             "rule_files": [str(p) for p in rule_files],
             "scrape_configs": [{"job_name": "icesink", "static_configs": [{"targets": list(targets)}]}],
         }

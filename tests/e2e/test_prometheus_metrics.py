@@ -2,7 +2,7 @@
 
 The stream reads a topic of a real Kafka-protocol broker (Tansu) through the
 ``icesink-kafka`` source in several ``availableNow`` micro-batches and writes it with
-``metrics.port`` on. Prometheus (Debian's package, 127.0.0.1, 1 s scrapes, icesink's
+``metrics.port`` on. Prometheus (Debian's package, 127.0.0.1, 200 ms scrapes, icesink's
 alert rules loaded) then has to report exactly what the table holds, and every
 expression of the dashboard and of the alert rules has to return a series.
 """
