@@ -17,7 +17,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyiceberg.catalog import Catalog
@@ -157,7 +157,10 @@ class IcebergSink:
             routed = router.route(normalized.rows)  # the first bucketed batch runs the self-checks
         # 4. write
         attempt = uuid.uuid4().hex[:16]
-        spec = self._write_spec(table, sink_id, batch_id, attempt, routed.num_data_columns)
+        spec = replace(
+            self._write_spec(table, sink_id, batch_id, attempt, routed.num_data_columns),
+            partition_values_in_task=routed.partition_values_in_task,
+        )
         attempts = AttemptLog(table.io, table.location(), sink_id)
         attempts.begin(AttemptRecord(sink_id, batch_id, attempt, spec.file_prefix, spec.data_location))
         with self.metrics.time_step(name, "write"):

@@ -11,6 +11,7 @@
 * ``hash`` (default for specs without a bucket): shuffle by the full partition tuple;
   each value lands in one task, and adaptive execution may coalesce the tasks.
 * ``none``: no shuffle; each task writes what it holds, so up to tasks x values files.
+  The write tasks compute the partition values themselves (:mod:`sink.write.keys`).
 
 One rule skips the shuffle in ``bucket`` and ``hash`` mode: when the sink's previous
 non-empty batch wrote at most :data:`SINGLE_TASK_MAX_BYTES` of data files, and at most
@@ -51,6 +52,7 @@ from sink.route.skew import (
     table_bytes_per_row,
 )
 from sink.route.transforms import partition_value_column
+from sink.write.keys import arrow_key_functions
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +80,8 @@ class RoutedBatch:
         single_task: The batch was coalesced into one task instead of shuffled.
         hot_values: Values spread over several tasks (bucket mode).
         layout: The bucket fields behind the partition ids (bucket mode).
+        partition_values_in_task: ``df`` has no partition-value columns: the write tasks
+            compute them (``none`` mode, when pyarrow can; :mod:`sink.write.keys`).
     """
 
     df: DataFrame
@@ -87,6 +91,7 @@ class RoutedBatch:
     single_task: bool = False
     hot_values: tuple[HotValue, ...] = ()
     layout: BucketLayout | None = None
+    partition_values_in_task: bool = False
 
 
 def resolve_mode(requested: DistributionMode | None, spec: PartitionSpec) -> DistributionMode:
@@ -184,12 +189,18 @@ class BucketRouter:
             SelfCheckError: The first bucketed batch of the Spark application found the
                 bucket hash or the bucket shuffle wrong.
         """
+        n = len(df.columns)
+        if (
+            self.mode is DistributionMode.NONE
+            and self._spec.fields
+            and arrow_key_functions(self._spec, self._schema) is not None
+        ):
+            return RoutedBatch(df, n, self.mode, partition_values_in_task=True)
         if self.layout is not None:
             shuffle = self.mode is DistributionMode.BUCKET
             ensure_self_checks(df.sparkSession, self._bucket_source_types(), shuffle)
         columns = self._partition_columns()
         routed = df.select("*", *columns) if columns else df
-        n = len(df.columns)
         if not columns or self.mode is DistributionMode.NONE:
             return RoutedBatch(routed, n, self.mode)
         names = [f"{PARTITION_COLUMN_PREFIX}{i}" for i in range(len(columns))]

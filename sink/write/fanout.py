@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
+from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 
@@ -18,18 +19,26 @@ class FanoutWriter:
     exceed ``memory_budget_bytes``, the largest open file is closed into a complete
     data file (never dropped); its partition simply continues in a new file.
 
+    Closing encodes whatever the writers still buffer, which for a task under the target
+    file size is nearly all of its rows. Spark's side of the task has finished by then,
+    so ``close_threads`` writers are closed at once (pyarrow encodes and compresses
+    without holding the GIL).
+
     Args:
         new_writer: Creates the rolling writer of a partition value.
         memory_budget_bytes: Most Arrow bytes all open writers may buffer together.
+        close_threads: Writers closed concurrently by :meth:`close`.
     """
 
     def __init__(
         self,
         new_writer: Callable[[tuple[object, ...]], RollingFileWriter],
         memory_budget_bytes: int,
+        close_threads: int = 1,
     ) -> None:
         self._new_writer = new_writer
         self._budget = memory_budget_bytes
+        self._close_threads = close_threads
         self._writers: dict[Hashable, RollingFileWriter] = {}
         self._closed = False
         self._buffered = 0
@@ -76,8 +85,15 @@ class FanoutWriter:
         if self._closed:
             return
         self._closed = True
-        for writer in self._writers.values():
-            writer.close()
+        # Largest first, so that the threads finish together.
+        writers = sorted(self._writers.values(), key=lambda w: w.buffered_bytes(), reverse=True)
+        if self._close_threads < 2 or len(writers) < 2:
+            for writer in writers:
+                writer.close()
+            return
+        with ThreadPoolExecutor(self._close_threads, thread_name_prefix="icesink-close") as pool:
+            for _ in pool.map(RollingFileWriter.close, writers):
+                pass
 
     def result(self) -> list[DataFileMessage]:
         """Messages of every file written, by partition value."""

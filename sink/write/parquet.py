@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pyarrow as pa
@@ -32,6 +33,7 @@ class CompressionEstimator:
         self._arrow_bytes = 0
         self._disk_bytes = 0
         self._initial = initial_ratio
+        self._lock = threading.Lock()  # files of a task may be closed by several threads
 
     @property
     def ratio(self) -> float:
@@ -42,8 +44,9 @@ class CompressionEstimator:
 
     def observe(self, arrow_bytes: int, disk_bytes: int) -> None:
         """Record one flushed row group."""
-        self._arrow_bytes += arrow_bytes
-        self._disk_bytes += disk_bytes
+        with self._lock:
+            self._arrow_bytes += arrow_bytes
+            self._disk_bytes += disk_bytes
 
 
 class ParquetFileWriter:
@@ -165,6 +168,11 @@ class ParquetFileWriter:
         self._estimator.observe(self._buffer_bytes, self._stream.tell() - before)
         self._buffer = []
         self._buffer_bytes = 0
+
+    @property
+    def row_group_size_bytes(self) -> int:
+        """Estimated on-disk size at which buffered rows are written as a row group."""
+        return self._row_group_size_bytes
 
     def length_bytes(self) -> int:
         """Bytes on disk plus the estimated compressed size of the buffer."""

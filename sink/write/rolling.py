@@ -59,12 +59,21 @@ class RollingFileWriter:
                 self.close_current()
 
     def _rows_that_fit(self, rows: int, arrow_per_row: float) -> int:
+        """Rows of the next piece: up to the target, and at most about one row group.
+
+        Writing a large batch a row group at a time lets each flushed row group correct
+        the compression estimate before the next piece's fit is decided; the first batch
+        of a task would otherwise be sized with the initial guess alone.
+        """
         assert self._current is not None
         room = self._target - self._current.length_bytes()
         disk_per_row = arrow_per_row * self._estimator.ratio
-        if disk_per_row <= 0 or rows * disk_per_row <= room * (1 + _SPLIT_TOLERANCE):
+        if disk_per_row <= 0:
             return rows
-        return max(1, min(rows, int(room / disk_per_row)))
+        group = max(1, int(self._current.row_group_size_bytes / disk_per_row))
+        if rows * disk_per_row <= room * (1 + _SPLIT_TOLERANCE):
+            return min(rows, group)
+        return max(1, min(rows, group, int(room / disk_per_row)))
 
     def close_current(self) -> None:
         """Close the open file (if any); the next write starts a new one."""

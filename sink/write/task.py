@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -22,16 +23,26 @@ from sink._pyiceberg import partition_representation
 from sink.errors import WriteError
 from sink.schema.convert import iceberg_to_arrow_schema
 from sink.write.fanout import FanoutWriter
+from sink.write.keys import KeyFunction, arrow_key_functions
 from sink.write.memory import PeakRssSampler
 from sink.write.messages import MESSAGE_DDL, DataFileMessage, messages_to_arrow
 from sink.write.parquet import CompressionEstimator, ParquetFileWriter
 from sink.write.rolling import RollingFileWriter
-from sink.write.split import arrow_bytes, split_by_key
+from sink.write.split import arrow_bytes, chunked, split_by_key
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 logger = logging.getLogger(__name__)
+
+# Incoming rows are split by partition value this many Arrow bytes at a time (see chunked()).
+CHUNK_BYTES = 16 * 1024 * 1024
+# A file writer's uncompacted pieces keep their whole chunk alive (up to COMPACT_PIECES
+# chunks in all, whatever the writers were charged): chunks this small a share of the
+# memory budget keep that within a quarter of it.
+CHUNKS_PER_BUDGET = 32
+# Files a task encodes at once when it ends (see FanoutWriter).
+CLOSE_THREADS = 2
 
 
 @dataclass(frozen=True)
@@ -52,6 +63,8 @@ class WriteSpec:
         compression: Parquet codec.
         num_data_columns: Leading input columns that are table columns; the rest are
             partition values, one per spec field, in spec order.
+        partition_values_in_task: The input has no partition-value columns; the task
+            computes them from the table columns (:mod:`sink.write.keys`).
     """
 
     table: str
@@ -66,6 +79,7 @@ class WriteSpec:
     memory_budget_bytes: int
     compression: str
     num_data_columns: int
+    partition_values_in_task: bool = False
 
 
 def run_write_job(df: DataFrame, spec: WriteSpec) -> list[DataFileMessage]:
@@ -107,17 +121,21 @@ class DataTaskWriter:
         self._row_group_bytes = min(
             spec.row_group_size_bytes, max(spec.target_file_size_bytes // 4, 64 * 1024)
         )
-        self._fanout = FanoutWriter(self._new_rolling_writer, spec.memory_budget_bytes)
+        self._key_functions = self._task_key_functions()
+        self._chunk_bytes = min(CHUNK_BYTES, spec.memory_budget_bytes // CHUNKS_PER_BUDGET)
+        threads = min(CLOSE_THREADS, os.cpu_count() or 1)
+        self._fanout = FanoutWriter(self._new_rolling_writer, spec.memory_budget_bytes, close_threads=threads)
 
     def write_all(self, batches: Iterator[pa.RecordBatch]) -> list[DataFileMessage]:
         """Write every batch; on failure delete what was written and raise :class:`WriteError`."""
         n = self._spec.num_data_columns
         try:
-            for batch in batches:
-                if batch.num_rows == 0:
-                    continue
+            for batch in chunked(batches, self._chunk_bytes):
                 rows = self._to_file_batch(batch)
-                keys = [batch.column(i) for i in range(n, batch.num_columns)]
+                if self._key_functions is None:
+                    keys = [batch.column(i) for i in range(n, batch.num_columns)]
+                else:
+                    keys = [key(rows) for key in self._key_functions]
                 bytes_per_row = arrow_bytes(rows) / rows.num_rows
                 for key, part in split_by_key(keys, rows):
                     self._fanout.write(self._partition_record(key), part, int(part.num_rows * bytes_per_row))
@@ -149,6 +167,20 @@ class DataTaskWriter:
             self._spec.file_prefix,
         )
         return messages
+
+    def _task_key_functions(self) -> list[KeyFunction] | None:
+        """The functions computing partition values here, or ``None`` when the input carries them."""
+        spec = self._spec
+        if not spec.partition_values_in_task:
+            return None
+        functions = arrow_key_functions(spec.partition_spec, spec.schema)
+        if functions is None:  # the driver checked the same spec and schema
+            raise WriteError(
+                f"partition values of spec {spec.partition_spec} cannot be computed in the write task",
+                table=spec.table,
+                hint="this is a bug in icesink's routing; please report it with the table's spec",
+            )
+        return functions
 
     def _to_file_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """The table columns of ``batch`` with the file schema (field ids, UTC, ...)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,9 @@ def _produce(broker: TansuBroker, topic: str) -> None:
     broker.produce(topic, records, linger_ms=20)
 
 
-def _run_stream(spark: Any, broker: TansuBroker, topic: str, sink: IcebergSink, checkpoint: Path) -> None:
+def _run_stream(
+    spark: Any, broker: TansuBroker, topic: str, write_batch: Callable[[Any, int], None], checkpoint: Path
+) -> None:
     fmt = register_kafka_source(spark)
     stream = (
         spark.readStream.format(fmt)
@@ -66,7 +69,7 @@ def _run_stream(spark: Any, broker: TansuBroker, topic: str, sink: IcebergSink, 
         .select("v.*")
     )
     query = (
-        stream.writeStream.foreachBatch(sink)
+        stream.writeStream.foreachBatch(write_batch)
         .option("checkpointLocation", str(checkpoint))
         .trigger(availableNow=True)
         .start()
@@ -116,14 +119,27 @@ def test_stream_metrics_reach_prometheus(
     assert sink.metrics_server is not None
     assert sink.metrics_server.host == "127.0.0.1"
     prometheus: PrometheusServer = start_prometheus([f"127.0.0.1:{sink.metrics_server.port}"])
+    t = f'table="{TABLE}"'
+
+    def write_batch(df: Any, batch_id: int) -> None:
+        if batch_id == 1:
+            # The first batch's progress (its Kafka lag, above zero) reaches the listener
+            # after that batch ends. Holding the second batch until Prometheus has scraped
+            # it makes the lag assertion below independent of how fast the batches run.
+            wait_until(
+                lambda: prometheus.query(f"max(icesink_source_offsets_behind_latest{{{t}}}) > 0"),
+                SCRAPE_TIMEOUT_S,
+                "Prometheus to scrape a Kafka lag above zero",
+            )
+        sink(df, batch_id)
+
     started = time.time()
     try:
-        _run_stream(spark, kafka_broker, topic, sink, tmp_path / "checkpoint")
+        _run_stream(spark, kafka_broker, topic, write_batch, tmp_path / "checkpoint")
         truth = _table_truth(sink)
         assert truth["rows"] == ROWS
         assert truth["snapshots"] >= 3, "maxOffsetsPerTrigger should have made several micro-batches"
 
-        t = f'table="{TABLE}"'
         # Wait (bounded) until Prometheus has scraped the final values. The progress events
         # reach the listener asynchronously, after the query's last batch, so the listener
         # stays registered until then.

@@ -100,13 +100,18 @@ SPECS = [
 ]
 
 
+# ``none`` computes the partition values in the write tasks (pyarrow), the default
+# distribution in Spark: both must put every row in the file of its partition value.
+@pytest.mark.parametrize("mode", [None, "none"])
 @pytest.mark.parametrize("partition_by", SPECS)
 def test_rows_read_back_equal_input(
-    spark: SparkSession, catalog_options: dict[str, str], partition_by: str | None
+    spark: SparkSession, catalog_options: dict[str, str], partition_by: str | None, mode: str | None
 ) -> None:
     options = {**catalog_options, "table": "db.roundtrip", "sink-id": "roundtrip"}
     if partition_by:
         options["partition-by"] = partition_by
+    if mode:
+        options["distribution-mode"] = mode
     sink = IcebergSink.from_options(options)
     df = frame(spark)
     sink(df, 0)

@@ -3,6 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from sink.write.fanout import FanoutWriter
 from sink.write.rolling import RollingFileWriter
@@ -12,10 +13,13 @@ KiB = 1024
 MiB = 1024 * KiB
 
 
-def test_interleaved_partitions_keep_their_writers(tmp_path: Path) -> None:
+@pytest.mark.parametrize("close_threads", [1, 2])
+def test_interleaved_partitions_keep_their_writers(tmp_path: Path, close_threads: int) -> None:
     factory = FileFactory(tmp_path, row_group_size_bytes=MiB)
     fanout = FanoutWriter(
-        lambda p: RollingFileWriter(lambda: factory(p), 64 * MiB, factory.estimator), 256 * MiB
+        lambda p: RollingFileWriter(lambda: factory(p), 64 * MiB, factory.estimator),
+        256 * MiB,
+        close_threads=close_threads,
     )
     for i in range(30):
         fanout.write((i % 3,), batch(i * 100, 100))
@@ -24,6 +28,10 @@ def test_interleaved_partitions_keep_their_writers(tmp_path: Path) -> None:
     assert sorted(m.partition for m in messages) == [(0,), (1,), (2,)]  # one file per value
     assert fanout.open_writers_peak == 3
     assert sum(m.record_count for m in messages) == 3000
+    for m in messages:  # each file holds exactly its value's rows, whichever thread closed it
+        file_ids = pq.read_table(m.path.removeprefix("file://")).column("id").to_pylist()
+        assert sorted(file_ids) == [i for i in range(3000) if (i // 100) % 3 == m.partition[0]]
+        assert m.record_count == len(file_ids)
 
 
 def test_budget_closes_largest_file_and_loses_nothing(tmp_path: Path) -> None:

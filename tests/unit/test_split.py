@@ -6,7 +6,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as s
 
-from sink.write.split import split_by_key
+from sink.write.split import chunked, split_by_key
 
 
 @settings(max_examples=60, deadline=None)
@@ -41,3 +41,22 @@ def test_single_key_is_not_copied() -> None:
 def test_no_keys_means_one_group() -> None:
     data = pa.record_batch({"x": pa.array([1, 2])})
     assert [k for k, _ in split_by_key([], data)] == [()]
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=s.lists(s.integers(0, 50), max_size=30), target_rows=s.integers(1, 120))
+def test_chunked_merges_batches_up_to_the_target_and_keeps_all_rows(
+    sizes: list[int], target_rows: int
+) -> None:
+    batches, start = [], 0
+    for size in sizes:
+        batches.append(pa.record_batch({"pos": pa.array(range(start, start + size), pa.int64())}))
+        start += size
+    row_bytes = 8
+    chunks = list(chunked(iter(batches), target_rows * row_bytes))
+    assert [p for c in chunks for p in c.column("pos").to_pylist()] == list(range(start))
+    assert all(c.num_rows > 0 for c in chunks)
+    # every chunk but the last reached the target; none holds a batch it did not need
+    for chunk in chunks[:-1]:
+        assert chunk.num_rows >= target_rows
+        assert chunk.num_rows < target_rows + max(sizes)
