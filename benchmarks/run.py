@@ -100,9 +100,12 @@ def _jvm_pid(spark: SparkSession) -> int:
     return int(jvm.java.lang.ProcessHandle.current().pid())
 
 
-def _stream(spark: SparkSession, workdir: Path, batches: int, rows: int, layout: Layout) -> Stream:
+def _stream(
+    spark: SparkSession, workdir: Path, batches: int, rows: int, layout: Layout, row_groups: int = 1
+) -> Stream:
     started = time.perf_counter()
-    source = write_files(spark, workdir / f"input-{batches}x{rows}", batches, rows)
+    name = f"input-{batches}x{rows}" + (f"-rg{row_groups}" if row_groups > 1 else "")
+    source = write_files(spark, workdir / name, batches, rows, row_groups)
     seconds = time.perf_counter() - started
     if seconds > 1:
         _log(f"generated {batches} x {rows:,} rows in {source} ({seconds:.0f} s)")
@@ -126,7 +129,7 @@ def run_contenders(args: argparse.Namespace) -> dict[str, Any]:
     load_start = os.getloadavg()
     spark = _session(args.master)
     jvm_pid = _jvm_pid(spark)
-    stream = _stream(spark, workdir, args.batches, args.rows_per_batch, layout)
+    stream = _stream(spark, workdir, args.batches, args.rows_per_batch, layout, args.row_groups_per_file)
     warm_up = _stream(spark, workdir, WARM_UP_BATCHES, WARM_UP_ROWS, layout)
     for name in names:  # JIT, Python worker imports, icesink's once-per-application self-checks
         run_dir = runs_dir / f"warm-up-{name}"
@@ -159,6 +162,7 @@ def run_contenders(args: argparse.Namespace) -> dict[str, Any]:
             "master": args.master,
             "partition_values": layout.partition_values,
             "partition_by": layout.partition_by,
+            "row_groups_per_file": args.row_groups_per_file,
             "contenders": names,
         },
         "machine": _machine(load_start, os.getloadavg()),
@@ -262,7 +266,9 @@ def markdown(result: dict[str, Any]) -> str:
     c = result["config"]
     lines = [
         f"{c['batches']} micro-batches x {c['rows_per_batch']:,} rows, {c['partition_values']} partition "
-        f"values ({c['partition_by']}), {c['master']}, median of {c['repeats']} round-robin repeats; "
+        f"values ({c['partition_by']}), {c['master']}, "
+        f"{c.get('row_groups_per_file', 1)} row group(s) per input file, "
+        f"median of {c['repeats']} round-robin repeats; "
         f"load average {result['machine']['load_average_start'][0]} at the start, "
         f"{result['machine']['load_average_end'][0]} at the end",
         "",
@@ -372,6 +378,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument(
         "--partition-values", type=int, default=64, help="64 (the reference), or 4 x N buckets of route_key"
+    )
+    parser.add_argument(
+        "--row-groups-per-file",
+        type=int,
+        default=1,
+        help="cut each input file into about this many row groups: Spark reads a file in as many tasks "
+        "as it has row groups, up to one per core (1: one task per micro-batch)",
     )
     parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR, help="inputs are kept here by shape")
     parser.add_argument("--keep-outputs", action="store_true", help="keep each run's output and checkpoint")

@@ -9,6 +9,7 @@ here, so a pyiceberg upgrade that moves them breaks in one place.
 from __future__ import annotations
 
 import datetime
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -23,9 +24,26 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import IcebergType
 
 
-def footer_statistics(
-    metadata: pq.FileMetaData, schema: Schema, table_properties: dict[str, str]
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class StatisticsPlan:
+    """Which statistics each column gets (metrics modes) and the Parquet column of each field.
+
+    The same for every file of a schema and table properties; building it walks the whole
+    schema, which costs more than reading a small file's footer, so a task builds it once.
+    """
+
+    columns: dict[int, Any]
+    parquet_columns: dict[str, int]
+
+
+def statistics_plan(schema: Schema, table_properties: dict[str, str]) -> StatisticsPlan:
+    """The :class:`StatisticsPlan` of files of ``schema`` in a table with ``table_properties``."""
+    return StatisticsPlan(
+        compute_statistics_plan(schema, table_properties), parquet_path_to_id_mapping(schema)
+    )
+
+
+def footer_statistics(metadata: pq.FileMetaData, plan: StatisticsPlan) -> dict[str, Any]:
     """Iceberg data-file statistics from a Parquet footer, serialized as pyiceberg's ``DataFile`` takes them.
 
     Returns:
@@ -35,8 +53,8 @@ def footer_statistics(
     """
     stats = data_file_statistics_from_parquet_metadata(
         parquet_metadata=metadata,
-        stats_columns=compute_statistics_plan(schema, table_properties),
-        parquet_column_mapping=parquet_path_to_id_mapping(schema),
+        stats_columns=plan.columns,
+        parquet_column_mapping=plan.parquet_columns,
     )
     return stats.to_serialized_dict()
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 
 from pyiceberg.catalog import Catalog, load_catalog
-from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError, TableAlreadyExistsError
+from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
 from pyiceberg.table import Table
 from pyspark.sql import types as st
 
@@ -64,9 +63,7 @@ def create_table(catalog: Catalog, config: SinkConfig, spark_schema: st.StructTy
     """
     schema = spark_to_iceberg_schema(spark_schema)
     spec = build_partition_spec(parse_partition_by(config.partition_by), schema)
-    namespace = config.table.rsplit(".", 1)[0]
-    with contextlib.suppress(NamespaceAlreadyExistsError):  # created concurrently
-        catalog.create_namespace_if_not_exists(namespace)
+    ensure_namespace(catalog, config.table.rsplit(".", 1)[0])
     properties = {**CREATED_TABLE_PROPERTIES, **config.table_properties}
     try:
         table = catalog.create_table(config.table, schema=schema, partition_spec=spec, properties=properties)
@@ -74,6 +71,19 @@ def create_table(catalog: Catalog, config: SinkConfig, spark_schema: st.StructTy
         return catalog.load_table(config.table)
     logger.info("created table %s (spec %s, schema id %s)", config.table, spec, table.schema().schema_id)
     return table
+
+
+def ensure_namespace(catalog: Catalog, namespace: str) -> None:
+    """Create ``namespace`` unless it exists; safe when another writer creates it at the same time.
+
+    Catalogs report that race in their own ways (the SQL catalog with its database's
+    unique-constraint error), so any failure after which the namespace exists is the race.
+    """
+    try:
+        catalog.create_namespace_if_not_exists(namespace)
+    except Exception:
+        if not catalog.namespace_exists(namespace):
+            raise
 
 
 def validate_partitioning_for(config: SinkConfig, spark_schema: st.StructType) -> None:

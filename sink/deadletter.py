@@ -20,7 +20,7 @@ import datetime as dt
 import logging
 import threading
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
@@ -40,11 +40,11 @@ from sink.commit.recovery import AttemptLog, AttemptRecord
 from sink.config import SinkConfig
 from sink.errors import ConfigError, SchemaError, WriteError
 from sink.metrics import SinkMetrics
-from sink.normalize import BadRecordReason, NormalizedBatch
+from sink.normalize import BadRecordReason, NormalizedBatch, RowCounts
 from sink.route.router import BucketRouter, RoutedBatch
 from sink.schema.convert import iceberg_to_spark_type
 from sink.write.messages import DataFileMessage
-from sink.write.task import WriteSpec, run_write_job
+from sink.write.task import WriteSpec, run_write_in_driver, run_write_job
 
 logger = logging.getLogger(__name__)
 
@@ -109,7 +109,12 @@ class DeadLetterQueue:
         self._lock = threading.Lock()
 
     def deliver(
-        self, batch: NormalizedBatch, sink_id: str, batch_id: int, rows_written: int
+        self,
+        batch: NormalizedBatch,
+        sink_id: str,
+        batch_id: int,
+        rows_written: int,
+        counts: RowCounts | None = None,
     ) -> DeadLetterOutcome:
         """Commit the dead letters of ``batch``: after its good rows were written, before they commit.
 
@@ -119,12 +124,14 @@ class DeadLetterQueue:
             batch_id: The micro-batch.
             rows_written: Good rows the write step wrote: with the dead letters, they must
                 account for every input row.
+            counts: The batch's rows when they were counted elsewhere, because the
+                write did not run ``batch.rows`` (the sink's fused write).
 
         Raises:
             WriteError: Rows are unaccounted for, or writing the dead letters failed.
             CommitError, CommitConflictError: As for data commits.
         """
-        counts = batch.counts()
+        counts = counts or batch.counts()
         if rows_written != counts.good_rows:
             raise WriteError(
                 f"{counts.input_rows} input rows, {counts.bad_rows} bad, but {rows_written} written",
@@ -148,10 +155,13 @@ class DeadLetterQueue:
         observation = Observation()
         rows = self._frame(batch.dead_letters, table, sink_id, batch_id, observation)
         attempt = uuid.uuid4().hex[:16]
-        spec = self._write_spec(table, sink_id, batch_id, attempt, rows.num_data_columns)
+        spec = replace(
+            self._write_spec(table, sink_id, batch_id, attempt, rows.num_data_columns),
+            partition_values_in_task=rows.partition_values_in_task,
+        )
         attempts = AttemptLog(table.io, table.location(), sink_id)
         attempts.begin(AttemptRecord(sink_id, batch_id, attempt, spec.file_prefix, spec.data_location))
-        files = self._write(rows.df, spec, batch_id)
+        files = self._write(rows.df, spec, batch_id, in_driver=rows.in_driver)
         written = sum(f.record_count for f in files)
         committer = Committer(table, sink_id, self._config.commit)
         if written != bad_rows:
@@ -281,9 +291,11 @@ class DeadLetterQueue:
             num_data_columns=num_data_columns,
         )
 
-    def _write(self, df: DataFrame, spec: WriteSpec, batch_id: int) -> list[DataFileMessage]:
+    def _write(
+        self, df: DataFrame, spec: WriteSpec, batch_id: int, *, in_driver: bool
+    ) -> list[DataFileMessage]:
         try:
-            return run_write_job(df, spec)
+            return run_write_in_driver(df, spec) if in_driver else run_write_job(df, spec)
         except Exception as e:
             raise WriteError(
                 f"writing dead letters of batch {batch_id} failed: {str(e).splitlines()[0]}",

@@ -110,10 +110,14 @@ class NormalizedBatch:
         dead_letters: The bad rows, lazily: ``column``, ``reason``, ``value`` and
             ``original_row`` (JSON). Run it only when :meth:`counts` reports bad rows.
         can_have_bad_rows: Whether any value of the batch's schema can fail to convert.
+        range_checks: When every way a row can be bad is a date or timestamp outside the
+            range the sink writes, the columns checked (empty when no row can be bad);
+            ``None`` when rows can be bad in other ways.
     """
 
     rows: DataFrame
     can_have_bad_rows: bool
+    range_checks: frozenset[str] | None
     _observation: Observation = field(repr=False)
     _dead_letters: Callable[[], DataFrame] = field(repr=False)
 
@@ -168,7 +172,7 @@ def normalize(batch_df: DataFrame, schema: Schema, options: NormalizeOptions) ->
         # push the filter below the projection, where it would convert every value again.
         return observed.filter(F.col(PROBLEM_COLUMN).isNotNull()).select(*plan.dead_letter_columns)
 
-    return NormalizedBatch(rows, plan.keep is not None, observation, dead_letters)
+    return NormalizedBatch(rows, plan.keep is not None, plan.range_checks, observation, dead_letters)
 
 
 @dataclass(frozen=True)
@@ -185,6 +189,7 @@ class _Plan:
     value_names: tuple[str, ...]
     problem: Column  # aliased PROBLEM_COLUMN
     keep: Column | None  # the good-row filter (None: no row can be bad)
+    range_checks: frozenset[str] | None  # see NormalizedBatch
     counts: tuple[Column, ...]  # observed: rows, bad
     table_columns: tuple[Column, ...]
     dead_letter_columns: tuple[Column, ...]
@@ -237,6 +242,7 @@ def _build_plan(source_fields: list[st.StructField], schema: Schema, options: No
         value_names=value_names,
         problem=_first_problem(problems).alias(PROBLEM_COLUMN),
         keep=keep,
+        range_checks=frozenset(p.path for p in problems) if all(p.range_check for p in problems) else None,
         counts=(F.count(F.lit(1)).alias("rows"), F.count(problem).alias("bad")),
         table_columns=tuple(F.col(v).alias(f.name) for v, f in zip(value_names, schema.fields, strict=True)),
         dead_letter_columns=(

@@ -38,13 +38,14 @@ from sink.deadletter import DeadLetterQueue, dead_letter_table_name
 from sink.errors import BadRecordError, ConfigError, SchemaError, WriteError, find_error_code
 from sink.metrics import SinkMetrics
 from sink.metrics_server import MetricsServer, export, is_exported
-from sink.normalize import NormalizeOptions, bad_record_error, normalize
+from sink.normalize import NormalizedBatch, NormalizeOptions, RowCounts, bad_record_error, normalize
 from sink.progress import watch_active_session
-from sink.route.router import BucketRouter
+from sink.route.router import BucketRouter, RoutedBatch
 from sink.route.skew import RoutingHistory
+from sink.schema.convert import iceberg_to_spark_schema
 from sink.schema.coordinator import coordinator_for
 from sink.write.messages import DataFileMessage
-from sink.write.task import WriteSpec, run_write_job
+from sink.write.task import ArrowFunction, WriteSpec, run_write_in_driver, run_write_job
 
 logger = logging.getLogger(__name__)
 
@@ -114,8 +115,12 @@ class IcebergSink:
     def table_name(self) -> str:
         return self.config.table
 
-    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
-        """Write one micro-batch (the ``foreachBatch`` function)."""
+    def __call__(self, batch_df: DataFrame, batch_id: int, arrow_source: ArrowSource | None = None) -> None:
+        """Write one micro-batch (the ``foreachBatch`` function).
+
+        ``arrow_source``, from callers that made ``batch_df`` in Python, says how: the
+        write may then run that Python function inside its own tasks (see :class:`ArrowSource`).
+        """
         sink_id = self._sink_id(batch_df)
         name = self.config.table
         table = catalogs.load_table(self.catalog, name)
@@ -127,9 +132,16 @@ class IcebergSink:
         if is_exported(self.metrics):
             watch_active_session(self.metrics)  # progress metrics; once per session
         with state.lock:
-            self._write_batch(batch_df, batch_id, table, state)
+            self._write_batch(batch_df, batch_id, table, state, arrow_source)
 
-    def _write_batch(self, batch_df: DataFrame, batch_id: int, table: Table, state: _SinkState) -> None:
+    def _write_batch(
+        self,
+        batch_df: DataFrame,
+        batch_id: int,
+        table: Table,
+        state: _SinkState,
+        arrow_source: ArrowSource | None = None,
+    ) -> None:
         name, sink_id = self.config.table, state.sink_id
         if ledger.is_committed(table, sink_id, batch_id) or state.staging.contains(batch_id):
             logger.info("batch %s of sink %s already committed to %s: skipped", batch_id, sink_id, name)
@@ -161,14 +173,23 @@ class IcebergSink:
             self._write_spec(table, sink_id, batch_id, attempt, routed.num_data_columns),
             partition_values_in_task=routed.partition_values_in_task,
         )
+        fusable = arrow_source is not None and _fusable(batch_df, table, normalized, routed, arrow_source)
+        fused = arrow_source if fusable else None
         attempts = AttemptLog(table.io, table.location(), sink_id)
         attempts.begin(AttemptRecord(sink_id, batch_id, attempt, spec.file_prefix, spec.data_location))
         with self.metrics.time_step(name, "write"):
-            files = self._run_write(routed.df, spec, batch_id)
+            if fused is not None:
+                logger.info(
+                    "batch %s of sink %s: the write tasks make the rows themselves", batch_id, sink_id
+                )
+                files = self._run_write(fused.df, spec, batch_id, before=fused.function)
+            else:
+                files = self._run_write(routed.df, spec, batch_id, in_driver=routed.in_driver)
         state.routing.record(files)  # sizes the next batch's shuffle
         self.metrics.record_files(name, files, spec.target_file_size_bytes)
         # 1b. dead letters: committed before the batch's data, so a replay cannot repeat them
-        self._dead_letters.deliver(normalized, sink_id, batch_id, sum(f.record_count for f in files))
+        counts = RowCounts(fused.rows, 0) if fused is not None else None  # the normalized plan did not run
+        self._dead_letters.deliver(normalized, sink_id, batch_id, sum(f.record_count for f in files), counts)
         # 5. stage
         if files:
             batch = StagedBatch(batch_id, attempt, tuple(files))
@@ -361,9 +382,17 @@ class IcebergSink:
             return getattr(write, field)
         return properties.get(table_property, getattr(write, field))
 
-    def _run_write(self, df: DataFrame, spec: WriteSpec, batch_id: int) -> list[DataFileMessage]:
+    def _run_write(
+        self,
+        df: DataFrame,
+        spec: WriteSpec,
+        batch_id: int,
+        *,
+        in_driver: bool = False,
+        before: ArrowFunction | None = None,
+    ) -> list[DataFileMessage]:
         try:
-            return run_write_job(df, spec)
+            return run_write_in_driver(df, spec) if in_driver else run_write_job(df, spec, before)
         except Exception as e:
             error = find_error_code(str(e))
             if error is SchemaError:
@@ -377,6 +406,46 @@ class IcebergSink:
                 batch_id=batch_id,
                 file_prefix=spec.file_prefix,
             ) from e
+
+
+@dataclass(frozen=True)
+class ArrowSource:
+    """How a batch was made in Python: ``df.mapInArrow(function, <the batch's schema>)``.
+
+    Handing the rows from that function to the JVM and back to the write task costs two
+    conversions of every row. When the batch needs nothing from Spark on the way (its
+    schema is the table's, no row can be bad but in ``in_range_columns``, no partition-value
+    column or shuffle is added: :func:`_fusable`), the write tasks run ``function`` on
+    ``df``'s rows themselves.
+
+    Attributes:
+        df: The DataFrame ``function`` maps.
+        function: The ``mapInArrow`` function that made the batch.
+        rows: The batch's rows, as its maker counted them: the write must account for each.
+        in_range_columns: Date and timestamp columns whose values the maker keeps within
+            the range the sink writes (0001-01-01 to 9999-12-31), so Spark need not check them.
+    """
+
+    df: DataFrame
+    function: ArrowFunction
+    rows: int
+    in_range_columns: frozenset[str] = frozenset()
+
+
+def _fusable(
+    batch_df: DataFrame, table: Table, normalized: NormalizedBatch, routed: RoutedBatch, source: ArrowSource
+) -> bool:
+    """Whether the batch can be made inside the write tasks (see :class:`ArrowSource`)."""
+    if routed.in_driver or routed.df is not normalized.rows:
+        return False  # the rows must go through Spark: shuffled or collected
+    checks = normalized.range_checks
+    if checks is None or not checks <= source.in_range_columns:
+        return False  # Spark must find the bad rows
+    table_fields = iceberg_to_spark_schema(table.schema()).fields
+    batch_fields = batch_df.schema.fields
+    return len(batch_fields) == len(table_fields) and all(
+        b.name == t.name and b.dataType == t.dataType for b, t in zip(batch_fields, table_fields, strict=True)
+    )
 
 
 @dataclass

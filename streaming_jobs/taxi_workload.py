@@ -55,15 +55,29 @@ def taxi_rows(spark: SparkSession, start: int, rows: int, partitions: int | None
     return base.select(*columns)
 
 
-def write_files(spark: SparkSession, folder: Path, files: int, rows_per_file: int) -> Path:
+# On-disk bytes per row of the workload's Parquet files (snappy), to size row groups.
+_FILE_BYTES_PER_ROW = 36
+
+
+def write_files(
+    spark: SparkSession, folder: Path, files: int, rows_per_file: int, row_groups_per_file: int = 1
+) -> Path:
     """Write the workload as ``files`` Parquet files of ``rows_per_file`` consecutive rows each.
 
+    With ``row_groups_per_file`` above 1 each file is cut into about that many row groups,
+    so Spark can read one file in several tasks (it splits files only at row groups).
     Kept when ``folder`` already holds a complete write of the same shape.
     """
-    marker = folder / f"_WORKLOAD_{files}x{rows_per_file}"
+    marker = folder / (
+        f"_WORKLOAD_{files}x{rows_per_file}" + (f"x{row_groups_per_file}" if row_groups_per_file > 1 else "")
+    )
     if marker.exists():
         return folder
     # range() with one Spark partition per file gives each file a contiguous id range.
-    taxi_rows(spark, 0, files * rows_per_file, partitions=files).write.mode("overwrite").parquet(str(folder))
+    writer = taxi_rows(spark, 0, files * rows_per_file, partitions=files).write.mode("overwrite")
+    if row_groups_per_file > 1:
+        block = rows_per_file * _FILE_BYTES_PER_ROW // row_groups_per_file
+        writer = writer.option("parquet.block.size", str(block))
+    writer.parquet(str(folder))
     marker.touch()
     return folder

@@ -15,6 +15,7 @@ table's, or dead-letters the rows it cannot convert.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -33,6 +34,7 @@ from sink.decode.task import (
     KAFKA_INPUT_COLUMNS,
     PASS_DDL,
     REJECTED,
+    TIMESTAMP_COLUMN,
     DecodeSpec,
     conform_function,
     dead_letter_function,
@@ -78,6 +80,9 @@ class DecodedBatch:
         input_rows: Kafka records in the batch.
         rejected_rows: Records in ``dead_letters``.
         has_values: Whether any value was decoded (else ``rows`` has only what options add).
+        payloads: The decoded Arrow streams (lazy, over the cache): ``rows`` is
+            ``payloads.mapInArrow(conform, <rows' schema>)``.
+        conform: The function that makes ``rows`` of ``payloads``.
     """
 
     rows: DataFrame
@@ -85,6 +90,8 @@ class DecodedBatch:
     input_rows: int
     rejected_rows: int
     has_values: bool
+    payloads: DataFrame
+    conform: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
     _cache: DataFrame
 
     def release(self) -> None:
@@ -111,6 +118,11 @@ class ValueDecoder:
             if options.fixed_schema is not None
             else None
         )
+
+    def in_range_columns(self) -> frozenset[str]:
+        """Timestamp columns the decoder keeps within the range the sink writes (out-of-range
+        Kafka timestamps are rejected): the sink need not check them."""
+        return frozenset({TIMESTAMP_COLUMN}) if self._spec.metadata_columns else frozenset()
 
     def fixed_schema(self) -> st.StructType | None:
         """The rows' Spark schema when it is fixed (``value.schema``): to create the table up front."""
@@ -142,18 +154,18 @@ class ValueDecoder:
         rejected = sum(r["num_rows"] for r in summary if r["kind"] == REJECTED)
         target = self._target(schemas)
         spark_schema = from_arrow_schema(target, prefer_timestamp_ntz=True)
-        rows = (
-            cache.filter(F.col("kind") == DATA)
-            .select("payload")
-            .mapInArrow(conform_function(target), spark_schema)
-        )
+        payloads = cache.filter(F.col("kind") == DATA).select("payload")
+        conform = conform_function(target)
+        rows = payloads.mapInArrow(conform, spark_schema)
         dead_letters = (
             cache.filter(F.col("kind") == REJECTED)
             .select("payload")
             .mapInArrow(dead_letter_function(), DEAD_LETTER_DDL)
         )
         logger.debug("decoded %s values, %s rejected, as %s", decoded, rejected, spark_schema.simpleString())
-        return DecodedBatch(rows, dead_letters, decoded + rejected, rejected, bool(schemas), cache)
+        return DecodedBatch(
+            rows, dead_letters, decoded + rejected, rejected, bool(schemas), payloads, conform, cache
+        )
 
     def _target(self, schemas: list[pa.Schema]) -> pa.Schema:
         """The batch's type: the values' fields, then the Debezium and the Kafka columns."""

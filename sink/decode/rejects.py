@@ -10,14 +10,13 @@ mistake each other for a replay.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pyiceberg.exceptions import NamespaceAlreadyExistsError
 from pyspark.sql import DataFrame, Observation
 
+from sink import catalog as catalogs
 from sink.config import BadRecordPolicy
 from sink.deadletter import DeadLetterOutcome, DeadLetterQueue
 from sink.errors import BadRecordError
@@ -72,7 +71,7 @@ class RejectedValues:
                 batch_id=batch_id,
             )
         self._ensure_namespace()
-        batch = _UndecodedBatch(dead_letters, True, Observation(), lambda: dead_letters, rows)
+        batch = _UndecodedBatch(dead_letters, True, None, Observation(), lambda: dead_letters, rows)
         outcome = self._queue.deliver(batch, f"{sink_id}{DECODE_SINK_ID_SUFFIX}", batch_id, 0)
         if outcome.skipped_replay:
             logger.info("undecodable values of batch %s of sink %s already dead-lettered", batch_id, sink_id)
@@ -82,8 +81,7 @@ class RejectedValues:
         """Create the dead-letter table's namespace: the first batch may be all undecodable."""
         if not self._namespace_checked:
             namespace = self.table_name.rsplit(".", 1)[0]
-            with contextlib.suppress(NamespaceAlreadyExistsError):  # created concurrently
-                self._catalog.create_namespace_if_not_exists(namespace)
+            catalogs.ensure_namespace(self._catalog, namespace)
             self._namespace_checked = True
 
 

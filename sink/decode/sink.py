@@ -14,7 +14,10 @@ Per micro-batch:
 2. dead letters (:class:`~sink.decode.rejects.RejectedValues`): those values go to the
    sink's dead-letter table with their raw bytes, committed exactly once;
 3. write: the rows go through the :class:`~sink.sink.IcebergSink`, whose schema
-   evolution adds new fields as columns and widens types, exactly once.
+   evolution adds new fields as columns and widens types, exactly once. When the rows
+   need nothing from Spark on their way to the files (see
+   :class:`~sink.sink.ArrowSource`), the write tasks decode them from the cache
+   themselves, and the rows cross from Python to the JVM and back once fewer.
 
 Every Kafka record ends up once in the table or in the dead-letter table. A replayed
 batch decodes to the same rows and the same dead letters (a value's fate depends on
@@ -32,6 +35,7 @@ from sink import catalog as catalogs
 from sink.decode.decoder import ValueDecoder
 from sink.decode.rejects import RejectedValues
 from sink.errors import ConfigError
+from sink.sink import ArrowSource
 
 if TYPE_CHECKING:
     from sink.sink import IcebergSink
@@ -85,7 +89,13 @@ class DecodingSink:
                 self.sink.config.table,
             )
             if decoded.has_values or self.decoder.fixed_schema() is not None or self._table_exists():
-                self.sink(decoded.rows, batch_id)
+                source = ArrowSource(
+                    decoded.payloads,
+                    decoded.conform,
+                    decoded.input_rows - decoded.rejected_rows,
+                    in_range_columns=self.decoder.in_range_columns(),
+                )
+                self.sink(decoded.rows, batch_id, source)
         finally:
             decoded.release()
 

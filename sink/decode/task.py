@@ -18,16 +18,18 @@ Only pyarrow (and pyspark's type objects) is imported here: the workers need not
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import types as st
 
 from sink.decode import debezium
-from sink.decode.chunk import TYPE_MISMATCH, ChunkDecoder, DecodedChunk, Piece, Rejection
+from sink.decode.chunk import OUT_OF_RANGE, TYPE_MISMATCH, ChunkDecoder, DecodedChunk, Piece, Rejection
 from sink.decode.types import cast_array, cast_table, narrow_integers
 from sink.errors import WriteError
 
@@ -51,6 +53,10 @@ DATA, REJECTED = "data", "rejected"
 PASS_DDL = "kind string, num_rows bigint, schema binary, payload binary"
 DEAD_LETTER_DDL = "column string, reason string, value string, original_row string"
 OUTPUT_BATCH_ROWS = 10_000
+# The timestamps the sink writes: 0001-01-01T00:00:00 to 9999-12-31T23:59:59.999999 UTC.
+MIN_MICROS = -62_135_596_800_000_000
+MAX_MICROS = 253_402_300_799_999_999
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 PAYLOAD_COMPRESSION: str | None = "lz4"  # cheapest to write and read back; zstd saves memory, not time
 
 _REJECTED_SCHEMA = pa.schema(
@@ -137,9 +143,12 @@ def dead_letter_function() -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.R
 def _decode_batch(decoder: ChunkDecoder, spec: DecodeSpec, batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
     chunk = decoder.decode(batch.column("value"))
     rejections = list(chunk.rejections)
+    outside = _timestamps_outside_range(batch) if spec.metadata_columns else None
     by_schema: dict[pa.Schema, list[pa.Table]] = {}
     for piece in chunk.pieces:
         table, indices = _shape(piece, spec, rejections)
+        if outside is not None:
+            table, indices = _reject_outside(table, indices, outside, batch, rejections)
         if table.num_rows:
             schema = table.schema
             if spec.metadata_columns:
@@ -152,6 +161,40 @@ def _decode_batch(decoder: ChunkDecoder, spec: DecodeSpec, batch: pa.RecordBatch
         rejected = _rejected_table(batch, rejections)
         yield _pass_row(REJECTED, len(rejections), None, _ipc(rejected, spec.payload_compression))
     _check_accounted(batch.num_rows, chunk, by_schema, rejections)
+
+
+def _timestamps_outside_range(batch: pa.RecordBatch) -> np.ndarray | None:
+    """Per record, whether its Kafka timestamp is outside the range the sink writes; ``None``: none is."""
+    micros = batch.column("timestamp").cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
+    outside = pc.fill_null(pc.or_(pc.less(micros, MIN_MICROS), pc.greater(micros, MAX_MICROS)), False)
+    flags = outside.to_numpy(zero_copy_only=False)
+    return flags if flags.any() else None
+
+
+def _reject_outside(
+    table: pa.Table,
+    indices: np.ndarray,
+    outside: np.ndarray,
+    batch: pa.RecordBatch,
+    rejections: list[Rejection],
+) -> tuple[pa.Table, np.ndarray]:
+    """Reject the rows whose Kafka timestamp no table column can hold (the sink would too)."""
+    bad = outside[indices]
+    if not bad.any():
+        return table, indices
+    micros = batch.column("timestamp").cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
+    for index in indices[bad]:
+        rejections.append(
+            Rejection(
+                int(index),
+                OUT_OF_RANGE,
+                f"Kafka timestamp {micros[int(index)].as_py()} (microseconds since the epoch) is outside "
+                f"0001-01-01..9999-12-31, the range of {TIMESTAMP_COLUMN}; fix the producer's timestamps, "
+                "or turn the metadata columns off",
+            )
+        )
+    keep = np.flatnonzero(~bad)
+    return table.take(pa.array(keep)), indices[keep]
 
 
 def _shape(piece: Piece, spec: DecodeSpec, rejections: list[Rejection]) -> tuple[pa.Table, np.ndarray]:
@@ -239,16 +282,17 @@ def _rejected_table(batch: pa.RecordBatch, rejections: list[Rejection]) -> pa.Ta
 
 def _dead_letter_rows(table: pa.Table) -> pa.RecordBatch:
     values, reasons, originals = [], [], []
-    for row in table.to_pylist():
+    # as numbers: a timestamp outside Python's datetime range is why some of these were rejected
+    timestamps = table.column("timestamp").cast(pa.int64()).to_pylist()
+    for row, micros in zip(table.drop_columns(["timestamp"]).to_pylist(), timestamps, strict=True):
         raw: bytes | None = row["value"]
         values.append(None if raw is None else raw.decode("utf-8", "replace")[:DEAD_LETTER_VALUE_MAX_CHARS])
         reasons.append(row["reason"])
-        timestamp = row["timestamp"]
         original = {
             TOPIC_COLUMN: row["topic"],
             PARTITION_COLUMN: row["partition"],
             OFFSET_COLUMN: row["offset"],
-            TIMESTAMP_COLUMN: timestamp.isoformat() if timestamp is not None else None,
+            TIMESTAMP_COLUMN: _timestamp_text(micros),
             "_kafka_key": _base64(row["key"]),
             "_kafka_value": _base64(raw),
             "error": row["message"],
@@ -299,6 +343,15 @@ def _payloads(batch: pa.RecordBatch) -> Iterator[pa.Buffer]:
         scalar = column[index]
         if scalar.is_valid:
             yield scalar.as_buffer()
+
+
+def _timestamp_text(micros: int | None) -> str | None:
+    """ISO 8601 (UTC) within the writable range; the microseconds since the epoch outside it."""
+    if micros is None:
+        return None
+    if MIN_MICROS <= micros <= MAX_MICROS:
+        return (_EPOCH + dt.timedelta(microseconds=micros)).isoformat()
+    return str(micros)
 
 
 def _base64(data: bytes | None) -> str | None:

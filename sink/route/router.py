@@ -21,7 +21,11 @@ while under the target, which is as few files as the shuffle gives, for the pric
 Python task instead of a shuffle stage and one task per bucket (per-task overhead is
 what small batches mostly pay for). A first batch (nothing known yet) is always
 shuffled. A batch much larger than the one before it is written by one task too, slower
-but with the same files; the batch after it is shuffled again.
+but with the same files; the batch after it is shuffled again. Below
+:data:`DRIVER_MAX_BYTES` the driver writes the batch itself, without a Python task.
+
+A batch that is a single Spark partition (a source that read it in one task) is not
+shuffled either: its one task writes one file per value, as many as a shuffle gives.
 """
 
 from __future__ import annotations
@@ -67,6 +71,17 @@ favour the shuffle sooner, so the line is drawn well below that.
 """
 
 
+DRIVER_MAX_BYTES = 4 * 1024 * 1024
+"""A batch after one that wrote at most this many bytes (and one target) is written by the driver.
+
+It is collected as Arrow (a Spark job without a Python worker) and written in the
+driver's process by the same writer the tasks use. On 10,000-row batches of the
+reference workload (about 0.5 MiB of Parquet each) that is the cheapest path: no Python
+task to schedule, no result to send back (``benchmarks/run.py --scaling``). The driver
+then holds one small batch in memory.
+"""
+
+
 @dataclass(frozen=True)
 class RoutedBatch:
     """A batch ready for the write tasks.
@@ -82,6 +97,8 @@ class RoutedBatch:
         layout: The bucket fields behind the partition ids (bucket mode).
         partition_values_in_task: ``df`` has no partition-value columns: the write tasks
             compute them (``none`` mode, when pyarrow can; :mod:`sink.write.keys`).
+        in_driver: The batch is small enough to be written by the driver itself
+            (:data:`DRIVER_MAX_BYTES`).
     """
 
     df: DataFrame
@@ -92,6 +109,7 @@ class RoutedBatch:
     hot_values: tuple[HotValue, ...] = ()
     layout: BucketLayout | None = None
     partition_values_in_task: bool = False
+    in_driver: bool = False
 
 
 def resolve_mode(requested: DistributionMode | None, spec: PartitionSpec) -> DistributionMode:
@@ -190,12 +208,23 @@ class BucketRouter:
                 bucket hash or the bucket shuffle wrong.
         """
         n = len(df.columns)
-        if (
-            self.mode is DistributionMode.NONE
-            and self._spec.fields
-            and arrow_key_functions(self._spec, self._schema) is not None
-        ):
+        keys_in_task = bool(self._spec.fields) and arrow_key_functions(self._spec, self._schema) is not None
+        if self.mode is DistributionMode.NONE and keys_in_task:
             return RoutedBatch(df, n, self.mode, partition_values_in_task=True)
+        if keys_in_task and df.rdd.getNumPartitions() == 1:
+            # One task holds the whole batch: it writes one file per value (under the
+            # target), as many as the shuffle would give, so the shuffle would only cost.
+            in_driver = self._driver_is_enough()
+            logger.info(
+                "batch %s of sink %s is one Spark partition: %s writes %s, no shuffle",
+                self._log[0],
+                self._log[1],
+                "the driver" if in_driver else "its task",
+                self._log[2],
+            )
+            return RoutedBatch(
+                df, n, self.mode, single_task=True, partition_values_in_task=True, in_driver=in_driver
+            )
         if self.layout is not None:
             shuffle = self.mode is DistributionMode.BUCKET
             ensure_self_checks(df.sparkSession, self._bucket_source_types(), shuffle)
@@ -206,11 +235,17 @@ class BucketRouter:
         names = [f"{PARTITION_COLUMN_PREFIX}{i}" for i in range(len(columns))]
         partition_columns = [F.col(name) for name in names]
         if self._single_task_is_enough():
+            in_driver = self._driver_is_enough()
             logger.info(
-                "batch %s of sink %s: the previous batch was small; one task writes %s, no shuffle",
-                *self._log,
+                "batch %s of sink %s: the previous batch was small; %s writes %s, no shuffle",
+                self._log[0],
+                self._log[1],
+                "the driver" if in_driver else "one task",
+                self._log[2],
             )
-            return RoutedBatch(routed.coalesce(1), n, self.mode, single_task=True, layout=self.layout)
+            return RoutedBatch(
+                routed.coalesce(1), n, self.mode, single_task=True, layout=self.layout, in_driver=in_driver
+            )
         if self.mode is DistributionMode.HASH:
             return RoutedBatch(routed.repartition(*partition_columns), n, self.mode)
         assert self.layout is not None
@@ -251,6 +286,10 @@ class BucketRouter:
     def _single_task_is_enough(self) -> bool:
         last = self._history.last if self._history is not None else None
         return last is not None and last.file_bytes <= min(SINGLE_TASK_MAX_BYTES, self._target)
+
+    def _driver_is_enough(self) -> bool:
+        last = self._history.last if self._history is not None else None
+        return last is not None and last.file_bytes <= min(DRIVER_MAX_BYTES, self._target)
 
     def _hot_values(self, routed: DataFrame, names: list[str], first_extra: int) -> tuple[HotValue, ...]:
         """Values of this batch to spread over several tasks; counts them when it may pay off."""

@@ -14,7 +14,7 @@ by field, inside lists (``transform``/``exists``) and map values too.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from pyiceberg.types import IcebergType, ListType, MapType, NestedField, PrimitiveType, StructType
@@ -51,12 +51,15 @@ class Problem:
         path: The column, dotted (``element``/``key``/``value`` inside lists and maps).
         reason: Why.
         value: The offending value as text.
+        range_check: The problem is only a date or timestamp outside the range the sink
+            writes (the value itself has the table's type).
     """
 
     condition: Column
     path: str
     reason: BadRecordReason
     value: Column
+    range_check: bool = False
 
 
 @dataclass(frozen=True)
@@ -141,9 +144,7 @@ class ColumnConverter:
             )
             if present is not None and conversion.problems:
                 # A field's problems count only where its struct is there at all.
-                guarded = tuple(
-                    Problem(present & p.condition, p.path, p.reason, p.value) for p in conversion.problems
-                )
+                guarded = tuple(replace(p, condition=present & p.condition) for p in conversion.problems)
                 conversion = Conversion(conversion.value, guarded, conversion.identity)
             conversions.append(conversion)
         return conversions
@@ -240,7 +241,7 @@ class ColumnConverter:
         value = source if shape.identity else F.transform(source, lambda x: element(x).value)
         text = _as_text(source, source_type)
         problems = tuple(
-            Problem(_any(source, element, k), p.path, p.reason, text) for k, p in enumerate(shape.problems)
+            replace(p, condition=_any(source, element, k), value=text) for k, p in enumerate(shape.problems)
         )
         return Conversion(value, problems, shape.identity)
 
@@ -266,11 +267,11 @@ class ColumnConverter:
         text = _as_text(source, source_type)
         key_shape, value_shape = key(F.col(_SHAPE_PROBE)), value_of(F.col(_SHAPE_PROBE))
         problems = [
-            Problem(_any(F.map_keys(source), key, k), p.path, p.reason, text)
+            replace(p, condition=_any(F.map_keys(source), key, k), value=text)
             for k, p in enumerate(key_shape.problems)
         ]
         problems += [
-            Problem(_any(F.map_values(source), value_of, k), p.path, p.reason, text)
+            replace(p, condition=_any(F.map_values(source), value_of, k), value=text)
             for k, p in enumerate(value_shape.problems)
         ]
         if key_shape.identity:
@@ -301,7 +302,9 @@ def _primitive(
         return conversion
     value = conversion.value if converted is None else converted
     outside = value.isNotNull() & ((value < F.expr(bounds[0])) | (value > F.expr(bounds[1])))
-    problem = Problem(outside, _dotted(path), BadRecordReason.OUT_OF_RANGE, _as_text(source, source_type))
+    problem = Problem(
+        outside, _dotted(path), BadRecordReason.OUT_OF_RANGE, _as_text(source, source_type), range_check=True
+    )
     return Conversion(conversion.value, (*conversion.problems, problem), conversion.identity)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from decimal import Decimal
 from typing import Any
 
@@ -62,7 +62,7 @@ class DataFileMessage:
 
     def to_json(self) -> str:
         """Encode for the wire (bytes as base64, decimals as strings, int keys as strings)."""
-        data = asdict(self)
+        data = {f.name: getattr(self, f.name) for f in fields(self)}  # asdict deep-copies
         data["partition"] = [_encode_value(v) for v in self.partition]
         for name in ("lower_bounds", "upper_bounds"):
             data[name] = {str(k): base64.b64encode(v).decode() for k, v in data[name].items()}

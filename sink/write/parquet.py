@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 from pyiceberg.io import FileIO, OutputStream
 from pyiceberg.schema import Schema
 
-from sink._pyiceberg import footer_statistics
+from sink._pyiceberg import StatisticsPlan, footer_statistics, statistics_plan
 from sink.write.messages import DataFileMessage
 
 # Before the first row group of a task is on disk, assume Parquet shrinks Arrow data to this.
@@ -67,6 +67,7 @@ class ParquetFileWriter:
         estimator: Shared compression estimator of the task.
         compression: Parquet codec.
         table_properties: Table properties (column metrics modes).
+        stats_plan: ``statistics_plan(schema, table_properties)``, when the caller has it.
     """
 
     def __init__(
@@ -81,6 +82,7 @@ class ParquetFileWriter:
         estimator: CompressionEstimator,
         compression: str,
         table_properties: dict[str, str],
+        stats_plan: StatisticsPlan | None = None,
     ) -> None:
         self.path = path
         self.partition = partition
@@ -92,6 +94,7 @@ class ParquetFileWriter:
         self._estimator = estimator
         self._compression = compression
         self._table_properties = table_properties
+        self._stats_plan = stats_plan
         self._buffer: list[pa.RecordBatch] = []  # compacted batches
         self._pieces: list[pa.RecordBatch] = []  # batches as written, not yet compacted
         self._buffer_bytes = 0
@@ -194,7 +197,8 @@ class ParquetFileWriter:
         self._writer.close()
         self._stream.close()
         file_size = self._io.new_input(self.path).__len__()
-        stats = footer_statistics(self._writer.writer.metadata, self._schema, self._table_properties)
+        plan = self._stats_plan or statistics_plan(self._schema, self._table_properties)
+        stats = footer_statistics(self._writer.writer.metadata, plan)
         stats["nan_value_counts"] = dict(self._nan_counts)
         self._result = DataFileMessage(
             path=self.path,

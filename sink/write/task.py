@@ -19,7 +19,7 @@ from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.typedef import Record
 
-from sink._pyiceberg import partition_representation
+from sink._pyiceberg import partition_representation, statistics_plan
 from sink.errors import WriteError
 from sink.schema.convert import iceberg_to_arrow_schema
 from sink.write.fanout import FanoutWriter
@@ -43,6 +43,10 @@ CHUNK_BYTES = 16 * 1024 * 1024
 CHUNKS_PER_BUDGET = 32
 # Files a task encodes at once when it ends (see FanoutWriter).
 CLOSE_THREADS = 2
+
+
+ArrowFunction = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+"""A ``mapInArrow`` function."""
 
 
 @dataclass(frozen=True)
@@ -82,16 +86,30 @@ class WriteSpec:
     partition_values_in_task: bool = False
 
 
-def run_write_job(df: DataFrame, spec: WriteSpec) -> list[DataFileMessage]:
-    """Write ``df`` in Spark's executors (one Spark job); the message of every file written."""
-    rows = df.mapInArrow(write_function(spec), MESSAGE_DDL).collect()
+def run_write_job(
+    df: DataFrame, spec: WriteSpec, before: ArrowFunction | None = None
+) -> list[DataFileMessage]:
+    """Write ``df`` in Spark's executors (one Spark job); the message of every file written.
+
+    With ``before``, each task writes what ``before`` makes of its rows instead of the rows.
+    """
+    rows = df.mapInArrow(write_function(spec, before), MESSAGE_DDL).collect()
     return [DataFileMessage.from_json(row[0]) for row in rows]
 
 
-def write_function(spec: WriteSpec) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def run_write_in_driver(df: DataFrame, spec: WriteSpec) -> list[DataFileMessage]:
+    """Write ``df`` from this process: collected as Arrow (a Spark job without Python
+    workers), then written by the same writer as a task's. For small batches only."""
+    table = df.toArrow()
+    return DataTaskWriter(spec, task_id=0, attempt=0).write_all(iter(table.to_batches()))
+
+
+def write_function(spec: WriteSpec, before: ArrowFunction | None = None) -> ArrowFunction:
     """The function to hand to ``DataFrame.mapInArrow`` (output schema: ``MESSAGE_SCHEMA``)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        if before is not None:
+            batches = before(batches)
         from pyspark import TaskContext
 
         context = TaskContext.get()
@@ -114,6 +132,7 @@ class DataTaskWriter:
         self._io: FileIO = load_file_io(spec.io_properties, spec.data_location)
         self._arrow_schema = iceberg_to_arrow_schema(spec.schema)
         self._estimator = CompressionEstimator()
+        self._stats_plan = statistics_plan(spec.schema, spec.table_properties)
         self._file_seq = itertools.count(1)
         self._source_types = [
             spec.schema.find_field(f.source_id).field_type for f in spec.partition_spec.fields
@@ -217,6 +236,7 @@ class DataTaskWriter:
                 estimator=self._estimator,
                 compression=spec.compression,
                 table_properties=spec.table_properties,
+                stats_plan=self._stats_plan,
             )
 
         return RollingFileWriter(new_file, spec.target_file_size_bytes, self._estimator)

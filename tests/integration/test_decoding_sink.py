@@ -5,15 +5,17 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import logging
 from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from pyspark.sql import functions as F
 
 from sink import IcebergSink
 from sink.decode import DecodeOptions, DecodingSink, ValueDecoder, ValueFormat, parse_ddl
 from sink.errors import BadRecordError
-from tests.support.tables import catalog_from_options
+from tests.support.tables import catalog_from_options, check_data_files
 
 KAFKA_DDL = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp"
 T0 = dt.datetime(2024, 5, 1, tzinfo=dt.UTC)
@@ -137,3 +139,69 @@ def test_a_batch_of_only_bad_values_creates_no_table(spark: Any, catalog_options
     catalog = catalog_from_options(options)
     assert not catalog.table_exists("db.later")
     assert len(read(options, "db.later__dlq")) == 2
+
+
+@pytest.mark.parametrize(
+    ("extra", "fused_batches"),
+    [
+        ({}, [0, 1]),
+        ({"partition-by": "bucket(4, id)", "distribution-mode": "none"}, [0, 1]),
+        ({"partition-by": "bucket(4, id)"}, []),  # the bucket shuffle needs the rows in Spark
+    ],
+    ids=["unpartitioned", "none-mode", "bucket-mode"],
+)
+def test_write_tasks_decode_the_rows_when_spark_has_nothing_to_do_with_them(
+    spark: Any,
+    catalog_options: dict[str, str],
+    caplog: pytest.LogCaptureFixture,
+    extra: dict[str, str],
+    fused_batches: list[int],
+) -> None:
+    options = {**catalog_options, "table": "db.fused", "sink-id": "fused", **extra}
+    decoding = decoding_sink(options)
+    batches = [
+        [json.dumps({"id": i, "name": f"n{i}", "score": i / 4}).encode() for i in range(0, 300)],
+        [json.dumps({"id": i, "name": f"n{i}", "score": i / 4}).encode() for i in range(300, 600)],
+        # no "name": the table's column gets nulls, which Spark's normalization adds
+        [json.dumps({"id": i, "score": i / 4}).encode() for i in range(600, 700)],
+    ]
+    first = 0
+    with caplog.at_level(logging.INFO, logger="sink.sink"):
+        for batch_id, values in enumerate(batches):
+            decoding(kafka_batch(spark, values, first_offset=first), batch_id)
+            first += len(values)
+    fused = [r.args[0] for r in caplog.records if "the write tasks make the rows" in r.getMessage()]
+    assert fused == fused_batches
+
+    table = catalog_from_options(options).load_table("db.fused")
+    rows = table.scan().to_arrow().to_pylist()
+    assert sorted(r["id"] for r in rows) == list(range(700))
+    assert sorted(r["_kafka_offset"] for r in rows) == list(range(700))
+    for r in rows:
+        assert r["score"] == r["id"] / 4
+        assert r["name"] == (f"n{r['id']}" if r["id"] < 600 else None)
+    assert [int(s.summary["added-records"]) for s in table.snapshots()] == [300, 300, 100]
+    assert check_data_files(table) >= 3
+
+
+def test_a_kafka_timestamp_no_table_can_hold_is_dead_lettered_and_the_rest_fused(
+    spark: Any, catalog_options: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    options = {**catalog_options, "table": "db.far", "sink-id": "far"}
+    values = [json.dumps({"id": i}).encode() for i in range(20)]
+    far_micros = 300_000_000_000_000_000  # year 11476: Spark holds it, the sink's range does not
+    batch = kafka_batch(spark, values).withColumn(
+        "timestamp",
+        F.when(F.col("offset") == 7, F.timestamp_micros(F.lit(far_micros))).otherwise(F.col("timestamp")),
+    )
+    with caplog.at_level(logging.INFO, logger="sink.sink"):
+        decoding_sink(options)(batch, 0)
+    assert any("the write tasks make the rows" in r.getMessage() for r in caplog.records)
+
+    rows = read(options, "db.far")
+    assert sorted(r["_kafka_offset"] for r in rows) == [i for i in range(20) if i != 7]
+    [dead] = read(options, "db.far__dlq")
+    assert dead["reason"] == "out_of_range"
+    original = json.loads(dead["original_row"])
+    assert original["_kafka_offset"] == 7 and original["_kafka_timestamp"] == str(far_micros)
+    assert json.loads(base64.b64decode(original["_kafka_value"])) == {"id": 7}

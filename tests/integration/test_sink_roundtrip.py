@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from decimal import Decimal
 from typing import Any
 
@@ -136,6 +137,25 @@ def test_several_batches_append(spark: SparkSession, catalog_options: dict[str, 
     assert row_multiset(table_rows(table)) == row_multiset(expected)
     assert len(table.snapshots()) == 3
     assert table.properties["icesink.sink.multi.last-batch-id"] == "2"
+
+
+@pytest.mark.parametrize("partition_by", ["day(ts), bucket(4, id)", "truncate(2, dec), s"])
+def test_small_batches_after_the_first_are_written_by_the_driver(
+    spark: SparkSession, catalog_options: dict[str, str], partition_by: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    options = {**catalog_options, "table": "db.small", "sink-id": "small", "partition-by": partition_by}
+    sink = IcebergSink.from_options(options)
+    frames = [frame(spark, 400, seed) for seed in range(3)]
+    with caplog.at_level(logging.INFO, logger="sink.route.router"):
+        for batch_id, df in enumerate(frames):
+            sink(df, batch_id)
+    driver_batches = [r.args[0] for r in caplog.records if "the driver writes" in r.getMessage()]
+    assert driver_batches == [1, 2]  # the first batch has no history: it is shuffled
+    table = sink.catalog.load_table("db.small")
+    expected = [row for df in frames for row in normalized(expected_rows(df))]
+    assert row_multiset(table_rows(table)) == row_multiset(expected)
+    assert check_data_files(table) >= 3
+    assert [int(s.summary["added-records"]) for s in table.snapshots()] == [400, 400, 400]
 
 
 def test_empty_batch_commits_nothing(spark: SparkSession, catalog_options: dict[str, str]) -> None:

@@ -119,8 +119,14 @@ def test_single_task_after_a_small_batch(spark: SparkSession) -> None:
     )
     router = BucketRouter(spec((2, BucketTransform(8))), SCHEMA, None, history=history)
     routed = router.route(frame(spark))
-    assert routed.single_task
+    assert routed.single_task and routed.in_driver  # 9,000 bytes: the driver writes it
     assert routed.df.rdd.getNumPartitions() == 1
+    medium = RoutingHistory()
+    medium.record(
+        [DataFileMessage(path="f", partition=(1,), spec_id=0, record_count=400, file_size_bytes=8 * 2**20)]
+    )
+    routed = BucketRouter(spec((2, BucketTransform(8))), SCHEMA, None, history=medium).route(frame(spark))
+    assert routed.single_task and not routed.in_driver
     large = RoutingHistory()
     large.record(
         [DataFileMessage(path="f", partition=(1,), spec_id=0, record_count=400, file_size_bytes=10**9)]
@@ -130,3 +136,13 @@ def test_single_task_after_a_small_batch(spark: SparkSession) -> None:
         .route(frame(spark))
         .single_task
     )
+
+
+def test_a_batch_in_one_spark_partition_is_not_shuffled(spark: SparkSession) -> None:
+    one = frame(spark).coalesce(1)
+    for transforms in [((2, BucketTransform(8)),), ((4, DayTransform()), (3, IdentityTransform()))]:
+        routed = BucketRouter(spec(*transforms), SCHEMA, None).route(one)
+        assert routed.single_task and routed.partition_values_in_task and not routed.in_driver
+        assert routed.df is one  # nothing added: the task computes the values
+    # two partitions: the shuffle gives fewer files, so it stays
+    assert BucketRouter(spec((2, BucketTransform(8))), SCHEMA, None).route(frame(spark)).num_partitions == 9
