@@ -214,16 +214,10 @@ class BucketRouter:
         if keys_in_task and df.rdd.getNumPartitions() == 1:
             # One task holds the whole batch: it writes one file per value (under the
             # target), as many as the shuffle would give, so the shuffle would only cost.
-            in_driver = self._driver_is_enough()
-            logger.info(
-                "batch %s of sink %s is one Spark partition: %s writes %s, no shuffle",
-                self._log[0],
-                self._log[1],
-                "the driver" if in_driver else "its task",
-                self._log[2],
-            )
-            return RoutedBatch(
-                df, n, self.mode, single_task=True, partition_values_in_task=True, in_driver=in_driver
+            return self._unshuffled(df, n, "the batch is one Spark partition", partition_values_in_task=True)
+        if keys_in_task and self._single_task_is_enough():
+            return self._unshuffled(
+                df.coalesce(1), n, "the previous batch was small", partition_values_in_task=True
             )
         if self.layout is not None:
             shuffle = self.mode is DistributionMode.BUCKET
@@ -235,17 +229,7 @@ class BucketRouter:
         names = [f"{PARTITION_COLUMN_PREFIX}{i}" for i in range(len(columns))]
         partition_columns = [F.col(name) for name in names]
         if self._single_task_is_enough():
-            in_driver = self._driver_is_enough()
-            logger.info(
-                "batch %s of sink %s: the previous batch was small; %s writes %s, no shuffle",
-                self._log[0],
-                self._log[1],
-                "the driver" if in_driver else "one task",
-                self._log[2],
-            )
-            return RoutedBatch(
-                routed.coalesce(1), n, self.mode, single_task=True, layout=self.layout, in_driver=in_driver
-            )
+            return self._unshuffled(routed.coalesce(1), n, "the previous batch was small")
         if self.mode is DistributionMode.HASH:
             return RoutedBatch(routed.repartition(*partition_columns), n, self.mode)
         assert self.layout is not None
@@ -265,6 +249,29 @@ class BucketRouter:
         )
         shuffled = exact_repartition(routed, partition_ids, num_partitions)
         return RoutedBatch(shuffled, n, self.mode, num_partitions, hot_values=hot, layout=self.layout)
+
+    def _unshuffled(
+        self, df: DataFrame, n: int, why: str, *, partition_values_in_task: bool = False
+    ) -> RoutedBatch:
+        """The batch written by one writer, without a shuffle: the driver when small, else one task."""
+        in_driver = self._driver_is_enough()
+        logger.info(
+            "batch %s of sink %s: %s; %s writes %s, no shuffle",
+            self._log[0],
+            self._log[1],
+            why,
+            "the driver" if in_driver else "one task",
+            self._log[2],
+        )
+        return RoutedBatch(
+            df,
+            n,
+            self.mode,
+            single_task=True,
+            layout=None if partition_values_in_task else self.layout,
+            partition_values_in_task=partition_values_in_task,
+            in_driver=in_driver,
+        )
 
     def _partition_columns(self) -> list[Column]:
         columns = []
