@@ -20,7 +20,7 @@ import datetime as dt
 import logging
 import threading
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
@@ -44,7 +44,7 @@ from sink.normalize import BadRecordReason, NormalizedBatch, RowCounts
 from sink.route.router import BucketRouter, RoutedBatch
 from sink.schema.convert import iceberg_to_spark_type
 from sink.write.messages import DataFileMessage
-from sink.write.task import WriteSpec, run_write_in_driver, run_write_job
+from sink.write.task import WriteSpec, run_write
 
 logger = logging.getLogger(__name__)
 
@@ -155,10 +155,7 @@ class DeadLetterQueue:
         observation = Observation()
         rows = self._frame(batch.dead_letters, table, sink_id, batch_id, observation)
         attempt = uuid.uuid4().hex[:16]
-        spec = replace(
-            self._write_spec(table, sink_id, batch_id, attempt, rows.num_data_columns),
-            partition_values_in_task=rows.partition_values_in_task,
-        )
+        spec = self._write_spec(table, sink_id, batch_id, attempt, rows)
         attempts = AttemptLog(table.io, table.location(), sink_id)
         attempts.begin(AttemptRecord(sink_id, batch_id, attempt, spec.file_prefix, spec.data_location))
         files = self._write(rows.df, spec, batch_id, in_driver=rows.in_driver)
@@ -270,7 +267,7 @@ class DeadLetterQueue:
             self._metrics.orphan_files.labels(self.table_name, "kept").inc(len(report.kept_files))
 
     def _write_spec(
-        self, table: Table, sink_id: str, batch_id: int, attempt: str, num_data_columns: int
+        self, table: Table, sink_id: str, batch_id: int, attempt: str, routed: RoutedBatch
     ) -> WriteSpec:
         properties = table.metadata.properties
         write = self._config.write
@@ -288,14 +285,15 @@ class DeadLetterQueue:
             row_group_size_bytes=write.row_group_size_bytes,
             memory_budget_bytes=write.memory_budget_bytes,
             compression=properties.get("write.parquet.compression-codec", write.compression_codec),
-            num_data_columns=num_data_columns,
+            num_data_columns=routed.num_data_columns,
+            partition_values_in_task=routed.partition_values_in_task,
         )
 
     def _write(
         self, df: DataFrame, spec: WriteSpec, batch_id: int, *, in_driver: bool
     ) -> list[DataFileMessage]:
         try:
-            return run_write_in_driver(df, spec) if in_driver else run_write_job(df, spec)
+            return run_write(df, spec, in_driver=in_driver)
         except Exception as e:
             raise WriteError(
                 f"writing dead letters of batch {batch_id} failed: {str(e).splitlines()[0]}",

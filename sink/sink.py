@@ -17,7 +17,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyiceberg.catalog import Catalog
@@ -45,7 +45,7 @@ from sink.route.skew import RoutingHistory
 from sink.schema.convert import iceberg_to_spark_schema
 from sink.schema.coordinator import coordinator_for
 from sink.write.messages import DataFileMessage
-from sink.write.task import ArrowFunction, WriteSpec, run_write_in_driver, run_write_job
+from sink.write.task import ArrowFunction, WriteSpec, run_write
 
 logger = logging.getLogger(__name__)
 
@@ -169,10 +169,7 @@ class IcebergSink:
             routed = router.route(normalized.rows)  # the first bucketed batch runs the self-checks
         # 4. write
         attempt = uuid.uuid4().hex[:16]
-        spec = replace(
-            self._write_spec(table, sink_id, batch_id, attempt, routed.num_data_columns),
-            partition_values_in_task=routed.partition_values_in_task,
-        )
+        spec = self._write_spec(table, sink_id, batch_id, attempt, routed)
         fusable = arrow_source is not None and _fusable(batch_df, table, normalized, routed, arrow_source)
         fused = arrow_source if fusable else None
         attempts = AttemptLog(table.io, table.location(), sink_id)
@@ -351,7 +348,7 @@ class IcebergSink:
         return outcome.table
 
     def _write_spec(
-        self, table: Table, sink_id: str, batch_id: int, attempt: str, num_data_columns: int
+        self, table: Table, sink_id: str, batch_id: int, attempt: str, routed: RoutedBatch
     ) -> WriteSpec:
         properties = table.metadata.properties
         data_location = properties.get("write.data.path", f"{table.location().rstrip('/')}/data")
@@ -372,7 +369,8 @@ class IcebergSink:
             compression=str(
                 self._setting(properties, "write.parquet.compression-codec", "compression_codec")
             ),
-            num_data_columns=num_data_columns,
+            num_data_columns=routed.num_data_columns,
+            partition_values_in_task=routed.partition_values_in_task,
         )
 
     def _setting(self, properties: Mapping[str, str], table_property: str, field: str) -> Any:
@@ -392,7 +390,7 @@ class IcebergSink:
         before: ArrowFunction | None = None,
     ) -> list[DataFileMessage]:
         try:
-            return run_write_in_driver(df, spec) if in_driver else run_write_job(df, spec, before)
+            return run_write(df, spec, in_driver=in_driver, before=before)
         except Exception as e:
             error = find_error_code(str(e))
             if error is SchemaError:

@@ -32,6 +32,7 @@ from sink.decode import debezium
 from sink.decode.chunk import OUT_OF_RANGE, TYPE_MISMATCH, ChunkDecoder, DecodedChunk, Piece, Rejection
 from sink.decode.types import cast_array, cast_table, narrow_integers
 from sink.errors import WriteError
+from sink.schema.casts import TIMESTAMP_MAX_MICROS, TIMESTAMP_MIN_MICROS
 
 KAFKA_INPUT_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
 TOPIC_COLUMN = "_kafka_topic"
@@ -53,9 +54,6 @@ DATA, REJECTED = "data", "rejected"
 PASS_DDL = "kind string, num_rows bigint, schema binary, payload binary"
 DEAD_LETTER_DDL = "column string, reason string, value string, original_row string"
 OUTPUT_BATCH_ROWS = 10_000
-# The timestamps the sink writes: 0001-01-01T00:00:00 to 9999-12-31T23:59:59.999999 UTC.
-MIN_MICROS = -62_135_596_800_000_000
-MAX_MICROS = 253_402_300_799_999_999
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 PAYLOAD_COMPRESSION: str | None = "lz4"  # cheapest to write and read back; zstd saves memory, not time
 
@@ -148,7 +146,7 @@ def _decode_batch(decoder: ChunkDecoder, spec: DecodeSpec, batch: pa.RecordBatch
     for piece in chunk.pieces:
         table, indices = _shape(piece, spec, rejections)
         if outside is not None:
-            table, indices = _reject_outside(table, indices, outside, batch, rejections)
+            table, indices = _reject_outside(table, indices, *outside, rejections)
         if table.num_rows:
             schema = table.schema
             if spec.metadata_columns:
@@ -163,26 +161,26 @@ def _decode_batch(decoder: ChunkDecoder, spec: DecodeSpec, batch: pa.RecordBatch
     _check_accounted(batch.num_rows, chunk, by_schema, rejections)
 
 
-def _timestamps_outside_range(batch: pa.RecordBatch) -> np.ndarray | None:
-    """Per record, whether its Kafka timestamp is outside the range the sink writes; ``None``: none is."""
+def _timestamps_outside_range(batch: pa.RecordBatch) -> tuple[np.ndarray, pa.Array] | None:
+    """Per record, whether its Kafka timestamp is outside the range the sink writes, and the
+    timestamps as microseconds since the epoch; ``None`` when every one is inside."""
     micros = batch.column("timestamp").cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
-    outside = pc.fill_null(pc.or_(pc.less(micros, MIN_MICROS), pc.greater(micros, MAX_MICROS)), False)
-    flags = outside.to_numpy(zero_copy_only=False)
-    return flags if flags.any() else None
+    low, high = pc.less(micros, TIMESTAMP_MIN_MICROS), pc.greater(micros, TIMESTAMP_MAX_MICROS)
+    flags = pc.fill_null(pc.or_(low, high), False).to_numpy(zero_copy_only=False)
+    return (flags, micros) if flags.any() else None
 
 
 def _reject_outside(
     table: pa.Table,
     indices: np.ndarray,
     outside: np.ndarray,
-    batch: pa.RecordBatch,
+    micros: pa.Array,
     rejections: list[Rejection],
 ) -> tuple[pa.Table, np.ndarray]:
     """Reject the rows whose Kafka timestamp no table column can hold (the sink would too)."""
     bad = outside[indices]
     if not bad.any():
         return table, indices
-    micros = batch.column("timestamp").cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
     for index in indices[bad]:
         rejections.append(
             Rejection(
@@ -349,7 +347,7 @@ def _timestamp_text(micros: int | None) -> str | None:
     """ISO 8601 (UTC) within the writable range; the microseconds since the epoch outside it."""
     if micros is None:
         return None
-    if MIN_MICROS <= micros <= MAX_MICROS:
+    if TIMESTAMP_MIN_MICROS <= micros <= TIMESTAMP_MAX_MICROS:
         return (_EPOCH + dt.timedelta(microseconds=micros)).isoformat()
     return str(micros)
 

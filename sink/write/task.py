@@ -86,22 +86,23 @@ class WriteSpec:
     partition_values_in_task: bool = False
 
 
-def run_write_job(
-    df: DataFrame, spec: WriteSpec, before: ArrowFunction | None = None
+def run_write(
+    df: DataFrame, spec: WriteSpec, *, in_driver: bool = False, before: ArrowFunction | None = None
 ) -> list[DataFileMessage]:
-    """Write ``df`` in Spark's executors (one Spark job); the message of every file written.
+    """Write ``df`` (one Spark job); the message of every file written.
 
-    With ``before``, each task writes what ``before`` makes of its rows instead of the rows.
+    By default in Spark's executors. With ``in_driver`` (small batches only), ``df`` is
+    collected as Arrow, a job without Python workers, and written from this process by
+    the same writer as a task's. With ``before``, each task writes what ``before`` makes
+    of its rows instead of the rows.
     """
+    if in_driver:
+        if before is not None:
+            raise ValueError("a batch written in the driver has no tasks to run 'before' in")
+        table = df.toArrow()
+        return DataTaskWriter(spec, task_id=0, attempt=0).write_all(iter(table.to_batches()))
     rows = df.mapInArrow(write_function(spec, before), MESSAGE_DDL).collect()
     return [DataFileMessage.from_json(row[0]) for row in rows]
-
-
-def run_write_in_driver(df: DataFrame, spec: WriteSpec) -> list[DataFileMessage]:
-    """Write ``df`` from this process: collected as Arrow (a Spark job without Python
-    workers), then written by the same writer as a task's. For small batches only."""
-    table = df.toArrow()
-    return DataTaskWriter(spec, task_id=0, attempt=0).write_all(iter(table.to_batches()))
 
 
 def write_function(spec: WriteSpec, before: ArrowFunction | None = None) -> ArrowFunction:
