@@ -285,8 +285,7 @@ class DeadLetterQueue:
             row_group_size_bytes=write.row_group_size_bytes,
             memory_budget_bytes=write.memory_budget_bytes,
             compression=properties.get("write.parquet.compression-codec", write.compression_codec),
-            num_data_columns=routed.num_data_columns,
-            partition_values_in_task=routed.partition_values_in_task,
+            **routed.task_options(),
         )
 
     def _write(

@@ -369,8 +369,7 @@ class IcebergSink:
             compression=str(
                 self._setting(properties, "write.parquet.compression-codec", "compression_codec")
             ),
-            num_data_columns=routed.num_data_columns,
-            partition_values_in_task=routed.partition_values_in_task,
+            **routed.task_options(),
         )
 
     def _setting(self, properties: Mapping[str, str], table_property: str, field: str) -> Any:

@@ -3,11 +3,21 @@
 ``distribution-mode`` (Iceberg Spark's option of that name) chooses the shuffle:
 
 * ``bucket`` (default when the spec has a bucket field): Spark partition id == bucket id
-  (:mod:`sink.route.layout`, :mod:`sink.route.shuffle`). Every write task receives the
-  rows of exactly one bucket, all of them, and fans out over the other partition fields
-  (days, ...) inside it, so each partition value of a batch under the target size is
-  one data file. Adaptive execution cannot coalesce or split these partitions. Values
-  far above the target are spread over extra tasks (:mod:`sink.route.skew`).
+  (:mod:`sink.route.layout`, :mod:`sink.route.shuffle`). Every shuffle partition holds
+  the rows of exactly one bucket, all of them, and the task that reads it fans out over
+  the other partition fields (days, ...), so each partition value of a batch under the
+  target size is one data file. Adaptive execution cannot coalesce or split these
+  partitions. Values far above the target are spread over extra partitions
+  (:mod:`sink.route.skew`).
+
+  The write stage reads the shuffle in at most :data:`WRITE_TASKS_PER_CORE` tasks per
+  core of the application (``coalesce``, a narrow dependency: no second shuffle), each
+  reading whole shuffle partitions one after the other. A Python task costs about 35 ms
+  of wall time on a 2-core machine whatever it holds, and 17 of them (16 buckets and the
+  null one) cost about as much as the batch's Arrow hand-off; every bucket is still
+  read by one task, so the files are the same. The task closes a bucket's files as soon
+  as the next bucket's rows begin (:attr:`RoutedBatch.sequential_buckets`), so it holds
+  about one bucket at a time, as before.
 * ``hash`` (default for specs without a bucket): shuffle by the full partition tuple;
   each value lands in one task, and adaptive execution may coalesce the tasks.
 * ``none``: no shuffle; each task writes what it holds, so up to tasks x values files.
@@ -32,6 +42,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
@@ -71,6 +82,17 @@ favour the shuffle sooner, so the line is drawn well below that.
 """
 
 
+WRITE_TASKS_PER_CORE = 2
+"""Tasks per core of the application that write a bucket shuffle (whole buckets each).
+
+Measured on local[2] with the reference workload read in two tasks (``benchmarks/run.py
+--row-groups-per-file 2 --batches 4``, median of 3): 2, 4, 8 and 17 write tasks (17: one
+per shuffle partition) took 10.4, 11.0, 11.5 and 12.2 s, with 4.9-5.3, 5.6-6.5, 6.8 and
+8.5-9.0 Python-worker CPU seconds; the Parquet sink took 13.3-16.6 s. Two per core
+rather than one leave room for buckets of unequal size.
+"""
+
+
 DRIVER_MAX_BYTES = 4 * 1024 * 1024
 """A batch after one that wrote at most this many bytes (and one target) is written by the driver.
 
@@ -99,6 +121,9 @@ class RoutedBatch:
             compute them (``none`` mode, when pyarrow can; :mod:`sink.write.keys`).
         in_driver: The batch is small enough to be written by the driver itself
             (:data:`DRIVER_MAX_BYTES`).
+        sequential_buckets: The bucket shuffle is read in fewer tasks than it has
+            partitions, each task reading whole partitions one after the other: a
+            bucket's rows are all in once the next bucket's begin (bucket mode).
     """
 
     df: DataFrame
@@ -110,6 +135,15 @@ class RoutedBatch:
     layout: BucketLayout | None = None
     partition_values_in_task: bool = False
     in_driver: bool = False
+    sequential_buckets: bool = False
+
+    def task_options(self) -> dict[str, Any]:
+        """What the write tasks need to know of the routing (fields of ``WriteSpec``)."""
+        return {
+            "num_data_columns": self.num_data_columns,
+            "partition_values_in_task": self.partition_values_in_task,
+            "sequential_buckets": self.layout if self.sequential_buckets else None,
+        }
 
 
 def resolve_mode(requested: DistributionMode | None, spec: PartitionSpec) -> DistributionMode:
@@ -141,6 +175,8 @@ class BucketRouter:
         table_name: For logs.
         sink_id: For logs.
         batch_id: For logs.
+        max_write_tasks: Most tasks that write a bucket shuffle; by default
+            :data:`WRITE_TASKS_PER_CORE` per core of the Spark application.
     """
 
     def __init__(
@@ -155,8 +191,10 @@ class BucketRouter:
         table_name: str = "",
         sink_id: str | None = None,
         batch_id: int | None = None,
+        max_write_tasks: int | None = None,
     ) -> None:
         self._spec = spec
+        self._max_write_tasks = max_write_tasks
         self._schema = schema
         self._history = history
         self._target = target_file_size_bytes
@@ -240,15 +278,35 @@ class BucketRouter:
         if hot:
             partition_ids = _spread(partition_ids, hot, partition_columns, salt)
         num_partitions = buckets + sum(h.shares for h in hot)
+        # A split value's partitions must stay in tasks of their own to be written at once.
+        tasks = num_partitions if hot else self._write_tasks(df, num_partitions)
         logger.info(
-            "batch %s of sink %s: bucket shuffle of %s into %d partitions (%s, %d values split)",
+            "batch %s of sink %s: bucket shuffle of %s into %d partitions (%s, %d values split), "
+            "written by %d tasks",
             *self._log,
             num_partitions,
             self.layout.describe(),
             len(hot),
+            tasks,
         )
         shuffled = exact_repartition(routed, partition_ids, num_partitions)
-        return RoutedBatch(shuffled, n, self.mode, num_partitions, hot_values=hot, layout=self.layout)
+        if tasks >= num_partitions:
+            return RoutedBatch(shuffled, n, self.mode, num_partitions, hot_values=hot, layout=self.layout)
+        return RoutedBatch(
+            shuffled.coalesce(tasks),
+            n,
+            self.mode,
+            num_partitions,
+            layout=self.layout,
+            sequential_buckets=True,
+        )
+
+    def _write_tasks(self, df: DataFrame, num_partitions: int) -> int:
+        """How many tasks write the ``num_partitions`` partitions of the bucket shuffle."""
+        if self._max_write_tasks is not None:
+            return max(1, min(num_partitions, self._max_write_tasks))
+        cores = max(1, df.sparkSession.sparkContext.defaultParallelism)
+        return min(num_partitions, cores * WRITE_TASKS_PER_CORE)
 
     def _unshuffled(
         self, df: DataFrame, n: int, why: str, *, partition_values_in_task: bool = False

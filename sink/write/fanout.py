@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from collections.abc import Callable, Hashable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import pyarrow as pa
 
@@ -24,10 +25,15 @@ class FanoutWriter:
     so ``close_threads`` writers are closed at once (pyarrow encodes and compresses
     without holding the GIL).
 
+    A caller that knows a partition value is complete (no more of its rows will come)
+    says so with :meth:`finish`: its writer is then closed on a background thread while
+    rows of other values keep arriving. The writers being finished hold at most a
+    quarter of the budget; :meth:`finish` waits for the oldest ones beyond that.
+
     Args:
         new_writer: Creates the rolling writer of a partition value.
         memory_budget_bytes: Most Arrow bytes all open writers may buffer together.
-        close_threads: Writers closed concurrently by :meth:`close`.
+        close_threads: Writers closed concurrently by :meth:`close` and :meth:`finish`.
     """
 
     def __init__(
@@ -40,6 +46,10 @@ class FanoutWriter:
         self._budget = memory_budget_bytes
         self._close_threads = close_threads
         self._writers: dict[Hashable, RollingFileWriter] = {}
+        self._finished: list[RollingFileWriter] = []
+        self._pending: deque[tuple[Future[None], int]] = deque()
+        self._pending_bytes = 0
+        self._pool: ThreadPoolExecutor | None = None
         self._closed = False
         self._buffered = 0
         self.budget_closes = 0
@@ -72,6 +82,34 @@ class FanoutWriter:
         # Give what the closed files held back to the OS, so RSS follows the budget.
         pa.default_memory_pool().release_unused()
 
+    def finish(self, partitions: Iterable[tuple[object, ...]]) -> None:
+        """Close the writers of complete partition values in the background.
+
+        Rows of such a value that arrive later all the same go to a new writer (and file).
+
+        Raises:
+            Exception: What an earlier background close raised.
+        """
+        for partition in partitions:
+            writer = self._writers.pop(partition, None)
+            if writer is None:
+                continue
+            nbytes = writer.buffered_bytes()
+            self._buffered -= nbytes
+            self._finished.append(writer)
+            if self._pool is None:
+                threads = max(1, self._close_threads)
+                self._pool = ThreadPoolExecutor(threads, thread_name_prefix="icesink-finish")
+            self._pending.append((self._pool.submit(writer.close), nbytes))
+            self._pending_bytes += nbytes
+        while self._pending and (self._pending_bytes > self._budget // 4 or self._pending[0][0].done()):
+            self._wait_oldest()
+
+    def _wait_oldest(self) -> None:
+        future, nbytes = self._pending.popleft()
+        self._pending_bytes -= nbytes
+        future.result()
+
     def buffered_bytes(self) -> int:
         """Arrow bytes buffered by all open writers (kept as a running total)."""
         return self._buffered
@@ -85,6 +123,9 @@ class FanoutWriter:
         if self._closed:
             return
         self._closed = True
+        while self._pending:
+            self._wait_oldest()
+        self._shut_pool()
         # Largest first, so that the threads finish together.
         writers = sorted(self._writers.values(), key=lambda w: w.buffered_bytes(), reverse=True)
         if self._close_threads < 2 or len(writers) < 2:
@@ -95,17 +136,24 @@ class FanoutWriter:
             for _ in pool.map(RollingFileWriter.close, writers):
                 pass
 
+    def _shut_pool(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
     def result(self) -> list[DataFileMessage]:
         """Messages of every file written, by partition value."""
         if not self._closed:
             raise RuntimeError("result() before close()")
-        return [m for w in self._writers.values() for m in w.result()]
+        return [m for w in (*self._finished, *self._writers.values()) for m in w.result()]
 
     def abort(self) -> list[str]:
         """Stop writing; delete open files and return the paths of files already closed."""
         self._closed = True
+        self._shut_pool()  # lets running closes end; those not started never will
+        self._pending.clear()
         closed_paths: list[str] = []
-        for writer in self._writers.values():
+        for writer in (*self._finished, *self._writers.values()):
             closed_paths.extend(m.path for m in writer.result_so_far())
             writer.abort()
         return closed_paths

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import pyarrow as pa
@@ -80,7 +81,12 @@ class RollingFileWriter:
         if self._current is None:
             return
         current, self._current = self._current, None
-        current.close()
+        try:
+            current.close()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                current.abort()  # delete what reached storage; the close's error is the one to see
+            raise
         message = current.result()
         if message is not None:
             self._results.append(message)

@@ -21,6 +21,7 @@ from pyiceberg.typedef import Record
 
 from sink._pyiceberg import partition_representation, statistics_plan
 from sink.errors import WriteError
+from sink.route.layout import BucketLayout
 from sink.schema.convert import iceberg_to_arrow_schema
 from sink.write.fanout import FanoutWriter
 from sink.write.keys import KeyFunction, arrow_key_functions
@@ -69,6 +70,9 @@ class WriteSpec:
             partition values, one per spec field, in spec order.
         partition_values_in_task: The input has no partition-value columns; the task
             computes them from the table columns (:mod:`sink.write.keys`).
+        sequential_buckets: The input is whole partitions of a bucket shuffle, one after
+            the other, with this layout: the files of a bucket are finished (encoded and
+            closed in the background) as soon as a later bucket's rows begin.
     """
 
     table: str
@@ -84,6 +88,7 @@ class WriteSpec:
     compression: str
     num_data_columns: int
     partition_values_in_task: bool = False
+    sequential_buckets: BucketLayout | None = None
 
 
 def run_write(
@@ -149,6 +154,7 @@ class DataTaskWriter:
     def write_all(self, batches: Iterator[pa.RecordBatch]) -> list[DataFileMessage]:
         """Write every batch; on failure delete what was written and raise :class:`WriteError`."""
         n = self._spec.num_data_columns
+        buckets = _BucketSequence(self._spec.sequential_buckets)
         try:
             for batch in chunked(batches, self._chunk_bytes):
                 rows = self._to_file_batch(batch)
@@ -158,7 +164,10 @@ class DataTaskWriter:
                     keys = [key(rows) for key in self._key_functions]
                 bytes_per_row = arrow_bytes(rows) / rows.num_rows
                 for key, part in split_by_key(keys, rows):
-                    self._fanout.write(self._partition_record(key), part, int(part.num_rows * bytes_per_row))
+                    partition = self._partition_record(key)
+                    self._fanout.write(partition, part, int(part.num_rows * bytes_per_row))
+                    buckets.wrote(key, partition)
+                self._fanout.finish(buckets.complete(keys))
             self._fanout.close()
         except Exception as e:
             for path in self._fanout.abort():
@@ -241,3 +250,29 @@ class DataTaskWriter:
             )
 
         return RollingFileWriter(new_file, spec.target_file_size_bytes, self._estimator)
+
+
+class _BucketSequence:
+    """Which partition values are complete, when the input is whole bucket partitions in a row.
+
+    A task that reads several partitions of the bucket shuffle reads them one after the
+    other, so once a row of a later bucket partition has arrived, every partition value
+    of the earlier ones is complete. Without a layout, nothing is ever complete early.
+    """
+
+    def __init__(self, layout: BucketLayout | None) -> None:
+        self._layout = layout
+        self._open: dict[int, set[tuple[Any, ...]]] = {}
+
+    def wrote(self, key: tuple[Any, ...], partition: tuple[Any, ...]) -> None:
+        """Rows of ``key`` (raw partition values) went to the writer of ``partition``."""
+        if self._layout is not None:
+            self._open.setdefault(self._layout.partition_of(key), set()).add(partition)
+
+    def complete(self, keys: list[pa.Array]) -> list[tuple[Any, ...]]:
+        """The partitions complete after a chunk with these key columns (in input order)."""
+        if self._layout is None or not keys:
+            return []
+        current = self._layout.partition_of(tuple(column[-1].as_py() for column in keys))
+        done = [pid for pid in self._open if pid != current]
+        return [partition for pid in done for partition in self._open.pop(pid)]

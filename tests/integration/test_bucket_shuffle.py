@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,14 @@ def by_task(files: list[Written]) -> dict[int, list[Written]]:
     return tasks
 
 
+def tasks_by_bucket(files: list[Written], bucket_of: Callable[[Written], Any]) -> dict[Any, set[int]]:
+    """The tasks that wrote each bucket's files: one each, when every bucket was read by one task."""
+    tasks: dict[Any, set[int]] = defaultdict(set)
+    for f in files:
+        tasks[bucket_of(f)].add(f.task)
+    return tasks
+
+
 def sink_for(catalog_options: dict[str, str], name: str, **options: str) -> IcebergSink:
     return IcebergSink.from_options({**catalog_options, "table": f"db.{name}", "sink-id": name, **options})
 
@@ -95,9 +104,10 @@ def test_every_task_writes_exactly_its_bucket_under_aqe(
         assert spark.conf.get("spark.sql.adaptive.advisoryPartitionSizeInBytes") == advisory
     table = sink.catalog.load_table("db.aqe")
     files = written(table)
-    assert {f.task for f in files} == set(range(16))
-    for task, task_files in by_task(files).items():
-        assert {f.partition[1] for f in task_files} == {task}, (task, task_files)
+    # 16 shuffle partitions, read by two tasks per core, each reading whole buckets.
+    assert {f.task for f in files} == set(range(min(16, 2 * spark.sparkContext.defaultParallelism)))
+    buckets = tasks_by_bucket(files, lambda f: f.partition[1])
+    assert sorted(buckets) == list(range(16)) and all(len(t) == 1 for t in buckets.values()), buckets
     # Under the target size: one file per partition value of the batch.
     assert len(files) == len({f.partition for f in files}) == TAXI_VALUES
     assert sum(f.records for f in files) == TAXI_ROWS == table.scan().to_arrow().num_rows
@@ -135,8 +145,8 @@ def test_two_bucket_fields_and_nulls(spark: SparkSession, catalog_options: dict[
     assert layout is not None and layout.num_partitions == 3 * 4  # each field: its buckets + null
     files = written(table)
     assert len({f.partition for f in files}) == len(files) == 12
-    for f in files:
-        assert f.task == layout.partition_of(f.partition), f
+    buckets = tasks_by_bucket(files, lambda f: layout.partition_of(f.partition))
+    assert all(len(t) == 1 for t in buckets.values()), buckets
     assert sum(f.records for f in files) == 3000
     assert check_data_files(table) == 12
 
@@ -169,7 +179,7 @@ def test_hot_bucket_is_spread_over_several_tasks(
 
     # Batch 0 went into an empty table: no bytes-per-row estimate yet, so no split.
     first = [f for f in written(table, 0) if f.partition == hot]
-    assert {f.task for f in first} == {hot[0]}
+    assert len({f.task for f in first}) == 1
 
     # Batch 1: the first batch's files showed the hot bucket; its rows were counted and spread.
     files = written(table, 1)
@@ -182,7 +192,8 @@ def test_hot_bucket_is_spread_over_several_tasks(
         sizes = sorted((f.size for f in task_files), reverse=True)
         assert sizes[0] >= 0.9 * target, (task, sizes)  # every share makes at least one full file
         assert all(size >= 0.9 * target for size in sizes[:-1]), (task, sizes)  # and one tail at most
-    # The other buckets are not split: one task each, one file each (they are under the target).
+    # The other buckets are not split: one task each (a task per shuffle partition when a
+    # value is split), one file each (they are under the target).
     for f in files:
         if f.partition != hot:
             assert f.task == f.partition[0] and sum(1 for g in files if g.partition == f.partition) == 1
@@ -196,7 +207,8 @@ def test_batch_after_a_small_batch_is_written_by_one_task(
     sink(taxi_rows(spark, 2000, 2000, partitions=TAXI_INPUT_PARTITIONS), 1)
     table = sink.catalog.load_table("db.small")
     shuffled, single = written(table, 0), written(table, 1)
-    assert all(f.task == f.partition[1] for f in shuffled)  # batch 0: the bucket shuffle
+    buckets = tasks_by_bucket(shuffled, lambda f: f.partition[1])  # batch 0: the bucket shuffle
+    assert len(buckets) == 16 and all(len(t) == 1 for t in buckets.values())
     assert {f.task for f in single} == {0}  # batch 1: one task, no shuffle
     assert len(single) == len({f.partition for f in single})  # still one file per value
     assert sum(f.records for f in single) == 2000
@@ -215,3 +227,26 @@ def test_bucket_hash_self_check_failure_fails_the_batch_loudly(
     assert table.current_snapshot() is None
     data = Path(table.location().removeprefix("file://")) / "data"
     assert not data.exists() or not any(p.is_file() for p in data.rglob("*"))
+
+
+def test_a_task_reading_several_buckets_finishes_each_before_the_next(
+    spark: SparkSession, catalog_options: dict[str, str]
+) -> None:
+    """A write task reads its buckets one after the other and closes each bucket's files early.
+
+    With a 32 MiB budget the task splits 1 MiB at a time, and each of its buckets spans
+    several such chunks: it holds about one bucket's writers at once, not all of them.
+    """
+    rows = 200_000
+    options = {"partition-by": PARTITION_BY, "write.fanout.memory-budget-bytes": str(32 * 2**20)}
+    sink = sink_for(catalog_options, "sequential", **options)
+    sink(taxi_rows(spark, 0, rows, partitions=TAXI_INPUT_PARTITIONS), 0)
+    table = sink.catalog.load_table("db.sequential")
+    files = written(table)
+    assert len(files) == len({f.partition for f in files}) == TAXI_VALUES  # one file per value
+    values_per_task = [len({f.partition for f in task_files}) for task_files in by_task(files).values()]
+    assert min(values_per_task) >= 8  # at least two buckets of four days in every task
+    peak = sink.metrics.registry.get_sample_value("icesink_open_writers_max", {"table": "db.sequential"})
+    assert peak is not None and peak <= 8 < max(values_per_task), (peak, values_per_task)
+    assert sum(f.records for f in files) == rows == table.scan().to_arrow().num_rows
+    assert check_data_files(table) == TAXI_VALUES

@@ -68,3 +68,51 @@ def test_abort_reports_closed_files(tmp_path: Path) -> None:
     assert closed
     remaining = {f"file://{p}" for p in tmp_path.iterdir()}
     assert remaining == set(closed)  # open files deleted, closed ones left for the caller
+
+
+def _file_ids(path: str) -> list[int]:
+    return pq.read_table(path.removeprefix("file://")).column("id").to_pylist()
+
+
+@pytest.mark.parametrize("close_threads", [1, 2])
+def test_finished_values_are_closed_in_the_background_and_lose_nothing(
+    tmp_path: Path, close_threads: int
+) -> None:
+    factory = FileFactory(tmp_path, row_group_size_bytes=MiB)
+    budget = 8 * MiB
+    fanout = FanoutWriter(
+        lambda p: RollingFileWriter(lambda: factory(p), 64 * MiB, factory.estimator),
+        budget,
+        close_threads=close_threads,
+    )
+    for value in range(6):  # the values arrive one after the other, 3 batches each
+        for i in range(3):
+            start = (value * 3 + i) * 1000
+            fanout.write((value,), batch(start, 1000))
+        fanout.finish([(value - 1,)] if value else [])  # the previous value is complete
+        assert fanout.open_writers() == 1  # finished values no longer hold a writer
+    fanout.write((1,), batch(18_000, 500))  # a late row of a finished value: a new file
+    fanout.close()
+    messages = fanout.result()
+    assert sorted(m.partition[0] for m in messages) == [0, 1, 1, 2, 3, 4, 5]
+    for m in messages:
+        ids = _file_ids(m.path)
+        assert m.record_count == len(ids)
+        assert all(i // 3000 == m.partition[0] or (i >= 18_000 and m.partition == (1,)) for i in ids)
+    assert sorted(i for m in messages for i in _file_ids(m.path)) == list(range(18_500))
+
+
+def test_abort_after_finish_reports_every_closed_file(tmp_path: Path) -> None:
+    factory = FileFactory(tmp_path, row_group_size_bytes=16 * KiB)
+    fanout = FanoutWriter(
+        lambda p: RollingFileWriter(lambda: factory(p), 64 * MiB, factory.estimator),
+        64 * MiB,
+        close_threads=2,
+    )
+    for value in range(4):
+        fanout.write((value,), batch(value * 2000, 2000))
+    fanout.finish([(0,), (1,)])
+    closed = fanout.abort()
+    remaining = {f"file://{p}" for p in tmp_path.iterdir()}
+    assert remaining == set(closed)  # finished files kept for the caller, open ones deleted
+    assert len(closed) <= 2

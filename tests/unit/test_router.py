@@ -102,13 +102,32 @@ def tasks_of(df: Any, columns: list[str]) -> dict[int, set[tuple[Any, ...]]]:
 
 
 def test_bucket_mode_sends_bucket_b_to_partition_b(spark: SparkSession) -> None:
-    router = BucketRouter(spec((4, DayTransform()), (2, BucketTransform(8))), SCHEMA, None)
+    router = BucketRouter(
+        spec((4, DayTransform()), (2, BucketTransform(8))), SCHEMA, None, max_write_tasks=100
+    )
     routed = router.route(frame(spark))
     assert routed.mode is DistributionMode.BUCKET and routed.num_partitions == 9
+    assert not routed.sequential_buckets  # a task per shuffle partition
     bucket = f"{PARTITION_COLUMN_PREFIX}1"
     tasks = tasks_of(routed.df, [bucket])
     assert tasks == {b: {(b if b < 8 else None,)} for b in tasks}
-    assert 8 in tasks  # the null "bucket" has its own task
+    assert 8 in tasks  # the null "bucket" has its own partition
+    assert routed.df.count() == 400
+
+
+def test_the_bucket_shuffle_is_written_by_two_tasks_per_core_each_reading_whole_buckets(
+    spark: SparkSession,
+) -> None:
+    routed = BucketRouter(spec((4, DayTransform()), (2, BucketTransform(8))), SCHEMA, None).route(
+        frame(spark)
+    )
+    cores = spark.sparkContext.defaultParallelism
+    assert routed.num_partitions == 9 and routed.sequential_buckets
+    assert routed.df.rdd.getNumPartitions() == min(9, 2 * cores)
+    tasks = tasks_of(routed.df, [f"{PARTITION_COLUMN_PREFIX}1"])
+    buckets = [b for values in tasks.values() for (b,) in values]
+    assert sorted(buckets, key=lambda b: -1 if b is None else b) == [None, *range(8)]  # each in one task
+    assert routed.task_options()["sequential_buckets"] == routed.layout
     assert routed.df.count() == 400
 
 
