@@ -160,8 +160,8 @@ def normalize(batch_df: DataFrame, schema: Schema, options: NormalizeOptions) ->
     """
     plan = _plan_for(batch_df, schema, options)
     source = batch_df.toDF(*plan.sources)  # by position: names may repeat in other cases, or contain dots
-    converted = source.select(*plan.values, *plan.sources)
-    checked = converted.select(*plan.value_names, plan.problem, *plan.sources)
+    converted = source.select(*plan.values, *plan.source_columns)
+    checked = converted.select(*plan.value_columns, plan.problem, *plan.source_columns)
     observation = Observation()
     observed = checked.observe(observation, *plan.counts)
     good = observed if plan.keep is None else observed.filter(plan.keep)
@@ -185,8 +185,9 @@ class _Plan:
     """
 
     sources: tuple[str, ...]
+    source_columns: tuple[Column, ...]  # Columns, not names: a name costs a JVM call per batch
     values: tuple[Column, ...]  # converted, aliased __icesink_value_<i>
-    value_names: tuple[str, ...]
+    value_columns: tuple[Column, ...]
     problem: Column  # aliased PROBLEM_COLUMN
     keep: Column | None  # the good-row filter (None: no row can be bad)
     range_checks: frozenset[str] | None  # see NormalizedBatch
@@ -238,8 +239,9 @@ def _build_plan(source_fields: list[st.StructField], schema: Schema, options: No
     row = F.struct(*[F.col(n).alias(f.name) for n, f in zip(names, source_fields, strict=True)])
     return _Plan(
         sources=names,
+        source_columns=tuple(sources),
         values=tuple(c.value.alias(v) for c, v in zip(columns, value_names, strict=True)),
-        value_names=value_names,
+        value_columns=tuple(F.col(v) for v in value_names),
         problem=_first_problem(problems).alias(PROBLEM_COLUMN),
         keep=keep,
         range_checks=frozenset(p.path for p in problems) if all(p.range_check for p in problems) else None,

@@ -249,14 +249,14 @@ class BucketRouter:
         keys_in_task = bool(self._spec.fields) and arrow_key_functions(self._spec, self._schema) is not None
         if self.mode is DistributionMode.NONE and keys_in_task:
             return RoutedBatch(df, n, self.mode, partition_values_in_task=True)
-        if keys_in_task and df.rdd.getNumPartitions() == 1:
-            # One task holds the whole batch: it writes one file per value (under the
-            # target), as many as the shuffle would give, so the shuffle would only cost.
-            return self._unshuffled(df, n, "the batch is one Spark partition", partition_values_in_task=True)
         if keys_in_task and self._single_task_is_enough():
             return self._unshuffled(
                 df.coalesce(1), n, "the previous batch was small", partition_values_in_task=True
             )
+        if keys_in_task and df.rdd.getNumPartitions() == 1:  # plans the query: ~0.1 s, after the rule above
+            # One task holds the whole batch: it writes one file per value (under the
+            # target), as many as the shuffle would give, so the shuffle would only cost.
+            return self._unshuffled(df, n, "the batch is one Spark partition", partition_values_in_task=True)
         if self.layout is not None:
             shuffle = self.mode is DistributionMode.BUCKET
             ensure_self_checks(df.sparkSession, self._bucket_source_types(), shuffle)
