@@ -6,6 +6,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from sink.write.fanout import FanoutWriter
+from sink.write.parquet import ParquetFileWriter
 from sink.write.rolling import RollingFileWriter
 from tests.unit.writer_fixtures import FileFactory, batch
 
@@ -116,3 +117,31 @@ def test_abort_after_finish_reports_every_closed_file(tmp_path: Path) -> None:
     remaining = {f"file://{p}" for p in tmp_path.iterdir()}
     assert remaining == set(closed)  # finished files kept for the caller, open ones deleted
     assert len(closed) <= 2
+
+
+def test_a_failed_background_close_is_raised_and_leaves_no_partial_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    factory = FileFactory(tmp_path, row_group_size_bytes=MiB)
+    fanout = FanoutWriter(
+        lambda p: RollingFileWriter(lambda: factory(p), 64 * MiB, factory.estimator),
+        64 * MiB,
+        close_threads=2,
+    )
+    for value in range(3):
+        fanout.write((value,), batch(value * 1000, 1000))
+    real_close = ParquetFileWriter.close
+
+    def close(self: ParquetFileWriter) -> None:
+        real_close(self)  # the file is complete on disk, then the close fails
+        if self.partition == (1,):
+            raise OSError("disk full")
+
+    monkeypatch.setattr(ParquetFileWriter, "close", close)
+    fanout.finish([(0,), (1,)])
+    with pytest.raises(OSError, match="disk full"):
+        fanout.close()
+    closed = fanout.abort()
+    remaining = {f"file://{p}" for p in tmp_path.iterdir()}
+    assert remaining == set(closed)  # the failed file was deleted, the open one too
+    assert len(closed) == 1 and _file_ids(closed[0]) == list(range(1000))  # value 0's file
