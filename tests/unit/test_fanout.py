@@ -71,6 +71,15 @@ def test_abort_reports_closed_files(tmp_path: Path) -> None:
     assert remaining == set(closed)  # open files deleted, closed ones left for the caller
 
 
+def _fanout(factory: FileFactory, budget: int, close_threads: int) -> FanoutWriter:
+    """Files of up to 64 MiB per value."""
+    return FanoutWriter(
+        lambda p: RollingFileWriter(lambda: factory(p), 64 * MiB, factory.estimator),
+        budget,
+        close_threads=close_threads,
+    )
+
+
 def _file_ids(path: str) -> list[int]:
     return pq.read_table(path.removeprefix("file://")).column("id").to_pylist()
 
@@ -80,12 +89,7 @@ def test_finished_values_are_closed_in_the_background_and_lose_nothing(
     tmp_path: Path, close_threads: int
 ) -> None:
     factory = FileFactory(tmp_path, row_group_size_bytes=MiB)
-    budget = 8 * MiB
-    fanout = FanoutWriter(
-        lambda p: RollingFileWriter(lambda: factory(p), 64 * MiB, factory.estimator),
-        budget,
-        close_threads=close_threads,
-    )
+    fanout = _fanout(factory, budget=8 * MiB, close_threads=close_threads)
     for value in range(6):  # the values arrive one after the other, 3 batches each
         for i in range(3):
             start = (value * 3 + i) * 1000
@@ -105,11 +109,7 @@ def test_finished_values_are_closed_in_the_background_and_lose_nothing(
 
 def test_abort_after_finish_reports_every_closed_file(tmp_path: Path) -> None:
     factory = FileFactory(tmp_path, row_group_size_bytes=16 * KiB)
-    fanout = FanoutWriter(
-        lambda p: RollingFileWriter(lambda: factory(p), 64 * MiB, factory.estimator),
-        64 * MiB,
-        close_threads=2,
-    )
+    fanout = _fanout(factory, budget=64 * MiB, close_threads=2)
     for value in range(4):
         fanout.write((value,), batch(value * 2000, 2000))
     fanout.finish([(0,), (1,)])
@@ -123,11 +123,7 @@ def test_a_failed_background_close_is_raised_and_leaves_no_partial_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     factory = FileFactory(tmp_path, row_group_size_bytes=MiB)
-    fanout = FanoutWriter(
-        lambda p: RollingFileWriter(lambda: factory(p), 64 * MiB, factory.estimator),
-        64 * MiB,
-        close_threads=2,
-    )
+    fanout = _fanout(factory, budget=64 * MiB, close_threads=2)
     for value in range(3):
         fanout.write((value,), batch(value * 1000, 1000))
     real_close = ParquetFileWriter.close
