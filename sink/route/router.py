@@ -349,12 +349,15 @@ class BucketRouter:
         ]
 
     def _single_task_is_enough(self) -> bool:
-        last = self._history.last if self._history is not None else None
-        return last is not None and last.file_bytes <= min(SINGLE_TASK_MAX_BYTES, self._target)
+        return self._last_batch_wrote_at_most(SINGLE_TASK_MAX_BYTES)
 
     def _driver_is_enough(self) -> bool:
+        return self._last_batch_wrote_at_most(DRIVER_MAX_BYTES)
+
+    def _last_batch_wrote_at_most(self, limit: int) -> bool:
+        """Whether the previous non-empty batch wrote at most ``limit`` bytes and one target."""
         last = self._history.last if self._history is not None else None
-        return last is not None and last.file_bytes <= min(DRIVER_MAX_BYTES, self._target)
+        return last is not None and last.file_bytes <= min(limit, self._target)
 
     def _hot_values(self, routed: DataFrame, names: list[str], first_extra: int) -> tuple[HotValue, ...]:
         """Values of this batch to spread over several tasks; counts them when it may pay off."""

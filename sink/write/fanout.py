@@ -97,13 +97,16 @@ class FanoutWriter:
             nbytes = writer.buffered_bytes()
             self._buffered -= nbytes
             self._finished.append(writer)
-            if self._pool is None:
-                threads = max(1, self._close_threads)
-                self._pool = ThreadPoolExecutor(threads, thread_name_prefix="icesink-finish")
-            self._pending.append((self._pool.submit(writer.close), nbytes))
+            self._pending.append((self._executor().submit(writer.close), nbytes))
             self._pending_bytes += nbytes
         while self._pending and (self._pending_bytes > self._budget // 4 or self._pending[0][0].done()):
             self._wait_oldest()
+
+    def _executor(self) -> ThreadPoolExecutor:
+        """The threads that close writers, for :meth:`finish` and :meth:`close` alike."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max(1, self._close_threads), thread_name_prefix="icesink-close")
+        return self._pool
 
     def _wait_oldest(self) -> None:
         future, nbytes = self._pending.popleft()
@@ -123,18 +126,19 @@ class FanoutWriter:
         if self._closed:
             return
         self._closed = True
-        while self._pending:
-            self._wait_oldest()
-        self._shut_pool()
-        # Largest first, so that the threads finish together.
-        writers = sorted(self._writers.values(), key=lambda w: w.buffered_bytes(), reverse=True)
-        if self._close_threads < 2 or len(writers) < 2:
-            for writer in writers:
-                writer.close()
-            return
-        with ThreadPoolExecutor(self._close_threads, thread_name_prefix="icesink-close") as pool:
-            for _ in pool.map(RollingFileWriter.close, writers):
-                pass
+        try:
+            while self._pending:
+                self._wait_oldest()
+            # Largest first, so that the threads finish together.
+            writers = sorted(self._writers.values(), key=lambda w: w.buffered_bytes(), reverse=True)
+            if self._close_threads < 2 or len(writers) < 2:
+                for writer in writers:
+                    writer.close()
+            else:
+                for _ in self._executor().map(RollingFileWriter.close, writers):
+                    pass
+        finally:
+            self._shut_pool()
 
     def _shut_pool(self) -> None:
         if self._pool is not None:
