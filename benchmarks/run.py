@@ -65,6 +65,7 @@ DEFAULT_CONTENDERS = tuple(CONTENDERS)
 DEFAULT_WORKDIR = Path(tempfile.gettempdir()) / "icesink-bench"
 WARM_UP_BATCHES, WARM_UP_ROWS = 2, 5_000
 REFERENCE = "parquet"
+NAIVE = "pyiceberg-naive"
 
 #: The scaling matrix: (setting, rows per batch, batches, partition values, master). Each
 #: varies one thing from the base row (1M rows per batch, 64 values, local[2]).
@@ -310,6 +311,17 @@ def markdown(result: dict[str, Any]) -> str:
 # --- scaling -----------------------------------------------------------------------------------
 
 
+def _run_in_process(label: str, options: list[str], out: Path) -> dict[str, Any]:
+    """``benchmarks.run`` with ``options`` in a process of its own; its results, timed."""
+    command = [sys.executable, "-m", "benchmarks.run", *options, "--out", str(out)]
+    _log(f"{label}: {' '.join(command[1:])}")
+    started = time.perf_counter()
+    subprocess.run(command, check=True, stdout=sys.stderr)  # its tables are logs here; ours go to stdout
+    result: dict[str, Any] = json.loads(out.read_text())
+    result["elapsed_s"] = round(time.perf_counter() - started)
+    return result
+
+
 def run_scaling(args: argparse.Namespace) -> dict[str, Any]:
     """Each setting of :data:`SCALING` in its own process; their summaries side by side."""
     skip = {s.strip() for s in args.scaling_skip.split(",") if s.strip()}
@@ -319,23 +331,33 @@ def run_scaling(args: argparse.Namespace) -> dict[str, Any]:
     for setting, rows, batches, values, master in SCALING:
         if setting in skip:
             continue
-        out = out_dir / f"{setting}.json"
-        command = [
-            sys.executable, "-m", "benchmarks.run",
+        options = [
             "--rows-per-batch", str(rows), "--batches", str(batches), "--partition-values", str(values),
             "--master", master, "--repeats", str(args.scaling_repeats),
-            "--contenders", args.scaling_contenders, "--workdir", str(args.workdir), "--out", str(out),
+            "--contenders", args.scaling_contenders, "--workdir", str(args.workdir),
         ]  # fmt: skip
-        _log(f"scaling {setting}: {' '.join(command[1:])}")
-        started = time.perf_counter()
-        subprocess.run(command, check=True)
-        result = json.loads(out.read_text())
+        result = _run_in_process(f"scaling {setting}", options, out_dir / f"{setting}.json")
         result["setting"] = setting
-        result["elapsed_s"] = round(time.perf_counter() - started)
         settings.append(result)
         if args.out:  # after each setting, so that an interrupted matrix keeps what it measured
             args.out.write_text(json.dumps({"scaling": settings}, indent=2))
     return {"scaling": settings}
+
+
+def run_memory(args: argparse.Namespace) -> dict[str, Any]:
+    """Each contender alone in a fresh process, so that its peaks are its own; side by side."""
+    names = [n.strip() for n in args.contenders.split(",") if n.strip()]
+    out_dir = args.workdir.resolve() / "memory"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    contenders: list[dict[str, Any]] = []
+    for name in names:
+        options = [
+            "--rows-per-batch", str(args.rows_per_batch), "--batches", str(args.batches),
+            "--partition-values", str(args.partition_values), "--master", args.master,
+            "--repeats", "1", "--contenders", name, "--workdir", str(args.workdir),
+        ]  # fmt: skip
+        contenders.append(_run_in_process(f"memory {name}", options, out_dir / f"{name}.json"))
+    return {"memory": contenders}
 
 
 def scaling_markdown(scaling: dict[str, Any]) -> str:
@@ -367,6 +389,33 @@ def scaling_markdown(scaling: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def memory_markdown(memory: dict[str, Any]) -> str:
+    """One row per contender run alone: its driver's peaks, and their ratio to the naive sink's."""
+    runs = [(r, r["summary"][0]) for r in memory["memory"]]
+    naive = next((s for _, s in runs if s["contender"] == NAIVE), None)
+
+    def ratio(s: dict[str, Any], *keys: str) -> str:
+        if naive is None:
+            return "-"
+        return f"{sum(s[k] for k in keys) / sum(naive[k] for k in keys):.2f}"
+
+    lines = [
+        "| contender | load avg (start / end) | driver peak RSS: Python (+ growth in the run) "
+        "| x naive | driver JVM peak RSS | x naive | Python + JVM, x naive |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r, s in runs:
+        m = r["machine"]
+        lines.append(
+            f"| {s['contender']} | {m['load_average_start'][0]} / {m['load_average_end'][0]} "
+            f"| {_mib(s['driver_peak_rss_bytes'])} (+{_mib(s['driver_growth_rss_bytes'], '0')}) "
+            f"| {ratio(s, 'driver_peak_rss_bytes')} | {_mib(s['jvm_peak_rss_bytes'])} "
+            f"| {ratio(s, 'jvm_peak_rss_bytes')} "
+            f"| {ratio(s, 'driver_peak_rss_bytes', 'jvm_peak_rss_bytes')} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -393,17 +442,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scaling-contenders", default=",".join(DEFAULT_SCALING_CONTENDERS))
     parser.add_argument("--scaling-repeats", type=int, default=2)
     parser.add_argument("--scaling-skip", default="", help=f"settings to skip, of {[s[0] for s in SCALING]}")
+    parser.add_argument(
+        "--memory",
+        action="store_true",
+        help="run each contender alone in a fresh process, one repeat, and compare the driver's peaks",
+    )
     parser.add_argument("--render", type=Path, help="print the tables of an earlier --out file and exit")
     args = parser.parse_args(argv)
     if args.render:
         earlier = json.loads(args.render.read_text())
-        for result in earlier.get("scaling", [earlier]):
+        for result in earlier.get("scaling", earlier.get("memory", [earlier])):
             result["summary"] = summarize(result["runs"], result["config"]["contenders"])
-        print(scaling_markdown(earlier) if "scaling" in earlier else markdown(earlier))
+        if "scaling" in earlier:
+            print(scaling_markdown(earlier))
+        else:
+            print(memory_markdown(earlier) if "memory" in earlier else markdown(earlier))
         return 0
     if args.scaling:
         result = run_scaling(args)
         text = scaling_markdown(result)
+    elif args.memory:
+        result = run_memory(args)
+        text = memory_markdown(result)
     else:
         result = run_contenders(args)
         text = markdown(result)
