@@ -114,7 +114,7 @@ class DeadLetterQueue:
         sink_id: str,
         batch_id: int,
         rows_written: int,
-        counts: RowCounts | None = None,
+        counts: RowCounts,
     ) -> DeadLetterOutcome:
         """Commit the dead letters of ``batch``: after its good rows were written, before they commit.
 
@@ -124,14 +124,12 @@ class DeadLetterQueue:
             batch_id: The micro-batch.
             rows_written: Good rows the write step wrote: with the dead letters, they must
                 account for every input row.
-            counts: The batch's rows when they were counted elsewhere, because the
-                write did not run ``batch.rows`` (the sink's fused write).
+            counts: The batch's rows and bad rows, as the write step counted them.
 
         Raises:
             WriteError: Rows are unaccounted for, or writing the dead letters failed.
             CommitError, CommitConflictError: As for data commits.
         """
-        counts = counts or batch.counts()
         if rows_written != counts.good_rows:
             raise WriteError(
                 f"{counts.input_rows} input rows, {counts.bad_rows} bad, but {rows_written} written",
@@ -292,7 +290,7 @@ class DeadLetterQueue:
         self, df: DataFrame, spec: WriteSpec, batch_id: int, *, in_driver: bool
     ) -> list[DataFileMessage]:
         try:
-            return run_write(df, spec, in_driver=in_driver)
+            return run_write(df, spec, in_driver=in_driver).files
         except Exception as e:
             raise WriteError(
                 f"writing dead letters of batch {batch_id} failed: {str(e).splitlines()[0]}",

@@ -44,7 +44,7 @@ from sink.route.router import BucketRouter, RoutedBatch
 from sink.route.skew import RoutingHistory
 from sink.schema.convert import iceberg_to_spark_schema
 from sink.schema.coordinator import coordinator_for
-from sink.write.messages import DataFileMessage
+from sink.write.messages import WriteResult
 from sink.write.task import ArrowFunction, WriteSpec, run_write
 
 logger = logging.getLogger(__name__)
@@ -169,9 +169,11 @@ class IcebergSink:
             routed = router.route(normalized.rows)  # the first bucketed batch runs the self-checks
         # 4. write
         attempt = uuid.uuid4().hex[:16]
-        spec = self._write_spec(table, sink_id, batch_id, attempt, routed)
         fusable = arrow_source is not None and _fusable(batch_df, table, normalized, routed, arrow_source)
         fused = arrow_source if fusable else None
+        # A fused batch's rows are made in the task, with no flag: none of them can be bad.
+        flagged = normalized.bad_row_flag and fused is None
+        spec = self._write_spec(table, sink_id, batch_id, attempt, routed, flagged)
         attempts = AttemptLog(table.io, table.location(), sink_id)
         attempts.begin(AttemptRecord(sink_id, batch_id, attempt, spec.file_prefix, spec.data_location))
         with self.metrics.time_step(name, "write"):
@@ -179,13 +181,15 @@ class IcebergSink:
                 logger.info(
                     "batch %s of sink %s: the write tasks make the rows themselves", batch_id, sink_id
                 )
-                files = self._run_write(fused.df, spec, batch_id, before=fused.function)
+                result = self._run_write(fused.df, spec, batch_id, before=fused.function)
             else:
-                files = self._run_write(routed.df, spec, batch_id, in_driver=routed.in_driver)
+                result = self._run_write(routed.df, spec, batch_id, in_driver=routed.in_driver)
+        files = result.files
         state.routing.record(files)  # sizes the next batch's shuffle
         self.metrics.record_files(name, files, spec.target_file_size_bytes)
-        # 1b. dead letters: committed before the batch's data, so a replay cannot repeat them
-        counts = RowCounts(fused.rows, 0) if fused is not None else None  # the normalized plan did not run
+        # 1b. dead letters: committed before the batch's data, so a replay cannot repeat them.
+        # Rows as the write tasks received them; a fused batch's maker counted them before that.
+        counts = RowCounts(result.input_rows, result.bad_rows) if fused is None else RowCounts(fused.rows, 0)
         self._dead_letters.deliver(normalized, sink_id, batch_id, sum(f.record_count for f in files), counts)
         # 5. stage
         if files:
@@ -348,7 +352,7 @@ class IcebergSink:
         return outcome.table
 
     def _write_spec(
-        self, table: Table, sink_id: str, batch_id: int, attempt: str, routed: RoutedBatch
+        self, table: Table, sink_id: str, batch_id: int, attempt: str, routed: RoutedBatch, bad_row_flag: bool
     ) -> WriteSpec:
         properties = table.metadata.properties
         data_location = properties.get("write.data.path", f"{table.location().rstrip('/')}/data")
@@ -369,6 +373,7 @@ class IcebergSink:
             compression=str(
                 self._setting(properties, "write.parquet.compression-codec", "compression_codec")
             ),
+            bad_row_flag=bad_row_flag,
             **routed.task_options(),
         )
 
@@ -387,7 +392,7 @@ class IcebergSink:
         *,
         in_driver: bool = False,
         before: ArrowFunction | None = None,
-    ) -> list[DataFileMessage]:
+    ) -> WriteResult:
         try:
             return run_write(df, spec, in_driver=in_driver, before=before)
         except Exception as e:

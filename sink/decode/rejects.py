@@ -11,10 +11,9 @@ mistake each other for a replay.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pyspark.sql import DataFrame, Observation
+from pyspark.sql import DataFrame
 
 from sink import catalog as catalogs
 from sink.config import BadRecordPolicy
@@ -71,8 +70,10 @@ class RejectedValues:
                 batch_id=batch_id,
             )
         self._ensure_namespace()
-        batch = _UndecodedBatch(dead_letters, True, None, Observation(), lambda: dead_letters, rows)
-        outcome = self._queue.deliver(batch, f"{sink_id}{DECODE_SINK_ID_SUFFIX}", batch_id, 0)
+        # Every row is a dead letter, counted by the decoder.
+        batch = NormalizedBatch(dead_letters, False, True, None, lambda: dead_letters)
+        counts = RowCounts(rows, rows)
+        outcome = self._queue.deliver(batch, f"{sink_id}{DECODE_SINK_ID_SUFFIX}", batch_id, 0, counts)
         if outcome.skipped_replay:
             logger.info("undecodable values of batch %s of sink %s already dead-lettered", batch_id, sink_id)
         return outcome
@@ -83,17 +84,3 @@ class RejectedValues:
             namespace = self.table_name.rsplit(".", 1)[0]
             catalogs.ensure_namespace(self._catalog, namespace)
             self._namespace_checked = True
-
-
-@dataclass(frozen=True)
-class _UndecodedBatch(NormalizedBatch):
-    """A "normalized" batch whose every row is a dead letter: what the dead-letter queue delivers.
-
-    The queue takes its rows from ``dead_letters`` and checks them against :meth:`counts`.
-    """
-
-    rejected_rows: int = 0
-
-    def counts(self) -> RowCounts:
-        """All rows are bad; they were counted by the decoder."""
-        return RowCounts(self.rejected_rows, self.rejected_rows)

@@ -1,14 +1,16 @@
-"""The message an executor sends to the driver for each data file it wrote.
+"""The messages an executor sends to the driver: one per data file it wrote, one per task.
 
-Small, frozen and picklable; it travels as one JSON string per file in the Arrow
-output of ``mapInArrow`` (:data:`MESSAGE_SCHEMA`), so nothing of the executor's Python
-objects crosses the wire. The driver turns it into a pyiceberg ``DataFile``.
+Small, frozen and picklable; they travel as one JSON string each in the Arrow output of
+``mapInArrow`` (:data:`MESSAGE_SCHEMA`), so nothing of the executor's Python objects
+crosses the wire. The driver turns a :class:`DataFileMessage` into a pyiceberg
+``DataFile`` and sums the :class:`TaskReport` rows.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from decimal import Decimal
 from typing import Any
@@ -83,6 +85,49 @@ class DataFileMessage:
         return cls(**data)
 
 
+@dataclass(frozen=True)
+class TaskReport:
+    """What one write task received: every row, whether it wrote it or dropped it as bad.
+
+    Attributes:
+        task_id: Spark partition id of the task.
+        input_rows: Rows the task received.
+        bad_rows: Of those, rows flagged bad (for the dead-letter table), not written.
+    """
+
+    task_id: int
+    input_rows: int
+    bad_rows: int
+
+    def to_json(self) -> str:
+        return json.dumps({_REPORT_KEY: [self.task_id, self.input_rows, self.bad_rows]})
+
+
+_REPORT_KEY = "task_report"
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What a write job sent back: its files, and the rows its tasks received and dropped."""
+
+    files: list[DataFileMessage]
+    input_rows: int
+    bad_rows: int
+
+    @classmethod
+    def from_json(cls, texts: Iterable[str]) -> WriteResult:
+        """Decode the messages of every task (:func:`messages_to_arrow`)."""
+        files: list[DataFileMessage] = []
+        input_rows = bad_rows = 0
+        for text in texts:
+            if text.startswith('{"' + _REPORT_KEY):
+                _, received, bad = json.loads(text)[_REPORT_KEY]
+                input_rows, bad_rows = input_rows + received, bad_rows + bad
+            else:
+                files.append(DataFileMessage.from_json(text))
+        return cls(files, input_rows, bad_rows)
+
+
 def _encode_value(value: Any) -> Any:
     if isinstance(value, bytes):
         return {"bytes": base64.b64encode(value).decode()}
@@ -100,8 +145,7 @@ def _decode_value(value: Any) -> Any:
     return value
 
 
-def messages_to_arrow(messages: list[DataFileMessage]) -> pa.RecordBatch:
-    """The Arrow batch a write task yields: one JSON message per file."""
-    return pa.RecordBatch.from_arrays(
-        [pa.array([m.to_json() for m in messages], type=pa.string())], schema=MESSAGE_SCHEMA
-    )
+def messages_to_arrow(messages: list[DataFileMessage], report: TaskReport) -> pa.RecordBatch:
+    """The Arrow batch a write task yields: one JSON message per file, then its report."""
+    texts = [m.to_json() for m in messages] + [report.to_json()]
+    return pa.RecordBatch.from_arrays([pa.array(texts, type=pa.string())], schema=MESSAGE_SCHEMA)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyiceberg.io import FileIO, load_file_io
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
@@ -26,7 +27,7 @@ from sink.schema.convert import iceberg_to_arrow_schema
 from sink.write.fanout import FanoutWriter
 from sink.write.keys import KeyFunction, arrow_key_functions
 from sink.write.memory import PeakRssSampler
-from sink.write.messages import MESSAGE_DDL, DataFileMessage, messages_to_arrow
+from sink.write.messages import MESSAGE_DDL, DataFileMessage, TaskReport, WriteResult, messages_to_arrow
 from sink.write.parquet import CompressionEstimator, ParquetFileWriter
 from sink.write.rolling import RollingFileWriter
 from sink.write.split import arrow_bytes, chunked, split_by_key
@@ -66,8 +67,11 @@ class WriteSpec:
         row_group_size_bytes: Estimated on-disk size of a row group.
         memory_budget_bytes: Most Arrow bytes a task's open writers may buffer.
         compression: Parquet codec.
-        num_data_columns: Leading input columns that are table columns; the rest are
-            partition values, one per spec field, in spec order.
+        num_data_columns: Leading input columns that are table columns (and the bad-row
+            flag); the rest are partition values, one per spec field, in spec order.
+        bad_row_flag: The table columns are followed by a boolean column, true for a
+            row to leave out (it belongs in the dead-letter table); such rows are
+            dropped and counted (:class:`~sink.write.messages.TaskReport`).
         partition_values_in_task: The input has no partition-value columns; the task
             computes them from the table columns (:mod:`sink.write.keys`).
         sequential_buckets: The input is whole partitions of a bucket shuffle, one after
@@ -89,12 +93,13 @@ class WriteSpec:
     num_data_columns: int
     partition_values_in_task: bool = False
     sequential_buckets: BucketLayout | None = None
+    bad_row_flag: bool = False
 
 
 def run_write(
     df: DataFrame, spec: WriteSpec, *, in_driver: bool = False, before: ArrowFunction | None = None
-) -> list[DataFileMessage]:
-    """Write ``df`` (one Spark job); the message of every file written.
+) -> WriteResult:
+    """Write ``df`` (one Spark job); every file written, and the rows received and dropped.
 
     By default in Spark's executors. With ``in_driver`` (small batches only), ``df`` is
     collected as Arrow, a job without Python workers, and written from this process by
@@ -104,10 +109,11 @@ def run_write(
     if in_driver:
         if before is not None:
             raise ValueError("a batch written in the driver has no tasks to run 'before' in")
-        table = df.toArrow()
-        return DataTaskWriter(spec, task_id=0, attempt=0).write_all(iter(table.to_batches()))
+        writer = DataTaskWriter(spec, task_id=0, attempt=0)
+        files = writer.write_all(iter(df.toArrow().to_batches()))
+        return WriteResult(files, writer.report.input_rows, writer.report.bad_rows)
     rows = df.mapInArrow(write_function(spec, before), MESSAGE_DDL).collect()
-    return [DataFileMessage.from_json(row[0]) for row in rows]
+    return WriteResult.from_json(row[0] for row in rows)
 
 
 def write_function(spec: WriteSpec, before: ArrowFunction | None = None) -> ArrowFunction:
@@ -121,9 +127,11 @@ def write_function(spec: WriteSpec, before: ArrowFunction | None = None) -> Arro
         context = TaskContext.get()
         task_id = context.partitionId() if context else 0
         attempt = context.attemptNumber() if context else 0
+        writer = DataTaskWriter(spec, task_id, attempt)
         with PeakRssSampler() as rss:
-            messages = DataTaskWriter(spec, task_id, attempt).write_all(batches)
-        yield messages_to_arrow([replace(m, task_peak_rss_bytes=rss.peak_bytes) for m in messages])
+            messages = writer.write_all(batches)
+        messages = [replace(m, task_peak_rss_bytes=rss.peak_bytes) for m in messages]
+        yield messages_to_arrow(messages, writer.report)
 
     return run
 
@@ -150,13 +158,23 @@ class DataTaskWriter:
         self._chunk_bytes = min(CHUNK_BYTES, spec.memory_budget_bytes // CHUNKS_PER_BUDGET)
         threads = min(CLOSE_THREADS, os.cpu_count() or 1)
         self._fanout = FanoutWriter(self._new_rolling_writer, spec.memory_budget_bytes, close_threads=threads)
+        self._input_rows = 0
+        self._bad_rows = 0
+
+    @property
+    def report(self) -> TaskReport:
+        """The rows received and dropped as bad so far (all of them after :meth:`write_all`)."""
+        return TaskReport(self._task_id, self._input_rows, self._bad_rows)
 
     def write_all(self, batches: Iterator[pa.RecordBatch]) -> list[DataFileMessage]:
         """Write every batch; on failure delete what was written and raise :class:`WriteError`."""
         n = self._spec.num_data_columns
         buckets = _BucketSequence(self._spec.sequential_buckets)
         try:
-            for batch in chunked(batches, self._chunk_bytes):
+            for received in chunked(batches, self._chunk_bytes):
+                batch = self._without_bad_rows(received)
+                if batch.num_rows == 0:
+                    continue
                 rows = self._to_file_batch(batch)
                 if self._key_functions is None:
                     keys = [batch.column(i) for i in range(n, batch.num_columns)]
@@ -196,6 +214,18 @@ class DataTaskWriter:
             self._spec.file_prefix,
         )
         return messages
+
+    def _without_bad_rows(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """``batch`` without the rows flagged bad, counted with the rows received."""
+        self._input_rows += batch.num_rows
+        if not self._spec.bad_row_flag:
+            return batch
+        flag = batch.column(len(self._arrow_schema))
+        bad = flag.true_count
+        if bad == 0:
+            return batch
+        self._bad_rows += bad
+        return batch.filter(pc.invert(flag))
 
     def _task_key_functions(self) -> list[KeyFunction] | None:
         """The functions computing partition values here, or ``None`` when the input carries them."""

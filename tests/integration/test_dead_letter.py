@@ -105,10 +105,17 @@ def comparable(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+@pytest.mark.parametrize("mode", ["bucket", "none"])
 def test_one_percent_bad_values_are_dead_lettered_and_the_stream_goes_on(
-    spark: SparkSession, tmp_path: Path, catalog_options: dict[str, str]
+    spark: SparkSession, tmp_path: Path, catalog_options: dict[str, str], mode: str
 ) -> None:
-    options = {**catalog_options, "table": "db.orders", "partition-by": "bucket(4, id)"}
+    """The write tasks drop the flagged rows and count them: with a shuffle, and computing keys themselves."""
+    options = {
+        **catalog_options,
+        "table": "db.orders",
+        "partition-by": "bucket(4, id)",
+        "distribution-mode": mode,
+    }
     sink = IcebergSink.from_options(options)
     sink.prepare(TYPED)
     first, expected_bad = source_rows(ROWS)
@@ -158,6 +165,24 @@ def test_one_percent_bad_values_are_dead_lettered_and_the_stream_goes_on(
             == n
         )
     assert metrics.get_sample_value("icesink_rows_written_total", labels) == len(good)
+
+
+def test_a_batch_of_only_bad_rows_is_all_dead_lettered(
+    spark: SparkSession, catalog_options: dict[str, str]
+) -> None:
+    options = {**catalog_options, "table": "db.all_bad", "sink-id": "all-bad", "partition-by": "day"}
+    sink = IcebergSink.from_options(options)
+    sink.prepare(TYPED)
+    rows, _ = source_rows(3, bad=False)
+    for row in rows:
+        row["day"] = "someday"
+    schema = st.StructType([TYPED["id"], *[st.StructField(c, st.StringType()) for c in TYPED.names[1:]]])
+    sink(spark.createDataFrame([tuple(r.values()) for r in rows], schema), 0)
+    assert sink.catalog.load_table("db.all_bad").current_snapshot() is None  # no data file, no commit
+    dead = table_rows(sink.catalog.load_table("db.all_bad__dlq"))
+    assert sorted((d["column"], d["value"]) for d in dead) == [("day", "someday")] * 3
+    labels = {"table": "db.all_bad", "sink_id": "all-bad"}
+    assert sink.metrics.registry.get_sample_value("icesink_dead_letter_rows_total", labels) == 3
 
 
 def test_fail_policy_names_column_value_and_option(

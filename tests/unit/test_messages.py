@@ -5,7 +5,7 @@ from decimal import Decimal
 from hypothesis import given
 from hypothesis import strategies as s
 
-from sink.write.messages import DataFileMessage, messages_to_arrow
+from sink.write.messages import DataFileMessage, TaskReport, WriteResult, messages_to_arrow
 
 partition_values = s.one_of(
     s.none(),
@@ -48,8 +48,17 @@ def test_json_round_trip(partition, sizes, lower, upper, offsets) -> None:  # ty
     assert all(type(a) is type(b) for a, b in zip(decoded.partition, message.partition, strict=True))
 
 
-def test_arrow_batch_has_one_row_per_file() -> None:
+def test_arrow_batch_has_one_row_per_file_then_the_task_report() -> None:
     m = DataFileMessage(path="p", partition=(Decimal("1.50"),), spec_id=0, record_count=1, file_size_bytes=1)
-    batch = messages_to_arrow([m, m])
-    assert batch.num_rows == 2
+    batch = messages_to_arrow([m, m], TaskReport(task_id=3, input_rows=5, bad_rows=2))
+    assert batch.num_rows == 3
     assert DataFileMessage.from_json(batch.column(0)[0].as_py()) == m
+
+
+def test_write_result_sums_the_reports_of_every_task() -> None:
+    m = DataFileMessage(path="p", partition=(), spec_id=0, record_count=3, file_size_bytes=1)
+    first = messages_to_arrow([m], TaskReport(0, input_rows=5, bad_rows=2))
+    empty = messages_to_arrow([], TaskReport(1, input_rows=4, bad_rows=4))  # every row bad: no file
+    texts = first.column(0).to_pylist() + empty.column(0).to_pylist()
+    result = WriteResult.from_json(texts)
+    assert result == WriteResult([m], input_rows=9, bad_rows=6)
