@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as st
 
 from sink import IcebergSink
@@ -93,6 +93,20 @@ def typed(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def as_sent(spark: SparkSession, rows: list[dict[str, Any]], id_nullable: bool = False) -> DataFrame:
+    """Source rows as a DataFrame: ``id`` a long, every other column a string."""
+    columns = [st.StructField("id", st.LongType(), id_nullable)]
+    columns += [st.StructField(c, st.StringType()) for c in TYPED.names[1:]]
+    return spark.createDataFrame([tuple(r.values()) for r in rows], st.StructType(columns))
+
+
+def typed_sink(catalog_options: dict[str, str], **options: str) -> IcebergSink:
+    """A sink whose table was created from :data:`TYPED`."""
+    sink = IcebergSink.from_options({**catalog_options, **options})
+    sink.prepare(TYPED)
+    return sink
+
+
 def write_parquet(path: Path, rows: list[dict[str, Any]]) -> None:
     schema = pa.schema([("id", pa.int64())] + [(c, pa.string()) for c in list(rows[0])[1:]])
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
@@ -170,14 +184,11 @@ def test_one_percent_bad_values_are_dead_lettered_and_the_stream_goes_on(
 def test_a_batch_of_only_bad_rows_is_all_dead_lettered(
     spark: SparkSession, catalog_options: dict[str, str]
 ) -> None:
-    options = {**catalog_options, "table": "db.all_bad", "sink-id": "all-bad", "partition-by": "day"}
-    sink = IcebergSink.from_options(options)
-    sink.prepare(TYPED)
+    sink = typed_sink(catalog_options, table="db.all_bad", **{"sink-id": "all-bad", "partition-by": "day"})
     rows, _ = source_rows(3, bad=False)
     for row in rows:
         row["day"] = "someday"
-    schema = st.StructType([TYPED["id"], *[st.StructField(c, st.StringType()) for c in TYPED.names[1:]]])
-    sink(spark.createDataFrame([tuple(r.values()) for r in rows], schema), 0)
+    sink(as_sent(spark, rows), 0)
     assert sink.catalog.load_table("db.all_bad").current_snapshot() is None  # no data file, no commit
     dead = table_rows(sink.catalog.load_table("db.all_bad__dlq"))
     assert sorted((d["column"], d["value"]) for d in dead) == [("day", "someday")] * 3
@@ -188,14 +199,11 @@ def test_a_batch_of_only_bad_rows_is_all_dead_lettered(
 def test_fail_policy_names_column_value_and_option(
     spark: SparkSession, catalog_options: dict[str, str]
 ) -> None:
-    options = {**catalog_options, "table": "db.strict", "sink-id": "strict", "on-bad-record": "fail"}
-    sink = IcebergSink.from_options(options)
-    sink.prepare(TYPED)
+    sink = typed_sink(catalog_options, table="db.strict", **{"sink-id": "strict", "on-bad-record": "fail"})
     rows, _ = source_rows(50, bad=False)
     rows[20]["dec"] = "12,50"
-    schema = st.StructType([TYPED["id"], *[st.StructField(c, st.StringType()) for c in TYPED.names[1:]]])
     with pytest.raises(BadRecordError) as info:
-        sink(spark.createDataFrame([tuple(r.values()) for r in rows], schema), 0)
+        sink(as_sent(spark, rows), 0)
     text = str(info.value)
     assert "'12,50'" in text and "column 'dec'" in text and "on-bad-record=dlq" in text, text
     assert "batch_id=0" in text and "db.strict__dlq" in text
@@ -209,10 +217,7 @@ def test_dead_letters_are_written_once_when_the_batch_is_replayed(
 ) -> None:
     options = {**catalog_options, "table": "db.replayed", "sink-id": "replayed"}
     rows, expected_bad = source_rows(1000)
-    schema = st.StructType(
-        [st.StructField("id", st.LongType()), *[st.StructField(c, st.StringType()) for c in TYPED.names[1:]]]
-    )
-    df = spark.createDataFrame([tuple(r.values()) for r in rows], schema)
+    df = as_sent(spark, rows, id_nullable=True)
     IcebergSink.from_options(options).prepare(TYPED)
 
     class Crash(Exception):
