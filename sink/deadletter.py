@@ -20,6 +20,7 @@ import datetime as dt
 import logging
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyiceberg.catalog import Catalog
@@ -40,10 +41,10 @@ from sink.commit.recovery import AttemptLog, AttemptRecord
 from sink.config import SinkConfig
 from sink.errors import ConfigError, SchemaError, WriteError
 from sink.metrics import SinkMetrics
-from sink.normalize import BadRecordReason, NormalizedBatch, RowCounts
+from sink.normalize import BadRecordReason
 from sink.route.router import BucketRouter, RoutedBatch
 from sink.schema.convert import iceberg_to_spark_type
-from sink.write.messages import DataFileMessage
+from sink.write.messages import DataFileMessage, RowCounts
 from sink.write.task import WriteSpec, run_write
 
 logger = logging.getLogger(__name__)
@@ -110,16 +111,18 @@ class DeadLetterQueue:
 
     def deliver(
         self,
-        batch: NormalizedBatch,
+        dead_letters: Callable[[], DataFrame],
         sink_id: str,
         batch_id: int,
         rows_written: int,
         counts: RowCounts,
     ) -> DeadLetterOutcome:
-        """Commit the dead letters of ``batch``: after its good rows were written, before they commit.
+        """Commit a batch's dead letters: after its good rows were written, before they commit.
 
         Args:
-            batch: The normalized batch.
+            dead_letters: Builds the batch's bad rows (see
+                :attr:`~sink.normalize.NormalizedBatch.dead_letters`); called only when
+                ``counts`` has bad rows.
             sink_id: The sink id (the dead-letter table's ledger key).
             batch_id: The micro-batch.
             rows_written: Good rows the write step wrote: with the dead letters, they must
@@ -151,7 +154,7 @@ class DeadLetterQueue:
             )
             return DeadLetterOutcome(skipped_replay=True)
         observation = Observation()
-        rows = self._frame(batch.dead_letters, table, sink_id, batch_id, observation)
+        rows = self._frame(dead_letters(), table, sink_id, batch_id, observation)
         attempt = uuid.uuid4().hex[:16]
         spec = self._write_spec(table, sink_id, batch_id, attempt, rows)
         attempts = AttemptLog(table.io, table.location(), sink_id)

@@ -44,7 +44,6 @@ __all__ = [
     "BadRecordReason",
     "NormalizeOptions",
     "NormalizedBatch",
-    "RowCounts",
     "bad_record_error",
     "normalize",
 ]
@@ -94,18 +93,6 @@ class NormalizeOptions:
 
 
 @dataclass(frozen=True)
-class RowCounts:
-    """A batch's rows, counted by the tasks that wrote its good rows."""
-
-    input_rows: int
-    bad_rows: int
-
-    @property
-    def good_rows(self) -> int:
-        return self.input_rows - self.bad_rows
-
-
-@dataclass(frozen=True)
 class NormalizedBatch:
     """A batch aligned to the table.
 
@@ -117,7 +104,6 @@ class NormalizedBatch:
             ``rows`` is good (no row can be bad, or ``on-bad-record=fail`` raises).
         dead_letters: The bad rows, lazily: ``column``, ``reason``, ``value`` and
             ``original_row`` (JSON). Run it only when the write found bad rows.
-        can_have_bad_rows: Whether any value of the batch's schema can fail to convert.
         range_checks: When every way a row can be bad is a date or timestamp outside the
             range the sink writes, the columns checked (empty when no row can be bad);
             ``None`` when rows can be bad in other ways.
@@ -125,7 +111,6 @@ class NormalizedBatch:
 
     rows: DataFrame
     bad_row_flag: bool
-    can_have_bad_rows: bool
     range_checks: frozenset[str] | None
     _dead_letters: Callable[[], DataFrame] = field(repr=False)
 
@@ -157,7 +142,7 @@ def normalize(batch_df: DataFrame, schema: Schema, options: NormalizeOptions) ->
     def dead_letters() -> DataFrame:  # built only when there are some: building a plan costs too
         return checked.filter(F.col(PROBLEM_COLUMN).isNotNull()).select(*plan.dead_letter_columns)
 
-    return NormalizedBatch(rows, flagged, plan.keep is not None, plan.range_checks, dead_letters)
+    return NormalizedBatch(rows, flagged, plan.range_checks, dead_letters)
 
 
 @dataclass(frozen=True)

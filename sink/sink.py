@@ -38,13 +38,13 @@ from sink.deadletter import DeadLetterQueue, dead_letter_table_name
 from sink.errors import BadRecordError, ConfigError, SchemaError, WriteError, find_error_code
 from sink.metrics import SinkMetrics
 from sink.metrics_server import MetricsServer, export, is_exported
-from sink.normalize import NormalizedBatch, NormalizeOptions, RowCounts, bad_record_error, normalize
+from sink.normalize import NormalizedBatch, NormalizeOptions, bad_record_error, normalize
 from sink.progress import watch_active_session
 from sink.route.router import BucketRouter, RoutedBatch
 from sink.route.skew import RoutingHistory
 from sink.schema.convert import iceberg_to_spark_schema
 from sink.schema.coordinator import coordinator_for
-from sink.write.messages import WriteResult
+from sink.write.messages import RowCounts, WriteResult
 from sink.write.task import ArrowFunction, WriteSpec, run_write
 
 logger = logging.getLogger(__name__)
@@ -189,8 +189,9 @@ class IcebergSink:
         self.metrics.record_files(name, files, spec.target_file_size_bytes)
         # 1b. dead letters: committed before the batch's data, so a replay cannot repeat them.
         # Rows as the write tasks received them; a fused batch's maker counted them before that.
-        counts = RowCounts(result.input_rows, result.bad_rows) if fused is None else RowCounts(fused.rows, 0)
-        self._dead_letters.deliver(normalized, sink_id, batch_id, sum(f.record_count for f in files), counts)
+        counts = result.counts if fused is None else RowCounts(fused.rows, 0)
+        written = sum(f.record_count for f in files)
+        self._dead_letters.deliver(lambda: normalized.dead_letters, sink_id, batch_id, written, counts)
         # 5. stage
         if files:
             batch = StagedBatch(batch_id, attempt, tuple(files))

@@ -19,7 +19,7 @@ from sink import catalog as catalogs
 from sink.config import BadRecordPolicy
 from sink.deadletter import DeadLetterOutcome, DeadLetterQueue
 from sink.errors import BadRecordError
-from sink.normalize import NormalizedBatch, RowCounts
+from sink.write.messages import RowCounts
 
 if TYPE_CHECKING:
     from sink.sink import IcebergSink
@@ -70,10 +70,10 @@ class RejectedValues:
                 batch_id=batch_id,
             )
         self._ensure_namespace()
-        # Every row is a dead letter, counted by the decoder.
-        batch = NormalizedBatch(dead_letters, False, True, None, lambda: dead_letters)
-        counts = RowCounts(rows, rows)
-        outcome = self._queue.deliver(batch, f"{sink_id}{DECODE_SINK_ID_SUFFIX}", batch_id, 0, counts)
+        counts = RowCounts(rows, rows)  # every row is a dead letter, counted by the decoder
+        outcome = self._queue.deliver(
+            lambda: dead_letters, f"{sink_id}{DECODE_SINK_ID_SUFFIX}", batch_id, 0, counts
+        )
         if outcome.skipped_replay:
             logger.info("undecodable values of batch %s of sink %s already dead-lettered", batch_id, sink_id)
         return outcome

@@ -86,6 +86,18 @@ class DataFileMessage:
 
 
 @dataclass(frozen=True)
+class RowCounts:
+    """A batch's rows as its write received them, and how many of them were bad."""
+
+    input_rows: int
+    bad_rows: int
+
+    @property
+    def good_rows(self) -> int:
+        return self.input_rows - self.bad_rows
+
+
+@dataclass(frozen=True)
 class TaskReport:
     """What one write task received: every row, whether it wrote it or dropped it as bad.
 
@@ -111,8 +123,7 @@ class WriteResult:
     """What a write job sent back: its files, and the rows its tasks received and dropped."""
 
     files: list[DataFileMessage]
-    input_rows: int
-    bad_rows: int
+    counts: RowCounts
 
     @classmethod
     def from_json(cls, texts: Iterable[str]) -> WriteResult:
@@ -125,7 +136,7 @@ class WriteResult:
                 input_rows, bad_rows = input_rows + received, bad_rows + bad
             else:
                 files.append(DataFileMessage.from_json(text))
-        return cls(files, input_rows, bad_rows)
+        return cls(files, RowCounts(input_rows, bad_rows))
 
 
 def _encode_value(value: Any) -> Any:

@@ -27,7 +27,14 @@ from sink.schema.convert import iceberg_to_arrow_schema
 from sink.write.fanout import FanoutWriter
 from sink.write.keys import KeyFunction, arrow_key_functions
 from sink.write.memory import PeakRssSampler
-from sink.write.messages import MESSAGE_DDL, DataFileMessage, TaskReport, WriteResult, messages_to_arrow
+from sink.write.messages import (
+    MESSAGE_DDL,
+    DataFileMessage,
+    RowCounts,
+    TaskReport,
+    WriteResult,
+    messages_to_arrow,
+)
 from sink.write.parquet import CompressionEstimator, ParquetFileWriter
 from sink.write.rolling import RollingFileWriter
 from sink.write.split import arrow_bytes, chunked, split_by_key
@@ -111,7 +118,8 @@ def run_write(
             raise ValueError("a batch written in the driver has no tasks to run 'before' in")
         writer = DataTaskWriter(spec, task_id=0, attempt=0)
         files = writer.write_all(iter(df.toArrow().to_batches()))
-        return WriteResult(files, writer.report.input_rows, writer.report.bad_rows)
+        report = writer.report
+        return WriteResult(files, RowCounts(report.input_rows, report.bad_rows))
     rows = df.mapInArrow(write_function(spec, before), MESSAGE_DDL).collect()
     return WriteResult.from_json(row[0] for row in rows)
 

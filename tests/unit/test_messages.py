@@ -5,7 +5,7 @@ from decimal import Decimal
 from hypothesis import given
 from hypothesis import strategies as s
 
-from sink.write.messages import DataFileMessage, TaskReport, WriteResult, messages_to_arrow
+from sink.write.messages import DataFileMessage, RowCounts, TaskReport, WriteResult, messages_to_arrow
 
 partition_values = s.one_of(
     s.none(),
@@ -61,4 +61,4 @@ def test_write_result_sums_the_reports_of_every_task() -> None:
     empty = messages_to_arrow([], TaskReport(1, input_rows=4, bad_rows=4))  # every row bad: no file
     texts = first.column(0).to_pylist() + empty.column(0).to_pylist()
     result = WriteResult.from_json(texts)
-    assert result == WriteResult([m], input_rows=9, bad_rows=6)
+    assert result == WriteResult([m], RowCounts(input_rows=9, bad_rows=6))
