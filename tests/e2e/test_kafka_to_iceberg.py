@@ -31,7 +31,7 @@ import yaml
 
 from sink import metrics_server
 from sink.errors import ConfigError
-from sink.sources.kafka_select import kafka_format
+from streaming_jobs.kafka.source.kafka_select import kafka_format
 from streaming_jobs.kafka_config import validate
 from streaming_jobs.kafka_to_iceberg import run
 from tests.support.tables import catalog_from_options

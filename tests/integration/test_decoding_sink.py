@@ -13,8 +13,8 @@ import pytest
 from pyspark.sql import functions as F
 
 from sink import IcebergSink
-from sink.decode import DecodeOptions, DecodingSink, ValueDecoder, ValueFormat, parse_ddl
 from sink.errors import BadRecordError
+from streaming_jobs.kafka.decode import DecodeOptions, DecodingSink, ValueDecoder, ValueFormat, parse_ddl
 from tests.support.tables import catalog_from_options, check_data_files
 
 KAFKA_DDL = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp"

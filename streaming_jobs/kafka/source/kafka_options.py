@@ -27,8 +27,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from sink.errors import ConfigError
-from sink.sources.kafka_offsets import EARLIEST, LATEST, PartitionOffsets, TopicPartitionId, offsets_from_json
-from sink.sources.kafka_subscription import Subscription, parse_subscription
+from streaming_jobs.kafka.source.kafka_offsets import (
+    EARLIEST,
+    LATEST,
+    PartitionOffsets,
+    TopicPartitionId,
+    offsets_from_json,
+)
+from streaming_jobs.kafka.source.kafka_subscription import Subscription, parse_subscription
 
 Mode = Literal["stream", "batch"]
 
