@@ -27,7 +27,7 @@ from sink.commit.committer import Committer
 from sink.commit.ledger import BatchRange
 from sink.config import CommitConfig
 from sink.maintenance import expire_snapshots
-from sink.schema.convert import iceberg_to_arrow_schema
+from sink.type_mapping import iceberg_to_arrow_schema
 from sink.write.task import DataTaskWriter, WriteSpec
 
 

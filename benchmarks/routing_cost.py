@@ -48,7 +48,7 @@ from sink.partitioning import build_partition_spec, parse_partition_by
 from sink.route.router import PARTITION_COLUMN_PREFIX, BucketRouter
 from sink.route.self_check import ensure_self_checks
 from sink.route.skew import RoutingHistory
-from sink.schema.convert import spark_to_iceberg_schema
+from sink.type_mapping import spark_to_iceberg_schema
 from streaming_jobs.taxi_workload import PARTITION_BY, taxi_rows
 
 _FILE_NAME = re.compile(r"-(\d{5})-(\d+)-(\d{5})\.parquet$")

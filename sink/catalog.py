@@ -12,7 +12,7 @@ from pyspark.sql import types as st
 from sink.config import SinkConfig
 from sink.errors import CatalogError, PartitionSpecError
 from sink.partitioning import build_partition_spec, parse_partition_by
-from sink.schema.convert import spark_to_iceberg_schema
+from sink.type_mapping import spark_to_iceberg_schema
 
 logger = logging.getLogger(__name__)
 

@@ -43,7 +43,7 @@ from sink.errors import ConfigError, SchemaError, WriteError
 from sink.metrics import SinkMetrics
 from sink.normalize import BadRecordReason
 from sink.route.router import BucketRouter, RoutedBatch
-from sink.schema.convert import iceberg_to_spark_type
+from sink.type_mapping import iceberg_to_spark_type
 from sink.write.messages import DataFileMessage, RowCounts
 from sink.write.task import WriteSpec, run_write
 

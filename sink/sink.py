@@ -42,8 +42,8 @@ from sink.normalize import NormalizedBatch, NormalizeOptions, bad_record_error, 
 from sink.progress import watch_active_session
 from sink.route.router import BucketRouter, RoutedBatch
 from sink.route.skew import RoutingHistory
-from sink.schema.convert import iceberg_to_spark_schema
 from sink.schema.coordinator import coordinator_for
+from sink.type_mapping import iceberg_to_spark_schema
 from sink.write.messages import RowCounts, WriteResult
 from sink.write.task import ArrowFunction, WriteSpec, run_write
 

@@ -3,7 +3,7 @@
 ``distribution-mode`` (Iceberg Spark's option of that name) chooses the shuffle:
 
 * ``bucket`` (default when the spec has a bucket field): Spark partition id == bucket id
-  (:mod:`sink.route.layout`, :mod:`sink.route.shuffle`). Every shuffle partition holds
+  (:mod:`sink.write.layout`, :mod:`sink.route.shuffle`). Every shuffle partition holds
   the rows of exactly one bucket, all of them, and the task that reads it fans out over
   the other partition fields (days, ...), so each partition value of a batch under the
   target size is one data file. Adaptive execution cannot coalesce or split these
@@ -54,7 +54,6 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sink.config import DEFAULT_TARGET_FILE_SIZE_BYTES, DistributionMode
-from sink.route.layout import BucketLayout
 from sink.route.self_check import ensure_self_checks
 from sink.route.shuffle import exact_repartition
 from sink.route.skew import (
@@ -68,6 +67,7 @@ from sink.route.skew import (
 )
 from sink.route.transforms import partition_value_column
 from sink.write.keys import arrow_key_functions
+from sink.write.layout import BucketLayout
 
 logger = logging.getLogger(__name__)
 

@@ -24,8 +24,8 @@ from pyspark.sql import types as st
 
 from sink.errors import SchemaError
 from sink.schema import casts
-from sink.schema.convert import iceberg_to_spark_type
 from sink.schema.diff import LIST_ELEMENT, MAP_VALUE, match_fields
+from sink.type_mapping import iceberg_to_spark_type
 
 _MAP_KEY = "key"
 _SHAPE_PROBE = "__icesink_shape"  # a column name never resolved: converting it only shows the structure

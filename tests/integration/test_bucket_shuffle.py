@@ -24,8 +24,8 @@ from pyspark.sql import functions as F
 from sink import IcebergSink
 from sink.errors import SelfCheckError
 from sink.route import self_check
-from sink.route.layout import BucketLayout
 from sink.route.self_check import HashVector
+from sink.write.layout import BucketLayout
 from streaming_jobs.taxi_workload import PARTITION_BY, taxi_rows
 from tests.support.spark_conf import session_conf
 from tests.support.tables import check_data_files, data_files

@@ -31,7 +31,7 @@ from pyiceberg.types import (
 )
 
 from sink._pyiceberg import partition_representation
-from sink.schema.convert import iceberg_to_arrow_schema
+from sink.type_mapping import iceberg_to_arrow_schema
 from sink.write.keys import arrow_key_functions
 
 SCHEMA = Schema(

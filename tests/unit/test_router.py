@@ -12,9 +12,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from sink.config import DistributionMode
-from sink.route.layout import BucketLayout
 from sink.route.router import PARTITION_COLUMN_PREFIX, BucketRouter, resolve_mode
 from sink.route.skew import RoutingHistory
+from sink.write.layout import BucketLayout
 from sink.write.messages import DataFileMessage
 
 SCHEMA = Schema(
