@@ -17,15 +17,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from sink import metrics_server
 from sink.config import MetricsConfig, SinkConfig
 from sink.errors import ConfigError
-from sink.metrics import (
+from sink.metric_families import (
     BATCH_OUTCOMES,
     DEAD_LETTER_REASONS,
     SCHEMA_CHANGE_KINDS,
     SCHEMA_CHECK_OUTCOMES,
     STEPS,
-    SinkIdentity,
-    SinkMetrics,
 )
+from sink.metrics import SinkIdentity, SinkMetrics
 from sink.metrics_server import MergedRegistries, PushgatewayPusher
 from sink.progress import ProgressMetricsListener, offsets_behind_latest
 from sink.write.messages import DataFileMessage
