@@ -20,7 +20,7 @@ ORPHAN_ACTIONS = ("deleted", "kept")
 SCHEMA_CHANGE_KINDS = ("add_column", "widen_type", "make_optional")
 #: Outcomes of ``icesink_schema_checks_total`` (:class:`sink.schema.coordinator.SchemaCheck`).
 SCHEMA_CHECK_OUTCOMES = ("unchanged", "refreshed", "evolved", "already_applied")
-#: Reasons of ``icesink_dead_letter_reasons_total`` (:class:`sink.schema.conversion.BadRecordReason`).
+#: Reasons of ``icesink_dead_letter_reasons_total`` (:class:`sink.schema.primitives.BadRecordReason`).
 DEAD_LETTER_REASONS = (
     "parse_error",
     "out_of_range",

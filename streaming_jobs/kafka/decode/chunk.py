@@ -34,7 +34,7 @@ import pyarrow.json as pj
 
 from streaming_jobs.kafka.decode.types import has_timestamps, timestamps_as_strings, without_nulls
 
-PARSE_ERROR = "parse_error"  # reasons, as sink.schema.conversion.BadRecordReason spells them
+PARSE_ERROR = "parse_error"  # reasons, as sink.schema.primitives.BadRecordReason spells them
 OUT_OF_RANGE = "out_of_range"
 TYPE_MISMATCH = "type_mismatch"
 
