@@ -26,7 +26,7 @@ def _install_crash(point: str, batch: int) -> None:
             if staged.batch_id >= batch:
                 os.kill(os.getpid(), signal.SIGKILL)
 
-        staging.StagingArea.stage = stage  # type: ignore[method-assign]
+        staging.StagingArea.stage = stage  # type: ignore[method-assign,assignment]
         return
 
     real_commit = committer.Committer.commit

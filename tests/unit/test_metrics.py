@@ -107,9 +107,9 @@ def test_start_sink_is_idempotent_and_binds_the_query() -> None:
 
 
 def test_label_values_match_the_code_that_feeds_them() -> None:
-    from sink.schema.conversion import BadRecordReason
     from sink.schema.coordinator import SchemaCheck
     from sink.schema.diff import AddColumn, MakeOptional, WidenType
+    from sink.schema.primitives import BadRecordReason
 
     assert set(DEAD_LETTER_REASONS) == {r.value for r in BadRecordReason}
     assert set(SCHEMA_CHECK_OUTCOMES) == {c.value for c in SchemaCheck}

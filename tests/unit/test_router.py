@@ -159,7 +159,11 @@ def test_single_task_after_a_small_batch(spark: SparkSession) -> None:
 
 def test_a_batch_in_one_spark_partition_is_not_shuffled(spark: SparkSession) -> None:
     one = frame(spark).coalesce(1)
-    for transforms in [((2, BucketTransform(8)),), ((4, DayTransform()), (3, IdentityTransform()))]:
+    cases: list[tuple[tuple[int, Transform[Any, Any]], ...]] = [
+        ((2, BucketTransform(8)),),
+        ((4, DayTransform()), (3, IdentityTransform())),
+    ]
+    for transforms in cases:
         routed = BucketRouter(spec(*transforms), SCHEMA, None).route(one)
         assert routed.single_task and routed.partition_values_in_task and not routed.in_driver
         assert routed.df is one  # nothing added: the task computes the values
