@@ -42,8 +42,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sink import IcebergSink
-from sink.config import DistributionMode
+from icesink import DistributionMode, IcebergSink
 from sink.partitioning import build_partition_spec, parse_partition_by
 from sink.route.router import PARTITION_COLUMN_PREFIX, BucketRouter
 from sink.route.self_check import ensure_self_checks

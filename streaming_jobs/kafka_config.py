@@ -60,8 +60,7 @@ from pydantic import (
     model_validator,
 )
 
-from sink.config import SinkConfig
-from sink.errors import ConfigError
+from icesink import ConfigError, SinkConfig
 from streaming_jobs.kafka.decode import DdlError, DecodeOptions, ValueFormat, parse_ddl
 from streaming_jobs.kafka.source.kafka_options import KafkaSourceOptions, check_client_config
 

@@ -27,8 +27,7 @@ from typing import Any
 
 from pyspark.errors import StreamingQueryException
 
-from sink import IcebergSink
-from sink.errors import ConfigError
+from icesink import ConfigError, IcebergSink
 from streaming_jobs.kafka.decode import DecodingSink, ValueDecoder
 from streaming_jobs.kafka.source.kafka_select import JVM_FORMAT, kafka_format
 from streaming_jobs.kafka_cli import load_config

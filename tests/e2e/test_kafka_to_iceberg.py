@@ -29,8 +29,8 @@ from typing import Any
 import pytest
 import yaml
 
+from icesink import ConfigError
 from sink import metrics_server
-from sink.errors import ConfigError
 from streaming_jobs.kafka.source.kafka_select import kafka_format
 from streaming_jobs.kafka_config import validate
 from streaming_jobs.kafka_to_iceberg import run

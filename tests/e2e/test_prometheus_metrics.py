@@ -19,7 +19,7 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql import types as st
 
-from sink import IcebergSink
+from icesink import IcebergSink
 from sink.progress import unwatch_progress
 from streaming_jobs.kafka.source.kafka import register_kafka_source
 from tests.e2e.conftest import DASHBOARD, RULES

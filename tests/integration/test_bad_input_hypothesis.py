@@ -20,7 +20,7 @@ from hypothesis import strategies as hs
 from pyspark.sql import SparkSession
 from pyspark.sql import types as st
 
-from sink import IcebergSink
+from icesink import IcebergSink
 
 ROWS_PER_EXAMPLE = 400
 TABLE = st.StructType(

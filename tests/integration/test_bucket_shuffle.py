@@ -21,8 +21,7 @@ from pyiceberg.types import IntegerType
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sink import IcebergSink
-from sink.errors import SelfCheckError
+from icesink import IcebergSink, SelfCheckError
 from sink.route import self_check
 from sink.route.self_check import HashVector
 from sink.write.layout import BucketLayout

@@ -12,7 +12,7 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from sink import IcebergSink
+from icesink import IcebergSink
 from tests.integration.test_crash_recovery import job_result, parquet_files_on_disk, run_job
 from tests.support.tables import catalog_from_options, summary_of
 

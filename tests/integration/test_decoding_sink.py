@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F
 
-from sink import IcebergSink
-from sink.errors import BadRecordError
+from icesink import BadRecordError, IcebergSink
 from streaming_jobs.kafka.decode import DecodeOptions, DecodingSink, ValueDecoder, ValueFormat, parse_ddl
 from tests.support.tables import catalog_from_options, check_data_files, summary_of
 

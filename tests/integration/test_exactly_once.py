@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from sink import IcebergSink
+from icesink import IcebergSink
 from tests.support.tables import summary_of
 
 

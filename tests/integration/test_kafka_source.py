@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from pyspark.errors import StreamingQueryException
 
-from sink.errors import ConfigError
+from icesink import ConfigError
 from streaming_jobs.kafka.source import (
     KAFKA_SCHEMA,
     KafkaDataLossError,

@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as st
 
-from sink import IcebergSink
+from icesink import IcebergSink
 from tests.support.tables import check_data_files, row_multiset, summary_of, table_rows
 
 SCHEMA = st.StructType(

@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=1, help="streaming queries sharing the sink")
     args = parser.parse_args(argv)
 
-    from sink import IcebergSink
+    from icesink import IcebergSink
     from streaming_jobs.spark import get_spark
 
     if args.crash_at:

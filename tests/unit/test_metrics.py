@@ -14,9 +14,8 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from icesink import ConfigError, MetricsConfig, SinkConfig
 from sink import metrics_server
-from sink.config import MetricsConfig, SinkConfig
-from sink.errors import ConfigError
 from sink.metric_families import (
     BATCH_OUTCOMES,
     DEAD_LETTER_REASONS,
@@ -196,7 +195,7 @@ def test_metrics_are_not_served_unless_configured(exports: None) -> None:
 
 
 def test_sinks_of_one_process_share_one_endpoint(exports: None, catalog_options: dict[str, str]) -> None:
-    from sink import IcebergSink
+    from icesink import IcebergSink
 
     options = {**catalog_options, "metrics.port": "0"}
     first = IcebergSink.from_options({**options, "table": "db.first"})

@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as st
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_type
 
-from sink.errors import ConfigError
+from icesink import ConfigError
 from streaming_jobs.kafka.decode import debezium
 from streaming_jobs.kafka.decode.task import (
     DATA,

@@ -31,14 +31,14 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame
 
+from icesink import ConfigError
 from sink import catalog as catalogs
-from sink.errors import ConfigError
-from sink.sink import ArrowSource
+from sink.arrow_source import ArrowSource
 from streaming_jobs.kafka.decode.decoder import ValueDecoder
 from streaming_jobs.kafka.decode.rejects import RejectedValues
 
 if TYPE_CHECKING:
-    from sink.sink import IcebergSink
+    from icesink import IcebergSink
 
 logger = logging.getLogger(__name__)
 

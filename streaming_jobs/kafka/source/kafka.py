@@ -42,7 +42,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from sink.errors import ConfigError
+from icesink import ConfigError
 from streaming_jobs.kafka.source.kafka_offset_reader import KafkaOffsetReader
 from streaming_jobs.kafka.source.kafka_offsets import (
     OffsetRange,

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from sink.errors import ConfigError
+from icesink import ConfigError
 from streaming_jobs.kafka.source.kafka_errors import KafkaSourceError
 from streaming_jobs.kafka.source.kafka_offsets import EARLIEST, LATEST, PartitionOffsets, TopicPartitionId
 from streaming_jobs.kafka.source.kafka_options import KafkaSourceOptions, OffsetSpec

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sink.errors import ConfigError
+from icesink import ConfigError
 from streaming_jobs.kafka.source.kafka_offsets import (
     EARLIEST,
     LATEST,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal
 
-from sink.errors import ConfigError
+from icesink import ConfigError
 from streaming_jobs.kafka.source.kafka import register_kafka_source
 
 logger = logging.getLogger(__name__)
