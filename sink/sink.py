@@ -155,11 +155,8 @@ class IcebergSink:
         with self.metrics.time_step(name, "route"):
             routed = self._route(table, state, batch_id, normalized)
         # 4. write (timed inside: the attempt record is written first)
-        fused = (
-            arrow_source
-            if arrow_source and fusable(batch_df, table, normalized, routed, arrow_source)
-            else None
-        )
+        fusing = arrow_source is not None and fusable(batch_df, table, normalized, routed, arrow_source)
+        fused = arrow_source if fusing else None
         written = self._writer.write(table, sink_id, batch_id, normalized, routed, fused)
         state.routing.record(written.files)  # sizes the next batch's shuffle
         # 1b. dead letters: committed before the batch's data, so a replay cannot repeat them.
