@@ -31,8 +31,9 @@ from sink.commit import ledger
 from sink.commit.committer import Committer
 from sink.commit.ledger import BatchRange
 from sink.commit.policy import CommitPolicy
-from sink.commit.recovery import AttemptLog, AttemptRecord
+from sink.commit.recovery import AttemptLog, AttemptRecord, attempt_location
 from sink.commit.staging import StagedBatch, StagingArea
+from sink.commit.state import state_location
 from sink.config import SchemaEvolution, SinkConfig
 from sink.deadletter import DeadLetterQueue, dead_letter_table_name
 from sink.errors import BadRecordError, ConfigError, SchemaError, WriteError, find_error_code
@@ -75,6 +76,7 @@ class IcebergSink:
         self.metrics = metrics or SinkMetrics(target_file_size_bytes=config.write.target_file_size_bytes)
         self.metrics_server: MetricsServer | None = export(self.metrics, config.metrics)
         self.catalog: Catalog = catalogs.open_catalog(config)
+        state_location(config)  # where the sink's bookkeeping goes: checked at start-up
         self._policy = CommitPolicy(
             target_bytes=config.commit.target_bytes,
             interval_s=config.commit.interval_s,
@@ -174,7 +176,7 @@ class IcebergSink:
         # A fused batch's rows are made in the task, with no flag: none of them can be bad.
         flagged = normalized.bad_row_flag and fused is None
         spec = self._write_spec(table, sink_id, batch_id, attempt, routed, flagged)
-        attempts = AttemptLog(table.io, table.location(), sink_id)
+        attempts = AttemptLog.for_sink(self.config, table, sink_id)
         attempts.begin(AttemptRecord(sink_id, batch_id, attempt, spec.file_prefix, spec.data_location))
         with self.metrics.time_step(name, "write"):
             if fused is not None:
@@ -194,7 +196,7 @@ class IcebergSink:
         self._dead_letters.deliver(lambda: normalized.dead_letters, sink_id, batch_id, written, counts)
         # 5. stage
         if files:
-            batch = StagedBatch(batch_id, attempt, tuple(files))
+            batch = StagedBatch(batch_id, attempt, tuple(files), location=spec.data_location)
             if self._policy.stages:
                 state.staging.stage(batch)  # durable before foreachBatch returns
                 self.metrics.record_staged(name, sink_id, state.staging.files)
@@ -230,14 +232,13 @@ class IcebergSink:
         committer = Committer(table, sink_id, self.config.commit)
         with self.metrics.time_step(name, "commit"):
             try:
-                outcome = committer.commit(files, batches, {b.batch_id: b.attempt for b in staged})
+                outcome = committer.commit_batches(staged, batches, durable=self._policy.stages)
             except Exception:
                 self.metrics.commits.labels(name, sink_id, "failed").inc()
                 if not self._policy.stages:
                     state.staging.batches.clear()  # Spark replays the batch; nothing is staged durably
                 raise
         if outcome.skipped_replay:
-            committer.delete_files(files)
             self.metrics.replays_skipped.labels(name, sink_id).inc()
             self.metrics.batches.labels(name, sink_id, "replay_skipped").inc()
         else:
@@ -290,10 +291,11 @@ class IcebergSink:
             state = self._states.get(sink_id)
             if state is not None:
                 return state
-            state = _SinkState(sink_id, _query_id(batch_df), StagingArea(table.io, table.location(), sink_id))
-            self._states[sink_id] = state
+            staging = StagingArea.for_sink(self.config, table, sink_id)
+            state = _SinkState(sink_id, _query_id(batch_df), staging)
             with state.lock:
                 self._recover(table, state)
+            self._states[sink_id] = state  # only once recovered: a failed recovery runs again
         if self._policy.stages:
             self._listen_for_idle()
         return state
@@ -314,7 +316,7 @@ class IcebergSink:
                 name,
             )
         staged_attempts = frozenset(b.attempt for b in state.staging.batches)
-        report = AttemptLog(table.io, table.location(), state.sink_id).recover(table, staged_attempts)
+        report = AttemptLog.for_sink(self.config, table, state.sink_id).recover(table, staged_attempts)
         if report.deleted_files:
             self.metrics.orphan_files.labels(name, "deleted").inc(len(report.deleted_files))
         if report.kept_files:
@@ -362,7 +364,7 @@ class IcebergSink:
             table=self.config.table,
             schema=table.schema(),
             partition_spec=table.spec(),
-            data_location=data_location,
+            data_location=attempt_location(data_location, f"{_short(sink_id)}-b{batch_id}-{attempt}"),
             io_properties={**self.config.catalog.plain_properties(), **table.io.properties},
             table_properties=dict(properties),
             file_prefix=f"{_short(sink_id)}-b{batch_id}-{attempt}",
