@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import json
-import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,12 +21,11 @@ from dataclasses import dataclass, field
 from pyiceberg.io import FileIO
 from pyiceberg.table import Table
 
+from sink.commit import ledger
 from sink.commit.state import STAGED, StateFolder, migrate_legacy, state_folder
 from sink.config import SinkConfig
 from sink.errors import CommitError
 from sink.write.messages import DataFileMessage
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -84,21 +82,30 @@ class StagingArea:
         folder: Where the staged records go.
         data_io: The table's FileIO, to check that staged files still exist.
         migrate: Moves records of earlier versions into ``folder`` (run by the first :meth:`load`).
+        committed: Whether the ledger has a batch id as committed. The files of a batch
+            committed by another attempt may be deleted before its staged record is: such
+            a batch is not checked on load (the sink forgets it).
     """
 
     def __init__(
-        self, folder: StateFolder, data_io: FileIO, migrate: Callable[[], int] | None = None
+        self,
+        folder: StateFolder,
+        data_io: FileIO,
+        migrate: Callable[[], int] | None = None,
+        committed: Callable[[int], bool] | None = None,
     ) -> None:
         self._folder = folder
         self._data_io = data_io
         self._migrate = migrate
+        self._committed = committed or (lambda batch_id: False)
         self.batches: list[StagedBatch] = []
 
     @classmethod
     def for_sink(cls, config: SinkConfig, table: Table, sink_id: str) -> StagingArea:
         """The staging area of ``sink_id`` on ``table``, in the state location of ``config``."""
         folder = state_folder(config, table, sink_id, STAGED)
-        return cls(folder, table.io, functools.partial(migrate_legacy, table, sink_id, STAGED, folder))
+        migrate = functools.partial(migrate_legacy, table, sink_id, STAGED, folder)
+        return cls(folder, table.io, migrate, functools.partial(ledger.is_committed, table, sink_id))
 
     @staticmethod
     def _name(batch_id: int) -> str:
@@ -121,7 +128,8 @@ class StagingArea:
             self._migrate = None
         loaded = [StagedBatch.from_json(self._folder.read(path).decode()) for path in self._folder.records()]
         for batch in loaded:
-            self._check_files_exist(batch)
+            if not self._committed(batch.batch_id):
+                self._check_files_exist(batch)
         self.batches = sorted(loaded, key=lambda b: b.batch_id)
         return list(self.batches)
 

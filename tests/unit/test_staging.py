@@ -6,11 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from sink.commit.committer import Committer
+from sink.commit.ledger import BatchRange
 from sink.commit.staging import StagedBatch, StagingArea
 from sink.commit.state import STAGED, state_folder, state_location
 from sink.config import SinkConfig
 from sink.errors import CommitError, ConfigError
-from tests.unit.commit_fixtures import SINK_ID, make_table, sink_config, write_attempt
+from tests.unit.commit_fixtures import FAST_RETRIES, SINK_ID, make_table, sink_config, write_attempt
 
 
 def test_staged_batches_round_trip_through_the_state_folder(tmp_path: Path) -> None:
@@ -43,6 +45,18 @@ def test_staged_batch_whose_file_is_gone_fails_to_load(tmp_path: Path) -> None:
     with pytest.raises(CommitError, match="staged batch 4 are missing") as raised:
         StagingArea.for_sink(config, table, SINK_ID).load()
     assert batch.files[0].path in str(raised.value) and "000000000004.json" in str(raised.value)
+
+
+def test_staged_batch_committed_by_another_attempt_loads_without_its_files(tmp_path: Path) -> None:
+    config = sink_config(tmp_path)
+    _, table = make_table(config)
+    ours = write_attempt(table, 0, "ours", range(10))
+    StagingArea.for_sink(config, table, SINK_ID).stage(ours)
+    Committer(table, SINK_ID, FAST_RETRIES).commit_batches(
+        [write_attempt(table, 0, "theirs", range(10))], BatchRange(0, 0)
+    )
+    table.io.delete(ours.files[0].path)  # deleted as unreferenced; the process died before the record went
+    assert StagingArea.for_sink(config, table, SINK_ID).load() == [ours]  # the sink then forgets it
 
 
 def test_records_of_an_earlier_version_are_moved_once(tmp_path: Path) -> None:
