@@ -193,6 +193,8 @@ class SinkConfig(_Frozen):
         metrics: Prometheus endpoint and Pushgateway.
         table_schema: Column matching and schema evolution.
         dead_letter: Rows that cannot be converted.
+        state_location: Where the sink keeps its attempt records and staged batches
+            (``state-location``; see :mod:`sink.commit.state`), outside every table's location.
     """
 
     table: str
@@ -205,6 +207,7 @@ class SinkConfig(_Frozen):
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     table_schema: SchemaConfig = Field(default_factory=SchemaConfig)
     dead_letter: DeadLetterConfig = Field(default_factory=DeadLetterConfig)
+    state_location: str | None = Field(default=None, min_length=1)
 
     @field_validator("table")
     @classmethod
@@ -237,6 +240,7 @@ _OPTION_FIELDS: dict[str, tuple[str | None, str]] = {
     "table": (None, "table"),
     "partition-by": (None, "partition_by"),
     "sink-id": (None, "sink_id"),
+    "state-location": (None, "state_location"),
     "write.target-file-size-bytes": ("write", "target_file_size_bytes"),
     "write.parquet.row-group-size-bytes": ("write", "row_group_size_bytes"),
     "write.parquet.compression-codec": ("write", "compression_codec"),

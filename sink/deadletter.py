@@ -37,7 +37,7 @@ from sink.catalog import CREATED_TABLE_PROPERTIES
 from sink.commit import ledger
 from sink.commit.committer import Committer
 from sink.commit.ledger import BatchRange
-from sink.commit.recovery import AttemptLog, AttemptRecord
+from sink.commit.recovery import AttemptLog, AttemptRecord, attempt_location
 from sink.config import SinkConfig
 from sink.errors import ConfigError, SchemaError, WriteError
 from sink.metrics import SinkMetrics
@@ -164,7 +164,7 @@ class DeadLetterQueue:
         rows = self._frame(dead_letters(), table, sink_id, batch_id, observation)
         attempt = uuid.uuid4().hex[:16]
         spec = self._write_spec(table, sink_id, batch_id, attempt, rows)
-        attempts = AttemptLog(table.io, table.location(), sink_id)
+        attempts = AttemptLog.for_sink(self._config, table, sink_id)
         attempts.begin(AttemptRecord(sink_id, batch_id, attempt, spec.file_prefix, spec.data_location))
         files = self._write(rows.df, spec, batch_id, in_driver=rows.in_driver)
         written = sum(f.record_count for f in files)
@@ -268,7 +268,7 @@ class DeadLetterQueue:
             if sink_id in self._recovered:
                 return
             self._recovered.add(sink_id)
-        report = AttemptLog(table.io, table.location(), sink_id).recover(table)
+        report = AttemptLog.for_sink(self._config, table, sink_id).recover(table)
         if report.deleted_files:
             self._metrics.orphan_files.labels(self.table_name, "deleted").inc(len(report.deleted_files))
         if report.kept_files:
@@ -283,7 +283,10 @@ class DeadLetterQueue:
             table=self.table_name,
             schema=table.schema(),
             partition_spec=table.spec(),
-            data_location=properties.get("write.data.path", f"{table.location().rstrip('/')}/data"),
+            data_location=attempt_location(
+                properties.get("write.data.path", f"{table.location().rstrip('/')}/data"),
+                f"{sink_id.replace('-', '')[:12]}-b{batch_id}-{attempt}",
+            ),
             io_properties={**self._config.catalog.plain_properties(), **table.io.properties},
             table_properties=dict(properties),
             file_prefix=f"{sink_id.replace('-', '')[:12]}-b{batch_id}-{attempt}",

@@ -33,6 +33,7 @@ from sink import catalog as catalogs
 from sink.arrow_source import ArrowSource, fusable
 from sink.commit import ledger
 from sink.commit.staging import StagingArea
+from sink.commit.state import state_location
 from sink.config import SchemaEvolution, SinkConfig
 from sink.deadletter import DeadLetterQueue, dead_letter_table_name
 from sink.idle_listener import listen_for_idle
@@ -74,6 +75,7 @@ class IcebergSink:
         self.metrics = metrics or SinkMetrics(target_file_size_bytes=config.write.target_file_size_bytes)
         self.metrics_server: MetricsServer | None = export(self.metrics, config.metrics)
         self.catalog: Catalog = catalogs.open_catalog(config)
+        state_location(config)  # where the sink's bookkeeping goes: checked at start-up
         self._schemas = coordinator_for(config)  # shared by every sink of this table in the driver
         self._dead_letters = DeadLetterQueue(config, self.catalog, self.metrics)
         self._normalize_options = NormalizeOptions.from_config(config, dead_letter_table_name(config))
@@ -203,11 +205,11 @@ class IcebergSink:
             state = self._states.get(sink_id)
             if state is not None:
                 return state
-            staging = StagingArea(table.io, table.location(), sink_id)
+            staging = StagingArea.for_sink(self.config, table, sink_id)
             state = SinkState(sink_id, query_id_of(batch_df), staging)
-            self._states[sink_id] = state
             with state.lock:
                 self._commits.recover(table, state)
+            self._states[sink_id] = state  # only once recovered: a failed recovery runs again
         if self._commits.stages:
             listen_for_idle(self, self._listening, self._lock)
         return state

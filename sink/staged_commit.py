@@ -53,7 +53,7 @@ class StagedCommits:
         """Stage ``written``'s files; whether it is a chunk boundary (an empty batch)."""
         name, sink_id, files = self.config.table, state.sink_id, written.files
         if files:
-            batch = StagedBatch(written.batch_id, written.attempt, tuple(files))
+            batch = StagedBatch(written.batch_id, written.attempt, tuple(files), location=written.location)
             if self._policy.stages:
                 state.staging.stage(batch)  # durable before foreachBatch returns
                 self.metrics.record_staged(name, sink_id, state.staging.files)
@@ -94,14 +94,13 @@ class StagedCommits:
         committer = Committer(table, sink_id, self.config.commit)
         with self.metrics.time_step(name, "commit"):
             try:
-                outcome = committer.commit(files, batches, {b.batch_id: b.attempt for b in staged})
+                outcome = committer.commit_batches(staged, batches, durable=self._policy.stages)
             except Exception:
                 self.metrics.commits.labels(name, sink_id, "failed").inc()
                 if not self._policy.stages:
                     state.staging.batches.clear()  # Spark replays the batch; nothing is staged durably
                 raise
         if outcome.skipped_replay:
-            committer.delete_files(files)
             self.metrics.replays_skipped.labels(name, sink_id).inc()
             self.metrics.batches.labels(name, sink_id, "replay_skipped").inc()
         else:
@@ -138,7 +137,7 @@ class StagedCommits:
                 name,
             )
         staged_attempts = frozenset(b.attempt for b in state.staging.batches)
-        report = AttemptLog(table.io, table.location(), state.sink_id).recover(table, staged_attempts)
+        report = AttemptLog.for_sink(self.config, table, state.sink_id).recover(table, staged_attempts)
         if report.deleted_files:
             self.metrics.orphan_files.labels(name, "deleted").inc(len(report.deleted_files))
         if report.kept_files:

@@ -18,7 +18,7 @@ from pyiceberg.table import Table
 from pyspark.sql import DataFrame
 
 from sink.arrow_source import ArrowSource
-from sink.commit.recovery import AttemptLog, AttemptRecord
+from sink.commit.recovery import AttemptLog, AttemptRecord, attempt_location
 from sink.config import SinkConfig
 from sink.errors import BadRecordError, SchemaError, WriteError, find_error_code
 from sink.metrics import SinkMetrics
@@ -42,6 +42,7 @@ class WrittenBatch:
         files: The data files written.
         counts: The rows the write received and the bad rows it dropped.
         attempts: The attempt log that records this attempt until it is staged or committed.
+        location: The folder this attempt's files are written under (its own).
     """
 
     batch_id: int
@@ -49,6 +50,7 @@ class WrittenBatch:
     files: list[DataFileMessage]
     counts: RowCounts
     attempts: AttemptLog
+    location: str
 
     def end_attempt(self) -> None:
         """The files are accounted for elsewhere (staged or committed): drop the attempt record."""
@@ -86,7 +88,7 @@ class BatchWriter:
         # A fused batch's rows are made in the task, with no flag: none of them can be bad.
         flagged = normalized.bad_row_flag and fused is None
         spec = self._write_spec(table, sink_id, batch_id, attempt, routed, flagged)
-        attempts = AttemptLog(table.io, table.location(), sink_id)
+        attempts = AttemptLog.for_sink(self.config, table, sink_id)
         attempts.begin(AttemptRecord(sink_id, batch_id, attempt, spec.file_prefix, spec.data_location))
         with self.metrics.time_step(name, "write"):
             if fused is not None:
@@ -99,7 +101,7 @@ class BatchWriter:
         self.metrics.record_files(name, result.files, spec.target_file_size_bytes)
         # Rows as the write tasks received them; a fused batch's maker counted them before that.
         counts = result.counts if fused is None else RowCounts(fused.rows, 0)
-        return WrittenBatch(batch_id, attempt, result.files, counts, attempts)
+        return WrittenBatch(batch_id, attempt, result.files, counts, attempts, spec.data_location)
 
     def _write_spec(
         self, table: Table, sink_id: str, batch_id: int, attempt: str, routed: RoutedBatch, bad_row_flag: bool
@@ -111,7 +113,7 @@ class BatchWriter:
             table=self.config.table,
             schema=table.schema(),
             partition_spec=table.spec(),
-            data_location=data_location,
+            data_location=attempt_location(data_location, f"{_short(sink_id)}-b{batch_id}-{attempt}"),
             io_properties={**self.config.catalog.plain_properties(), **table.io.properties},
             table_properties=dict(properties),
             file_prefix=f"{_short(sink_id)}-b{batch_id}-{attempt}",

@@ -7,15 +7,17 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
-from pyiceberg.table import Table
+from pyiceberg.table import Table, TableProperties
 from pyiceberg.typedef import Record
 
 from sink.commit import ledger
 from sink.commit.ledger import BatchRange
+from sink.commit.recovery import delete_leftovers
+from sink.commit.staging import StagedBatch
 from sink.config import CommitConfig
 from sink.errors import CommitConflictError, CommitError
 from sink.write.messages import DataFileMessage
@@ -32,21 +34,29 @@ class CommitOutcome:
         attempts: Commit attempts made (1 when there was no conflict).
         conflicts: Attempts that lost a race with a concurrent writer.
         skipped_replay: The batches were found already committed.
+        discarded_files: Files proven unreferenced and deleted: those of batches another
+            attempt committed, and those of failed task attempts the commit did not take.
     """
 
     snapshot_id: int | None
     attempts: int
     conflicts: int
     skipped_replay: bool = False
+    discarded_files: tuple[str, ...] = ()
 
 
 class Committer:
     """Commits data files of a sink's batches to one table, exactly once.
 
     The snapshot and the replay marker (see :mod:`sink.commit.ledger`) are one atomic
-    commit. On a conflict the table is refreshed, the replay check is made again and
-    the commit retried with exponential backoff; a commit that finally fails deletes
-    the data files it would have added (they are proven unreferenced).
+    commit. Before every attempt the table is refreshed and the ledger checked again:
+    batches another attempt (or process) committed meanwhile are left out, and their
+    files are deleted only when the ledger names a different committing attempt (each
+    attempt's files have paths of their own). A conflict is retried with exponential
+    backoff, by this loop only (pyiceberg's own retries would skip the ledger check).
+    A commit that finally gives up keeps every file a staged record may need; only the
+    files of batches that are not staged durably are deleted (every attempt was refused,
+    so no snapshot references them).
 
     Args:
         table: The table (refreshed as needed).
@@ -70,74 +80,188 @@ class Committer:
     def commit(
         self, files: Sequence[DataFileMessage], batches: BatchRange, attempts: Mapping[int, str]
     ) -> CommitOutcome:
-        """Commit ``files`` as the data of ``batches`` (``attempts``: each batch's write attempt).
+        """Commit ``files``, written by the attempt ``attempts[batches.last]``, as the data of ``batches``.
+
+        The files are not staged durably: a commit that gives up deletes them.
 
         Raises:
             CommitConflictError: Still conflicting after every retry (files deleted).
             CommitError: The commit failed for another reason; its outcome may be unknown,
                 so the files are kept for the replay to decide.
         """
+        batch = StagedBatch(batches.last, attempts.get(batches.last, ""), tuple(files))
+        return self.commit_batches([batch], batches, durable=False)
+
+    def commit_batches(
+        self, staged: Sequence[StagedBatch], batches: BatchRange, *, durable: bool = True
+    ) -> CommitOutcome:
+        """Commit the files of ``staged`` as the data of ``batches`` (which may end with empty batches).
+
+        Args:
+            staged: The batches with files, each with the attempt that wrote them.
+            batches: The batch range the commit covers (recorded in the ledger).
+            durable: Whether ``staged`` is kept in durable staged records: then a commit
+                that gives up deletes nothing, for the next commit to retry.
+
+        Raises:
+            CommitConflictError: Still conflicting after every retry.
+            CommitError: The commit failed for another reason; its outcome may be unknown,
+                so the files are kept for the ledger to decide later.
+        """
         conflicts = 0
-        for attempt_no in range(1, self._config.retries + 2):
+        tries = self._config.retries + 1
+        pending = list(staged)
+        for attempt_no in range(1, tries + 1):
             self.table.refresh()
-            if ledger.is_committed(self.table, self._sink_id, batches.last):
+            record = ledger.last_commit(self.table, self._sink_id)
+            last = -1 if record is None else record.last_batch_id
+            done = [b for b in staged if b.batch_id <= last]
+            if batches.last <= last:
                 logger.info(
                     "batches %s of sink %s already committed to %s; not committing again",
                     batches,
                     self._sink_id,
                     self._name,
                 )
-                return CommitOutcome(None, attempt_no, conflicts, skipped_replay=True)
+                return CommitOutcome(None, attempt_no, conflicts, True, self._settle_committed(done))
+            pending = [b for b in staged if b.batch_id > last]
+            todo = BatchRange(max(batches.first, last + 1), batches.last)
             try:
-                snapshot_id = self._commit_once(files, batches, attempts)
+                snapshot_id = self._commit_once(pending, todo)
             except CommitFailedException as e:
                 conflicts += 1
-                wait_ms = min(self._config.min_wait_ms * 2 ** (attempt_no - 1), self._config.max_wait_ms)
-                wait_ms += random.uniform(0, 0.1 * wait_ms)
-                logger.warning(
-                    "commit of batches %s (sink %s, table %s) conflicted (attempt %s): %s; "
-                    "retrying in %.0f ms",
-                    batches,
-                    self._sink_id,
-                    self._name,
-                    attempt_no,
-                    e,
-                    wait_ms,
-                )
-                time.sleep(wait_ms / 1000)
+                self._log_conflict(todo, attempt_no, tries, e)
+                if attempt_no < tries:
+                    time.sleep(self._backoff_ms(attempt_no) / 1000)
                 continue
             except Exception as e:
                 raise CommitError(
                     f"commit failed with an unknown outcome: {type(e).__name__}: {e}",
                     table=self._name,
-                    batches=str(batches),
+                    batches=str(todo),
                     sink_id=self._sink_id,
-                    hint="the batch will be checked against the table when Spark replays it",
+                    hint="the ledger decides when the batches are committed again or replayed",
                 ) from e
-            logger.info(
-                "committed %s files of batches %s (sink %s) to %s as snapshot %s",
-                len(files),
-                batches,
-                self._sink_id,
-                self._name,
-                snapshot_id,
-            )
-            return CommitOutcome(snapshot_id, attempt_no, conflicts)
-        self.delete_files(files)
+            self._log_committed(pending, todo, snapshot_id)
+            discarded = self._settle_committed(done) + self._delete_leftovers(pending)
+            return CommitOutcome(snapshot_id, attempt_no, conflicts, discarded_files=discarded)
+        return self._give_up(pending, batches, durable)
+
+    def _log_committed(
+        self, staged: Sequence[StagedBatch], batches: BatchRange, snapshot_id: int | None
+    ) -> None:
+        logger.info(
+            "committed %s files of batches %s (sink %s) to %s as snapshot %s",
+            sum(len(b.files) for b in staged),
+            batches,
+            self._sink_id,
+            self._name,
+            snapshot_id,
+        )
+
+    def _give_up(self, staged: Sequence[StagedBatch], batches: BatchRange, durable: bool) -> CommitOutcome:
+        files = [f for b in staged for f in b.files]
+        if durable:
+            fate = f"its {len(files)} data files stay staged for the next commit"
+        else:
+            self.delete_files(files)  # every attempt was refused: no snapshot references them
+            fate = f"its {len(files)} data files were deleted"
         raise CommitConflictError(
-            f"commit still conflicting after {self._config.retries + 1} attempts; "
-            f"its {len(files)} data files were deleted",
+            f"commit still conflicting after {self._config.retries + 1} attempts; {fate}",
             table=self._name,
             batches=str(batches),
             sink_id=self._sink_id,
             hint="raise commit.retry.num-retries or reduce the number of concurrent writers",
         )
 
-    def _commit_once(
-        self, files: Sequence[DataFileMessage], batches: BatchRange, attempts: Mapping[int, str]
-    ) -> int | None:
-        table = self.table
+    def _backoff_ms(self, attempt_no: int) -> float:
+        wait_ms = float(min(self._config.min_wait_ms * 2 ** (attempt_no - 1), self._config.max_wait_ms))
+        return wait_ms + random.uniform(0, 0.1 * wait_ms)
+
+    def _log_conflict(self, batches: BatchRange, attempt_no: int, tries: int, error: Exception) -> None:
+        logger.warning(
+            "commit of batches %s (sink %s, table %s) conflicted (attempt %s of %s): %s",
+            batches,
+            self._sink_id,
+            self._name,
+            attempt_no,
+            tries,
+            error,
+        )
+
+    def _settle_committed(self, committed: Sequence[StagedBatch]) -> tuple[str, ...]:
+        """Delete the files of batches the ledger says are committed, where proven unreferenced.
+
+        A batch committed by another attempt: every file of ours is unreferenced. Committed
+        by this very attempt (a commit whose outcome was unknown had landed): the files are
+        the table's; only leftovers of failed tasks go. Unknown attempt: keep everything.
+        """
+        deleted: list[str] = []
+        for batch in committed:
+            by = ledger.attempt_of_batch(self.table, self._sink_id, batch.batch_id)
+            if by == batch.attempt:
+                deleted.extend(self._delete_leftovers([batch]))
+            elif by:
+                self.delete_files(batch.files)
+                deleted.extend(f.path for f in batch.files)
+                deleted.extend(self._delete_leftovers([replace(batch, files=())]))
+                logger.info(
+                    "batch %s of sink %s was committed to %s by attempt %s: deleted %s files of attempt %s",
+                    batch.batch_id,
+                    self._sink_id,
+                    self._name,
+                    by,
+                    len(batch.files),
+                    batch.attempt,
+                )
+            else:
+                logger.warning(
+                    "batch %s of sink %s is committed to %s by an attempt the ledger no longer names: "
+                    "kept the %s files of attempt %s (remove_orphan_files() decides)",
+                    batch.batch_id,
+                    self._sink_id,
+                    self._name,
+                    len(batch.files),
+                    batch.attempt,
+                )
+        return tuple(deleted)
+
+    def _delete_leftovers(self, batches: Sequence[StagedBatch]) -> tuple[str, ...]:
+        """Delete the files in each batch attempt's folder that are not among its committed files."""
+        deleted: list[str] = []
+        for batch in batches:
+            if not batch.location:
+                continue  # staged by an earlier version: its files share the data folder
+            prefix = batch.location.rstrip("/").rsplit("/", 1)[-1]
+            try:
+                gone = delete_leftovers(self.table.io, batch.location, prefix, {f.path for f in batch.files})
+            except (OSError, TypeError) as e:  # never fail a committed batch for its cleanup
+                logger.warning(
+                    "leftover files of attempt %s of batch %s (sink %s, table %s) not cleaned up: %s",
+                    batch.attempt,
+                    batch.batch_id,
+                    self._sink_id,
+                    self._name,
+                    e,
+                )
+                continue
+            if gone:
+                logger.info(
+                    "deleted %s files of failed tasks of attempt %s of batch %s (sink %s, table %s)",
+                    len(gone),
+                    batch.attempt,
+                    batch.batch_id,
+                    self._sink_id,
+                    self._name,
+                )
+            deleted.extend(gone)
+        return tuple(deleted)
+
+    def _commit_once(self, staged: Sequence[StagedBatch], batches: BatchRange) -> int | None:
+        files = [f for b in staged for f in b.files]
+        attempts = {b.batch_id: b.attempt for b in staged}
         summary = ledger.summary_properties(self._sink_id, batches, attempts)
+        table = _without_inner_retries(self.table)
         merge = table.metadata.properties.get("commit.manifest-merge.enabled", "false").lower() == "true"
         with table.transaction() as tx:
             if files:
@@ -147,6 +271,7 @@ class Committer:
                         append.append_data_file(self._data_file(message))
             marker = ledger.marker_properties(self._sink_id, batches, attempts.get(batches.last, ""))
             tx.set_properties(marker)
+        self.table.metadata, self.table.metadata_location = table.metadata, table.metadata_location
         snapshot = table.current_snapshot()
         return snapshot.snapshot_id if files and snapshot is not None else None
 
@@ -181,3 +306,16 @@ class Committer:
     @property
     def _name(self) -> str:
         return ".".join(self.table.name())
+
+
+def _without_inner_retries(table: Table) -> Table:
+    """A copy of ``table`` whose commits pyiceberg does not retry itself.
+
+    pyiceberg retries a conflicting snapshot commit on its own (``commit.retry.num-retries``
+    of the table), without the ledger check the :class:`Committer` makes before each
+    attempt; the copy reads that property as 0, so every conflict comes back here. The
+    property is only read, never committed.
+    """
+    properties = {**table.metadata.properties, TableProperties.COMMIT_NUM_RETRIES: "0"}
+    metadata = table.metadata.model_copy(update={"properties": properties})
+    return Table(table.name(), metadata, table.metadata_location, table.io, table.catalog, table.config)

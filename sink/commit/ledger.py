@@ -16,7 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from pyiceberg.manifest import ManifestEntryStatus
 from pyiceberg.table import Table
+from pyiceberg.table.snapshots import Snapshot
 
 SUMMARY_SINK_ID = "icesink.sink-id"
 SUMMARY_BATCH_IDS = "icesink.batch-ids"
@@ -109,3 +111,34 @@ def attempt_of_batch(table: Table, sink_id: str, batch_id: int) -> str | None:
         if batch_id in BatchRange.parse(str(summary[SUMMARY_BATCH_IDS])):
             return _parse_attempts(summary.get(SUMMARY_ATTEMPTS)).get(batch_id)
     return None
+
+
+def snapshot_of_attempt(table: Table, sink_id: str, batch_id: int, attempt: str) -> Snapshot | None:
+    """The snapshot in which ``attempt`` committed the files of ``batch_id``, if not expired."""
+    for snapshot in table.metadata.snapshots:
+        summary = snapshot.summary
+        if summary is None or summary.get(SUMMARY_SINK_ID) != sink_id:
+            continue
+        batches = BatchRange.parse(str(summary[SUMMARY_BATCH_IDS]))
+        if batch_id in batches and _parse_attempts(summary.get(SUMMARY_ATTEMPTS)).get(batch_id) == attempt:
+            return snapshot
+    return None
+
+
+def committed_files(table: Table, sink_id: str, batch_id: int, attempt: str) -> set[str] | None:
+    """Paths of the data files added by the snapshot in which ``attempt`` committed ``batch_id``.
+
+    Reads that snapshot's manifest list and the manifests it wrote, never the whole
+    table's. ``None`` when the snapshot has expired.
+    """
+    snapshot = snapshot_of_attempt(table, sink_id, batch_id, attempt)
+    if snapshot is None:
+        return None
+    paths: set[str] = set()
+    for manifest in snapshot.manifests(table.io):
+        if manifest.added_snapshot_id != snapshot.snapshot_id:
+            continue
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+            if entry.status == ManifestEntryStatus.ADDED and entry.snapshot_id == snapshot.snapshot_id:
+                paths.add(entry.data_file.file_path)
+    return paths

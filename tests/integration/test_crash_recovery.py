@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -51,7 +52,7 @@ def run_job(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def job_result(proc: subprocess.CompletedProcess[str]) -> dict[str, float]:
+def job_result(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     for line in proc.stdout.splitlines():
         if line.startswith("ICESINK_JOB_RESULT "):
             return json.loads(line.removeprefix("ICESINK_JOB_RESULT "))

@@ -222,17 +222,17 @@ def test_dead_letters_are_written_once_when_the_batch_is_replayed(
     class Crash(Exception):
         pass
 
-    real_commit = Committer.commit
+    real_commit = Committer.commit_batches
 
     def commit(self: Committer, *args: Any, **kwargs: Any) -> Any:
         if self.table.name() == ("db", "replayed"):  # the dead letters are committed; the data is not
             raise Crash("the driver died")
         return real_commit(self, *args, **kwargs)
 
-    monkeypatch.setattr(Committer, "commit", commit)
+    monkeypatch.setattr(Committer, "commit_batches", commit)
     with pytest.raises(Crash):
         IcebergSink.from_options(options)(df, 0)
-    monkeypatch.setattr(Committer, "commit", real_commit)
+    monkeypatch.setattr(Committer, "commit_batches", real_commit)
     assert len(table_rows(IcebergSink.from_options(options).catalog.load_table("db.replayed__dlq"))) == 10
 
     restarted = IcebergSink.from_options(options)  # Spark replays batch 0 after the restart

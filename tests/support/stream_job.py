@@ -29,17 +29,17 @@ def _install_crash(point: str, batch: int) -> None:
         staging.StagingArea.stage = stage  # type: ignore[method-assign,assignment]
         return
 
-    real_commit = committer.Committer.commit
+    real_commit = committer.Committer.commit_batches
 
-    def commit(self: Any, files: Any, batches: Any, attempts: Any) -> Any:
+    def commit_batches(self: Any, staged: Any, batches: Any, **kwargs: Any) -> Any:
         if point == "after-write" and batches.last >= batch:
             os.kill(os.getpid(), signal.SIGKILL)
-        outcome = real_commit(self, files, batches, attempts)
+        outcome = real_commit(self, staged, batches, **kwargs)
         if point == "after-commit" and batches.last >= batch:
             os.kill(os.getpid(), signal.SIGKILL)
         return outcome
 
-    committer.Committer.commit = commit  # type: ignore[method-assign]
+    committer.Committer.commit_batches = commit_batches  # type: ignore[method-assign]
 
 
 def main(argv: list[str] | None = None) -> int:
