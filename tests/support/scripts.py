@@ -55,11 +55,11 @@ def script_result(process: subprocess.Popen[str], timeout_s: float = SCRIPT_TIME
         process.kill()
         stdout, stderr = process.communicate()
         raise AssertionError(
-            f"{process.args} did not finish in {timeout_s:.0f}s:\n{stderr[-6000:]}"
+            f"{process.args!r} did not finish in {timeout_s:.0f}s:\n{stderr[-6000:]}"
         ) from None
     if process.returncode != 0:
         raise AssertionError(
-            f"{process.args} exited with {process.returncode}:\n{stderr[-6000:]}\n{stdout[-2000:]}"
+            f"{process.args!r} exited with {process.returncode}:\n{stderr[-6000:]}\n{stdout[-2000:]}"
         )
     result: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
     return result
