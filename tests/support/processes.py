@@ -123,6 +123,7 @@ class ServerProcess:
     name = "server"
     port_names: tuple[str, ...] = ("http",)
     stop_signal = signal.SIGTERM
+    start_timeout_s = START_TIMEOUT_S
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
@@ -185,12 +186,12 @@ class ServerProcess:
         self._process = self._spawn()
         _live.add(self)
 
-    def await_ready(self, timeout_s: float = START_TIMEOUT_S) -> bool:
+    def await_ready(self) -> bool:
         """Wait until the launched server is ready; stop it and answer false if it died or timed out."""
         process = self._process
-        deadline = time.monotonic() + timeout_s
+        deadline = time.monotonic() + self.start_timeout_s
         while process is not None and time.monotonic() < deadline and process.poll() is None:
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, ValueError):  # not listening, or a half-served answer
                 if self._ready():
                     self.start_seconds = time.monotonic() - self._launched_at
                     return True

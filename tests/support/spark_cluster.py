@@ -25,7 +25,7 @@ from typing import Any
 import psutil
 
 from tests.support.processes import ServerProcess, http_get, port_open, start_all, wait_until
-from tests.support.spark_process import spark_environment, spark_home
+from tests.support.spark_process import JVM_START_TIMEOUT_S, spark_environment, spark_home
 
 WORKER_CORES = 1
 WORKER_MEMORY = "1g"
@@ -40,6 +40,8 @@ EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 
 
 class _SparkDaemon(ServerProcess):
+    start_timeout_s = JVM_START_TIMEOUT_S
+
     def _environment(self) -> Mapping[str, str]:
         return {**spark_environment(self.workdir), "SPARK_DAEMON_MEMORY": DAEMON_MEMORY}
 
@@ -79,7 +81,9 @@ class SparkMaster(_SparkDaemon):
         )
 
     def _ready(self) -> bool:
-        return port_open(self.ports["master"]) and bool(self.state())
+        # The web UI starts after the RPC port is bound; probing the RPC port would fill
+        # the Master's log with "disassociated" lines.
+        return self.state().get("status") == "ALIVE"
 
 
 class SparkWorker(_SparkDaemon):

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from tests.support.processes import ServerProcess, port_open
-from tests.support.spark_process import spark_environment, spark_home
+from tests.support.spark_process import JVM_START_TIMEOUT_S, spark_environment, spark_home
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DRIVER_MEMORY = "1g"
@@ -31,6 +31,7 @@ class SparkConnectServer(ServerProcess):
 
     name = "spark-connect"
     port_names = ("grpc",)
+    start_timeout_s = JVM_START_TIMEOUT_S
 
     def __init__(
         self, workdir: Path, master: str = "local[2]", conf: Mapping[str, str] | None = None

@@ -17,6 +17,8 @@ import pyspark
 
 from tests.support.scripts import SCRIPT_TIMEOUT_S, run_script
 
+JVM_START_TIMEOUT_S = 180.0
+"""A JVM takes seconds to start, and much longer on a loaded two-core machine."""
 _FOLDERS = ("logs", "pids", "local", "conf")
 
 
