@@ -7,7 +7,7 @@ STAMP := $(VENV)/.icesink-installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: env system-deps demo test test-fast lint format bench clean
+.PHONY: env system-deps demo test test-fast test-deploy lint format bench clean
 
 env: $(STAMP)
 
@@ -28,6 +28,10 @@ test: env system-deps
 
 test-fast: env
 	$(PY) -m pytest -q tests/unit
+
+# Real servers on loopback: SeaweedFS (S3 + REST catalog), PostgreSQL, Spark cluster, Spark Connect.
+test-deploy: env system-deps
+	$(PY) -m pytest -q -m deploy tests/deploy
 
 lint: env
 	$(VENV)/bin/ruff check .

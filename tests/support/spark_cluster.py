@@ -182,9 +182,13 @@ class SparkCluster:
 
     def kill_executor(self, pid: int | None = None) -> int:
         """SIGKILL one executor JVM (``pid``, or the first running); its process id."""
-        target = pid if pid is not None else self.executor_pids()[0]
-        os.kill(target, signal.SIGKILL)
-        return target
+        if pid is None:
+            running = self.executor_pids()
+            if not running:
+                raise AssertionError(f"no executor runs on the workers of {self.master_url}")
+            pid = running[0]
+        os.kill(pid, signal.SIGKILL)
+        return pid
 
     def __enter__(self) -> SparkCluster:
         self.start()
