@@ -62,7 +62,7 @@ def test_executors_write_parquet_to_s3(
     assert_written_once(seaweedfs, result)
 
 
-def test_a_killed_executor_is_replaced_and_the_job_completes(
+def test_the_job_completes_after_an_executor_is_killed(
     seaweedfs: SeaweedFS, spark_cluster: SparkCluster, tmp_path: Path
 ) -> None:
     hold = tmp_path / "hold"
