@@ -43,7 +43,7 @@ from pyiceberg.types import (
 from pyspark.sql import types as st
 
 from sink.errors import SchemaError
-from sink.schema.convert import _Ids, spark_to_iceberg_type
+from sink.type_mapping import _Ids, spark_to_iceberg_type
 
 ChangeKind = Literal["add_column", "widen_type", "make_optional"]
 

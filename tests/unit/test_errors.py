@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from sink.errors import CommitConflictError, SchemaError, SinkError, WriteError, find_error_code
-from sink.sources.kafka_errors import KafkaDataLossError
+from streaming_jobs.kafka.source.kafka_errors import KafkaDataLossError
 
 
 def test_message_has_code_context_and_hint() -> None:
