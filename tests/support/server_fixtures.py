@@ -1,12 +1,15 @@
-"""Fixtures of real servers on loopback, each started once per test run, as a pytest plugin.
+"""Fixtures of real servers on loopback, as a pytest plugin every test folder can use.
 
-SeaweedFS (S3 and an Iceberg REST catalog), PostgreSQL, a Spark standalone cluster and a
-Spark Connect server start on first use and stop at the end of the run (and with the
-test process, whatever kills it). Their start times are printed in the test summary.
+The root ``tests/conftest.py`` lists this module in ``pytest_plugins``: a server starts on
+the first test that asks for it, at most once per run, and stops with its scope (and with
+the test process, whatever kills it). SeaweedFS (S3 and an Iceberg REST catalog) and
+PostgreSQL are shared by the whole run. The Spark cluster and the Spark Connect server are
+JVMs holding memory while they idle, and one module uses each: they stop at the end of
+that module (scope them by session again when a second module needs them). Start times are
+printed in the test summary.
 
-``tests/deploy/conftest.py`` imports them; to offer them to every test folder at once,
-list this module in the root conftest's ``pytest_plugins`` instead (a fixture imported
-into two conftests would start its server twice).
+Import nothing from here into a conftest: a fixture imported into a conftest as well would
+start its server twice.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServe
     server.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
     """A standalone Master with two 1-core, 1 GiB Workers; drivers run as subprocesses."""
     cluster = SparkCluster(tmp_path_factory.mktemp("spark-cluster"), workers=2)
@@ -64,7 +67,7 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkClu
     cluster.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def spark_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkConnectServer]:
     """A Spark Connect server on ``local[2]``; clients run as subprocesses."""
     with timed_start("spark connect"):
