@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: env system-deps demo test test-fast lint format bench clean
+.PHONY: env system-deps demo test test-fast test-deploy lint format bench clean
 
 env: $(STAMP)
 
@@ -30,6 +30,10 @@ test: env system-deps
 
 test-fast: env
 	$(PY) -m pytest -q tests/unit $(PYTEST_ARGS)
+
+# Real servers on loopback: SeaweedFS (S3 + REST catalog), PostgreSQL, Spark cluster, Spark Connect.
+test-deploy: env system-deps
+	$(PY) -m pytest -q -m deploy tests/deploy $(PYTEST_ARGS)
 
 # ruff, mypy (strict on the library; jobs, benchmarks, tests and scripts with the config's
 # settings) and the layout check: module and function sizes, import direction and cycles.

@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+# Real servers (SeaweedFS, PostgreSQL, Spark cluster, Spark Connect) for any test that asks.
+pytest_plugins = ["tests.support.server_fixtures"]
+
 # Python workers must run the interpreter of the tests (the virtual environment's).
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

@@ -2,145 +2,30 @@
 
 Both listen on a free port of 127.0.0.1 only, keep their data under the test's
 temporary folder, and stop on :meth:`stop`, at interpreter exit, and, through
-``PR_SET_PDEATHSIG``, when the test process dies without cleaning up.
+``PR_SET_PDEATHSIG``, when the test process dies without cleaning up
+(:mod:`tests.support.processes`).
 """
 
 from __future__ import annotations
 
-import atexit
-import contextlib
-import ctypes
 import json
-import os
-import shutil
-import signal
-import socket
-import subprocess
-import time
 import urllib.error
 import urllib.parse
-import urllib.request
-import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-import pytest
+from tests.support.processes import ServerProcess, free_port, http_get, require_binary, wait_until
 
-START_TIMEOUT_S = 30.0
-_PR_SET_PDEATHSIG = 1
-
-_live: weakref.WeakSet[_Server] = weakref.WeakSet()
-
-T = TypeVar("T")
+__all__ = ["PrometheusServer", "Pushgateway", "free_port", "http_get", "require_binary", "wait_until"]
 
 
-def require_binary(name: str) -> str:
-    """The path of ``name``; skip the test when it is missing, but fail in CI.
-
-    ``make test`` installs Prometheus (``scripts/install_system_deps.sh``), so in CI a
-    missing binary is a broken setup, not a reason to skip.
-    """
-    path = shutil.which(name)
-    if path is not None:
-        return path
-    message = f"{name} is not installed; run ./scripts/install_system_deps.sh (make test does)"
-    if os.environ.get("CI"):
-        pytest.fail(message)
-    pytest.skip(message)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def http_get(url: str, timeout_s: float = 5.0) -> str:
-    with urllib.request.urlopen(url, timeout=timeout_s) as response:
-        return str(response.read().decode())
-
-
-def wait_until(check: Callable[[], T], timeout_s: float, what: str, interval_s: float = 0.25) -> T:
-    """Poll ``check`` until it returns something true; fail after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    last_error: Exception | None = None
-    while True:
-        try:
-            result = check()
-            if result:
-                return result
-        except Exception as e:  # the server may not be up yet
-            last_error = e
-        if time.monotonic() > deadline:
-            raise AssertionError(
-                f"timed out after {timeout_s:.0f}s waiting for {what} (last error: {last_error})"
-            )
-        time.sleep(interval_s)
-
-
-class _Server:
-    """A server process bound to 127.0.0.1:<free port>."""
-
-    name = "server"
+class _Server(ServerProcess):
+    """A server process of one binary bound to 127.0.0.1:<free port>."""
 
     def __init__(self, binary: str, workdir: Path) -> None:
+        super().__init__(workdir)
         self.binary = binary
-        self.workdir = workdir
-        self.port = 0
-        self.log_path = workdir / f"{self.name}.log"
-        self._process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def _command(self) -> list[str]:
-        raise NotImplementedError
-
-    def _ready(self) -> bool:
-        raise NotImplementedError
-
-    def start(self, attempts: int = 3) -> None:
-        """Start and wait until ready; retry on another port if the chosen one was taken meanwhile."""
-        for _ in range(attempts):
-            self.port = free_port()
-            with self.log_path.open("ab") as log:
-                self._process = subprocess.Popen(
-                    self._command(),
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    preexec_fn=_die_with_parent,  # noqa: PLW1509 (only a prctl call)
-                )
-            _live.add(self)
-            deadline = time.monotonic() + START_TIMEOUT_S
-            while time.monotonic() < deadline and self._process.poll() is None:
-                with contextlib.suppress(OSError):
-                    if self._ready():
-                        return
-                time.sleep(0.1)
-            self.stop()
-        raise RuntimeError(f"{self.name} did not start; its log:\n{self.log_tail()}")
-
-    def stop(self) -> None:
-        """Terminate the process (safe twice)."""
-        process, self._process = self._process, None
-        _live.discard(self)
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
-
-    def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
 
 
 class PrometheusServer(_Server):
@@ -212,15 +97,3 @@ class Pushgateway(_Server):
 
     def _ready(self) -> bool:
         return http_get(f"{self.url}/-/ready").strip() != ""
-
-
-def _die_with_parent() -> None:
-    """In the child, before exec: have the kernel kill it when the test process dies."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-@atexit.register
-def _stop_live_servers() -> None:
-    for server in list(_live):
-        server.stop()
