@@ -23,9 +23,19 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pyiceberg.transforms import BucketTransform
 
-from sink.errors import ConfigError
+from sink.errors import ConfigError, PartitionSpecError
+from sink.partitioning import check_terms, parse_partition_by
 
 DEFAULT_CATALOG_NAME = "default"
 DEFAULT_TARGET_FILE_SIZE_BYTES = 512 * 1024 * 1024  # Iceberg's write.target-file-size-bytes default
@@ -123,7 +133,7 @@ class CommitConfig(_Frozen):
     max_wait_ms: int = Field(default=DEFAULT_COMMIT_MAX_WAIT_MS, ge=0)
     # Commit cadence: unset means one commit per micro-batch (see sink.commit.policy).
     target_bytes: int | None = Field(default=None, ge=1)
-    interval_s: float | None = Field(default=None, gt=0)
+    interval_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     max_batches: int | None = Field(default=None, ge=1)
 
 
@@ -221,6 +231,13 @@ class SinkConfig(_Frozen):
             raise ValueError("must be 1-128 characters of letters, digits, '_', '.', '-'")
         return value
 
+    @model_validator(mode="after")
+    def _consistent(self) -> SinkConfig:
+        _check_partitioning(self)
+        _check_commit(self.commit)
+        _check_write(self.write)
+        return self
+
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> SinkConfig:
         """Build a config from Spark-style string options (keys are case-insensitive).
@@ -230,6 +247,54 @@ class SinkConfig(_Frozen):
                 names the option, the value and what is accepted.
         """
         return _from_options(cls, options)
+
+
+def _check_partitioning(config: SinkConfig) -> None:
+    """``partition-by`` parses, names each field once, and has a bucket for ``distribution-mode=bucket``.
+
+    Whether its columns exist and take their transforms needs the stream's schema: that
+    is checked before the table is created (:func:`sink.partitioning.build_partition_spec`).
+    """
+    text = config.partition_by
+    try:
+        terms = parse_partition_by(text)
+        check_terms(terms, config.table_schema.case_sensitive)
+    except PartitionSpecError as e:
+        raise PartitionSpecError(
+            f"invalid value {text!r} for option 'partition-by': {e.message}", hint=e.hint
+        ) from e
+    mode = config.write.distribution_mode
+    if (
+        terms
+        and mode is DistributionMode.BUCKET
+        and not any(isinstance(t.transform, BucketTransform) for t in terms)
+    ):
+        raise ConfigError(
+            f"invalid value {mode.value!r} for option 'distribution-mode': partition-by {text!r} "
+            "has no bucket(N, col) term to shuffle by",
+            hint="use distribution-mode=hash (or none), or add a bucket(N, col) term to partition-by",
+        )
+
+
+def _check_commit(commit: CommitConfig) -> None:
+    if commit.min_wait_ms > commit.max_wait_ms:
+        raise ConfigError(
+            f"option 'commit.retry.min-wait-ms' is {commit.min_wait_ms}, above "
+            f"'commit.retry.max-wait-ms' {commit.max_wait_ms}",
+            hint="set commit.retry.min-wait-ms <= commit.retry.max-wait-ms",
+        )
+
+
+def _check_write(write: WriteConfig) -> None:
+    if "row_group_size_bytes" not in write.model_fields_set:
+        return  # the default is capped by small targets where files are written
+    if write.row_group_size_bytes > write.target_file_size_bytes:
+        raise ConfigError(
+            f"option 'write.parquet.row-group-size-bytes' is {write.row_group_size_bytes}, above "
+            f"'write.target-file-size-bytes' {write.target_file_size_bytes}",
+            hint="a row group must fit in a data file: set write.parquet.row-group-size-bytes "
+            "<= write.target-file-size-bytes",
+        )
 
 
 # Option key (lower case) -> (section, field). Iceberg property names where one exists.
@@ -321,6 +386,8 @@ def _accepted_hint(loc: tuple[str, ...]) -> str:
         return "set 'dead-letter.table' to 'namespace.table'"
     if loc == ("table",):
         return "set 'table' to 'namespace.table'"
+    if loc == ("commit", "interval_s"):
+        return "use a finite number of seconds above 0, e.g. 60"
     if loc[:1] == ("metrics",):
         return {
             "port": "use a port number 0-65535 (0: any free port)",
