@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import traceback
+from collections.abc import Callable
 
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
@@ -36,13 +38,29 @@ def open_catalog(config: SinkConfig) -> Catalog:
         namespace = config.table.rsplit(".", 1)[0]
         catalog.list_tables(namespace) if catalog.namespace_exists(namespace) else None
     except Exception as e:
-        shown = {k: v for k, v in config.catalog.properties.items()}
-        raise CatalogError(
-            f"cannot load catalog {config.catalog.name!r} with properties {shown}: {type(e).__name__}: {e}",
-            hint="check catalog.type, catalog.uri and catalog.warehouse (e.g. catalog.type=sql, "
-            "catalog.uri=sqlite:////path/catalog.db, catalog.warehouse=file:///path/warehouse)",
-        ) from e
-    return catalog
+        cause = RedactedError.of(e, config.catalog.redact)
+    else:
+        return catalog
+    # Raised outside the handler: the original error (its text may hold a password) is
+    # neither the cause nor the context, only its redacted copy is.
+    shown = {k: str(v) for k, v in config.catalog.properties.items()}  # secrets masked
+    raise CatalogError(
+        f"cannot load catalog {config.catalog.name!r} with properties {shown}: {cause}",
+        hint="check catalog.type, catalog.uri and catalog.warehouse (e.g. catalog.type=sql, "
+        "catalog.uri=sqlite:////path/catalog.db, catalog.warehouse=file:///path/warehouse)",
+    ) from cause
+
+
+class RedactedError(Exception):
+    """Stands in for an error whose text may hold a credential: its type, text and traceback, redacted."""
+
+    @classmethod
+    def of(cls, error: BaseException, redact: Callable[[str], str]) -> RedactedError:
+        """A redacted copy of ``error``; its formatted traceback (whole chain) goes with it."""
+        details = redact("".join(traceback.format_exception(error)).rstrip())
+        copy = cls(redact(f"{type(error).__name__}: {error}"))
+        copy.add_note(f"original error, redacted:\n{details}")
+        return copy
 
 
 def load_table(catalog: Catalog, identifier: str) -> Table | None:
