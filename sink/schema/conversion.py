@@ -28,6 +28,7 @@ from sink.schema.convert import iceberg_to_spark_type
 from sink.schema.diff import LIST_ELEMENT, MAP_VALUE, match_fields
 
 _MAP_KEY = "key"
+_INFINITY_TEXT = r"^[+-]?inf(inity)?$"  # lower case, trimmed: what Spark's cast reads as infinity
 _SHAPE_PROBE = "__icesink_shape"  # a column name never resolved: converting it only shows the structure
 
 
@@ -346,6 +347,8 @@ def _convert_primitive(
                 rounded = result.isNotNull() & long_fraction & (result.cast(st.DoubleType()) != number)
                 problems.append(Problem(rounded, column, BadRecordReason.PRECISION_LOSS, text))
         problems.append(Problem(failed, column, BadRecordReason.PARSE_ERROR, text))
+        if isinstance(spark_type, (st.FloatType, st.DoubleType)):
+            problems.append(Problem(_overflow(source, result), column, BadRecordReason.OUT_OF_RANGE, text))
     else:
         problems.append(Problem(failed, column, BadRecordReason.OUT_OF_RANGE, text))
     if casts.may_lose_digits(source_type, spark_type):
@@ -356,6 +359,17 @@ def _convert_primitive(
         overflow = F.coalesce(result.isin(infinite) & ~source.isin(infinite), F.lit(False))
         problems.append(Problem(overflow, column, BadRecordReason.OUT_OF_RANGE, text))
     return Conversion(value, tuple(problems))
+
+
+def _overflow(text: Column, number: Column) -> Column:
+    """Whether parsing ``text`` overflowed to infinity (``"1e400"``): Spark's cast does not fail then.
+
+    An infinity spelled out (``"Infinity"``, ``"-inf"``, as Spark's cast accepts them) is a
+    value Iceberg's float and double hold, like ``"NaN"``, and is kept.
+    """
+    infinite = number.isin([float("inf"), float("-inf")])
+    spelled_out = F.lower(F.trim(text)).rlike(_INFINITY_TEXT)
+    return F.coalesce(infinite & ~spelled_out, F.lit(False))
 
 
 def _missing(t_field: NestedField, path: tuple[str, ...], present: Column | None) -> Conversion:
