@@ -300,3 +300,16 @@ def test_numbers_beyond_the_range_of_a_double_are_dead_lettered_not_infinite(
             else:
                 assert value == pytest.approx(expected, rel=1e-6), text
     assert len(stored) + len(dead) == len(values)
+
+
+def test_a_dead_letter_table_in_a_new_namespace_is_created_with_it(
+    spark: SparkSession, catalog_options: dict[str, str]
+) -> None:
+    options = {"table": "db.routed", "sink-id": "routed", "dead-letter.table": "quarantine.routed_bad"}
+    sink = typed_sink(catalog_options, **options)
+    rows, _ = source_rows(4, bad=False)
+    rows[1]["i"] = "not a number"
+    sink(as_sent(spark, rows), 0)
+    assert sorted(r["name"] for r in table_rows(sink.catalog.load_table("db.routed"))) == ["n0", "n2", "n3"]
+    dead = table_rows(sink.catalog.load_table("quarantine.routed_bad"))
+    assert [(d["column"], d["value"], d["reason"]) for d in dead] == [("i", "not a number", "parse_error")]
