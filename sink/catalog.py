@@ -15,6 +15,7 @@ from sink.config import SinkConfig
 from sink.errors import CatalogError, PartitionSpecError
 from sink.partitioning import build_partition_spec, parse_partition_by
 from sink.schema.convert import spark_to_iceberg_schema
+from sink.schema.names import check_new_table_names
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +79,10 @@ def create_table(catalog: Catalog, config: SinkConfig, spark_schema: st.StructTy
 
     Raises:
         PartitionSpecError: ``partition-by`` names a missing column or an impossible transform.
+        SchemaError: A name repeats in the batch, or (unless ``schema.case-sensitive``) two
+            differ only in case.
     """
+    check_new_table_names(spark_schema, config.table_schema.case_sensitive, config.table)
     schema = spark_to_iceberg_schema(spark_schema)
     spec = build_partition_spec(parse_partition_by(config.partition_by), schema)
     ensure_namespace(catalog, config.table.rsplit(".", 1)[0])

@@ -154,7 +154,7 @@ def _parse_term(term: str) -> PartitionTerm:
 def _unquote(name: str) -> str:
     name = name.strip()
     if len(name) >= 2 and name[0] == name[-1] == "`":
-        return name[1:-1]
+        return name[1:-1].replace("``", "`")  # Spark's escape of a backtick inside quotes
     return name
 
 

@@ -67,6 +67,7 @@ from sink.route.skew import (
     table_bytes_per_row,
 )
 from sink.route.transforms import partition_value_column
+from sink.schema.names import field_path, spark_column_name
 from sink.write.keys import arrow_key_functions
 
 logger = logging.getLogger(__name__)
@@ -334,10 +335,9 @@ class BucketRouter:
     def _partition_columns(self) -> list[Column]:
         columns = []
         for index, field in enumerate(self._spec.fields):
-            source_name = self._schema.find_column_name(field.source_id)
+            source = F.col(spark_column_name(field_path(self._schema, field.source_id)))
             source_type = self._schema.find_field(field.source_id).field_type
-            assert source_name is not None
-            column = partition_value_column(field.transform, F.col(_quoted_path(source_name)), source_type)
+            column = partition_value_column(field.transform, source, source_type)
             columns.append(column.alias(f"{PARTITION_COLUMN_PREFIX}{index}"))
         return columns
 
@@ -423,10 +423,6 @@ def _salt_columns(df: DataFrame) -> list[Column]:
     """The top-level primitive columns, whose hash spreads a hot value's rows."""
     nested = (T.ArrayType, T.MapType, T.StructType)
     return [F.col(_quoted(f.name)) for f in df.schema.fields if not isinstance(f.dataType, nested)]
-
-
-def _quoted_path(name: str) -> str:
-    return ".".join(_quoted(part) for part in name.split("."))
 
 
 def _quoted(name: str) -> str:

@@ -120,6 +120,8 @@ def run_write(
         files = writer.write_all(iter(df.toArrow().to_batches()))
         report = writer.report
         return WriteResult(files, RowCounts(report.input_rows, report.bad_rows))
+    if before is None:  # mapInArrow resolves every column by name: names with dots or backticks fail
+        df = df.toDF(*[f"_{i}" for i in range(len(df.columns))])  # the task reads columns by position
     rows = df.mapInArrow(write_function(spec, before), MESSAGE_DDL).collect()
     return WriteResult.from_json(row[0] for row in rows)
 
