@@ -22,7 +22,6 @@ import re
 from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
-from urllib.parse import unquote
 
 from pydantic import (
     BaseModel,
@@ -37,6 +36,7 @@ from pyiceberg.transforms import BucketTransform
 
 from sink.errors import ConfigError, PartitionSpecError
 from sink.partitioning import check_terms, parse_partition_by
+from sink.secrets import hidden, redact
 
 DEFAULT_CATALOG_NAME = "default"
 DEFAULT_TARGET_FILE_SIZE_BYTES = 512 * 1024 * 1024  # Iceberg's write.target-file-size-bytes default
@@ -48,36 +48,6 @@ DEFAULT_COMMIT_MIN_WAIT_MS = 100
 DEFAULT_COMMIT_MAX_WAIT_MS = 10_000
 DEFAULT_METRICS_HOST = "127.0.0.1"  # the metrics endpoint is local unless configured otherwise
 DEFAULT_PUSHGATEWAY_JOB = "icesink"
-
-# Catalog properties whose values are credentials: kept as SecretStr, never logged.
-_SECRET_KEY_PATTERN = re.compile(r"(password|secret|token|credential|session-key|access-key)", re.IGNORECASE)
-# The password of a URI's user info: ``scheme://user:PASSWORD@host`` (a database URI, say).
-_URI_PASSWORD = re.compile(
-    r"^(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/?#@:]*:)(?P<password>[^/?#]*)(?P<tail>@.*)$", re.S
-)
-_REDACTED = "***"
-
-
-class SecretUri(SecretStr):
-    """A URI with a password in it: shown with the password masked, revealed only for pyiceberg."""
-
-    def _display(self) -> str:
-        match = _URI_PASSWORD.match(self.get_secret_value())
-        return f"{match['head']}{_REDACTED}{match['tail']}" if match else _REDACTED
-
-    def password(self) -> str:
-        """The password part, as written in the URI (percent-encoded)."""
-        match = _URI_PASSWORD.match(self.get_secret_value())
-        return match["password"] if match else self.get_secret_value()
-
-
-def _hidden(key: str, value: str) -> str | SecretStr:
-    """``value``, kept secret when its key names a credential or it is a URI holding a password."""
-    if _SECRET_KEY_PATTERN.search(key):
-        return SecretStr(value)
-    if _URI_PASSWORD.match(value):
-        return SecretUri(value)
-    return value
 
 
 class DistributionMode(StrEnum):
@@ -123,22 +93,11 @@ class CatalogConfig(_Frozen):
     def _hide_secrets(cls, value: Any) -> Any:
         if not isinstance(value, Mapping):
             return value
-        return {str(k): _hidden(str(k), v) if isinstance(v, str) else v for k, v in value.items()}
+        return {str(k): hidden(str(k), v) if isinstance(v, str) else v for k, v in value.items()}
 
     def redact(self, text: str) -> str:
-        """``text`` (an error message, say) with every secret of these properties masked.
-
-        Each secret is masked as written and percent-decoded, longest first, so a driver
-        that quotes its connection string or the decoded password shows neither.
-        """
-        secrets: set[str] = set()
-        for value in self.properties.values():
-            if isinstance(value, SecretStr):
-                raw = value.password() if isinstance(value, SecretUri) else value.get_secret_value()
-                secrets.update(s for s in (raw, unquote(raw)) if s)
-        for secret in sorted(secrets, key=len, reverse=True):
-            text = text.replace(secret, _REDACTED)
-        return text
+        """``text`` (an error message, say) with every secret of these properties masked."""
+        return redact(text, self.properties.values())
 
     def plain_properties(self) -> dict[str, str]:
         """The properties with secrets revealed, for pyiceberg."""
