@@ -11,8 +11,8 @@ from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
 from pyiceberg.table import Table
 from pyspark.sql import types as st
 
-from sink.config import SinkConfig
-from sink.errors import CatalogError, PartitionSpecError
+from sink.config import DistributionMode, SinkConfig
+from sink.errors import CatalogError, ConfigError, PartitionSpecError
 from sink.partitioning import build_partition_spec, parse_partition_by
 from sink.schema.convert import spark_to_iceberg_schema
 from sink.schema.names import check_new_table_names
@@ -79,12 +79,20 @@ def create_table(catalog: Catalog, config: SinkConfig, spark_schema: st.StructTy
 
     Raises:
         PartitionSpecError: ``partition-by`` names a missing column or an impossible transform.
+        ConfigError: ``distribution-mode=bucket`` for a table without partition fields.
         SchemaError: A name repeats in the batch, or (unless ``schema.case-sensitive``) two
             differ only in case.
     """
     check_new_table_names(spark_schema, config.table_schema.case_sensitive, config.table)
     schema = spark_to_iceberg_schema(spark_schema)
     spec = build_partition_spec(parse_partition_by(config.partition_by), schema)
+    if config.write.distribution_mode is DistributionMode.BUCKET and not spec.fields:
+        raise ConfigError(
+            "invalid value 'bucket' for option 'distribution-mode': the new table has no partition-by, "
+            "so no bucket to shuffle by",
+            table=config.table,
+            hint="set partition-by with a bucket(N, col) term, or leave distribution-mode unset",
+        )
     ensure_namespace(catalog, config.table.rsplit(".", 1)[0])
     properties = {**CREATED_TABLE_PROPERTIES, **config.table_properties}
     try:

@@ -79,3 +79,14 @@ def test_partitioning_the_batch_cannot_take_creates_no_table(
     with pytest.raises(PartitionSpecError):
         IcebergSink.from_options(options)(batch, 0)
     assert sink.catalog.table_exists("db.t") is False
+
+
+def test_bucket_distribution_for_a_new_table_without_buckets_is_refused_before_creating_it(
+    spark: SparkSession, catalog_options: dict[str, str]
+) -> None:
+    sink = IcebergSink.from_options({**catalog_options, "table": "db.t", "distribution-mode": "bucket"})
+    with pytest.raises(ConfigError) as info:
+        sink.prepare(SCHEMA)
+    text = str(info.value)
+    assert "'distribution-mode'" in text and "'bucket'" in text and "partition-by" in text, text
+    assert sink.catalog.table_exists("db.t") is False
