@@ -6,6 +6,7 @@ the task; never touches the catalog; yields one JSON message per data file writt
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import os
@@ -90,7 +91,7 @@ class WriteSpec:
     schema: Schema
     partition_spec: PartitionSpec
     data_location: str
-    io_properties: dict[str, str]
+    io_properties: dict[str, str] = dataclasses.field(repr=False)  # credentials: never shown
     table_properties: dict[str, str]
     file_prefix: str
     target_file_size_bytes: int

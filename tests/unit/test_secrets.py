@@ -32,3 +32,27 @@ def test_credential_keys_are_secret_and_masked_as_written_and_decoded() -> None:
     uri = hidden("uri", "postgresql://u:pa%40ss@h/db")
     text = "failed: pa%40ss / pa@ss / abc/def+ghi / abc%2Fdef%2Bghi"
     assert redact(text, [key, uri, "plain"]) == "failed: *** / *** / *** / ***"
+
+
+def test_the_write_spec_shipped_to_executors_does_not_show_its_credentials() -> None:
+    from pyiceberg.partitioning import PartitionSpec
+    from pyiceberg.schema import Schema
+
+    from sink.write.task import WriteSpec
+
+    spec = WriteSpec(
+        table="db.t",
+        schema=Schema(),
+        partition_spec=PartitionSpec(),
+        data_location="s3://bucket/db/t/data",
+        io_properties={"s3.secret-access-key": "k3y-S3CRET-value", "uri": "postgresql://u:pw-S3CRET@h/db"},
+        table_properties={},
+        file_prefix="p",
+        target_file_size_bytes=1024,
+        row_group_size_bytes=1024,
+        memory_budget_bytes=1024,
+        compression="zstd",
+        num_data_columns=0,
+    )
+    assert "S3CRET" not in repr(spec) and "S3CRET" not in str(spec)
+    assert spec.io_properties["s3.secret-access-key"] == "k3y-S3CRET-value"  # the task still gets them
