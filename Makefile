@@ -3,6 +3,7 @@ PYTHON ?= python3.11
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.icesink-installed
+PYTEST_ARGS ?=
 
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
@@ -23,16 +24,21 @@ system-deps:
 demo: env
 	$(PY) -m streaming_jobs.demo
 
+# pytest exits 5 when it collects no test; make (and so CI) fails on that as on any failure.
 test: env system-deps
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 test-fast: env
-	$(PY) -m pytest -q tests/unit
+	$(PY) -m pytest -q tests/unit $(PYTEST_ARGS)
 
+# ruff, mypy (strict on the library; jobs, benchmarks, tests and scripts with the config's
+# settings) and the layout check: module and function sizes, import direction and cycles.
 lint: env
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy --strict sink icesink
 	$(VENV)/bin/mypy
+	$(PY) scripts/check_layout.py
 
 format: env
 	$(VENV)/bin/ruff format .

@@ -24,10 +24,10 @@ from pyspark.sql import types as st
 from pyspark.sql.streaming import DataStreamWriter
 
 from benchmarks._probes import ProbeResult, ProcessProbe, size_summary
-from sink import IcebergSink
-from sink.metrics import STEPS
+from icesink import IcebergSink
+from sink.metric_families import STEPS
 from sink.partitioning import build_partition_spec, parse_partition_by
-from sink.schema.convert import spark_to_iceberg_schema
+from sink.type_mapping import spark_to_iceberg_schema
 
 TABLE = "bench.taxi"
 _DAYS = 4  # the workload's pickup times span 4 days

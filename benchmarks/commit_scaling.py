@@ -22,12 +22,11 @@ from pathlib import Path
 import pyarrow as pa
 from pyiceberg.catalog import load_catalog
 
+from icesink import CommitConfig, expire_snapshots
 from sink.catalog import CREATED_TABLE_PROPERTIES
 from sink.commit.committer import Committer
 from sink.commit.ledger import BatchRange
-from sink.config import CommitConfig
-from sink.maintenance import expire_snapshots
-from sink.schema.convert import iceberg_to_arrow_schema
+from sink.type_mapping import iceberg_to_arrow_schema
 from sink.write.task import DataTaskWriter, WriteSpec
 
 

@@ -42,13 +42,12 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sink import IcebergSink
-from sink.config import DistributionMode
+from icesink import DistributionMode, IcebergSink
 from sink.partitioning import build_partition_spec, parse_partition_by
 from sink.route.router import PARTITION_COLUMN_PREFIX, BucketRouter
 from sink.route.self_check import ensure_self_checks
 from sink.route.skew import RoutingHistory
-from sink.schema.convert import spark_to_iceberg_schema
+from sink.type_mapping import spark_to_iceberg_schema
 from streaming_jobs.taxi_workload import PARTITION_BY, taxi_rows
 
 _FILE_NAME = re.compile(r"-(\d{5})-(\d+)-(\d{5})\.parquet$")

@@ -58,7 +58,7 @@ from pyspark.sql import SparkSession
 
 from benchmarks._contenders import CONTENDERS, Layout, Stream
 from benchmarks._probes import percentile
-from sink.metrics import STEPS
+from sink.metric_families import STEPS
 from streaming_jobs.taxi_workload import write_files
 
 DEFAULT_CONTENDERS = tuple(CONTENDERS)

@@ -1,13 +1,11 @@
-"""icesink: exactly-once Apache Iceberg writes from Spark Structured Streaming.
+"""The icesink library: one package or module per step of a micro-batch.
 
-Use::
+Users import the public API from :mod:`icesink` (``from icesink import IcebergSink``);
+the modules here are its implementation (``docs/architecture.md`` maps them). The names
+below stay importable from ``sink`` for code written against it.
 
-    from sink import IcebergSink
-    sink = IcebergSink.from_options({"table": "db.events", "catalog.type": "sql", ...})
-    df.writeStream.foreachBatch(sink).option("checkpointLocation", ck).start()
-
-The names below are imported on first use: Spark's Python workers import only the
-executor modules (``sink.write``), not the driver's catalog, commit and metrics code.
+They are imported on first use: Spark's Python workers import only the executor modules
+(``sink.write``), not the driver's catalog, commit and metrics code.
 """
 
 from __future__ import annotations

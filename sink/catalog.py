@@ -12,10 +12,10 @@ from pyiceberg.table import Table
 from pyspark.sql import types as st
 
 from sink.config import DistributionMode, SinkConfig
-from sink.errors import CatalogError, ConfigError, PartitionSpecError
+from sink.errors import CatalogError, ConfigError
 from sink.partitioning import build_partition_spec, parse_partition_by
-from sink.schema.convert import spark_to_iceberg_schema
 from sink.schema.names import check_new_table_names
+from sink.type_mapping import spark_to_iceberg_schema
 
 logger = logging.getLogger(__name__)
 
@@ -114,18 +114,3 @@ def ensure_namespace(catalog: Catalog, namespace: str) -> None:
     except Exception:
         if not catalog.namespace_exists(namespace):
             raise
-
-
-def validate_partitioning_for(config: SinkConfig, spark_schema: st.StructType) -> None:
-    """Fail early when ``partition-by`` cannot apply to the stream's schema.
-
-    Raises:
-        PartitionSpecError: With the offending term and the available columns.
-    """
-    terms = parse_partition_by(config.partition_by)
-    if not terms:
-        return
-    try:
-        build_partition_spec(terms, spark_to_iceberg_schema(spark_schema))
-    except PartitionSpecError:
-        raise

@@ -42,8 +42,9 @@ from sink.config import SinkConfig
 from sink.errors import ConfigError, SchemaError, WriteError
 from sink.metrics import SinkMetrics
 from sink.normalize import BadRecordReason
-from sink.route.router import BucketRouter, RoutedBatch
-from sink.schema.convert import iceberg_to_spark_type
+from sink.route.routed import RoutedBatch
+from sink.route.router import BucketRouter
+from sink.type_mapping import iceberg_to_spark_type
 from sink.write.messages import DataFileMessage, RowCounts
 from sink.write.task import WriteSpec, run_write
 
@@ -153,6 +154,12 @@ class DeadLetterQueue:
                 self.table_name,
             )
             return DeadLetterOutcome(skipped_replay=True)
+        return self._write_and_commit(dead_letters, table, sink_id, batch_id, bad_rows)
+
+    def _write_and_commit(
+        self, dead_letters: Callable[[], DataFrame], table: Table, sink_id: str, batch_id: int, bad_rows: int
+    ) -> DeadLetterOutcome:
+        """Write the batch's ``bad_rows`` dead letters and commit them under its batch id."""
         observation = Observation()
         rows = self._frame(dead_letters(), table, sink_id, batch_id, observation)
         attempt = uuid.uuid4().hex[:16]

@@ -253,11 +253,6 @@ def export(metrics: SinkMetrics, config: MetricsConfig) -> MetricsServer | None:
     return server
 
 
-def unexport(metrics: SinkMetrics) -> None:
-    """Stop serving and pushing ``metrics`` (servers and pushers keep running for the others)."""
-    _EXPORTS.sinks.remove(metrics.registry)
-
-
 def is_exported(metrics: SinkMetrics) -> bool:
     """Whether ``metrics`` is part of what this process serves or pushes."""
     return metrics.registry in _EXPORTS.sinks

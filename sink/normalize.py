@@ -11,8 +11,8 @@ offending value, or null for a good row. The rows handed to the write carry only
 boolean of it, :data:`BAD_ROW_COLUMN`: the write tasks drop the flagged rows and count
 them with the rows they received, and the dead letters (the same projection filtered on
 the problem, with the original row as JSON) only run when a task found some. (Counting
-in Spark instead, with ``observe``, cost the JVM thread that feeds Python 7% more CPU
-time than the flag does, on the reference workload.)
+in Spark instead, with ``observe``, costs the JVM thread that feeds Python more CPU
+time than the flag does: ``benchmarks/README.md``.)
 
 With ``on-bad-record=fail`` a filter raises (``raise_error``) at the first bad row
 instead, so the batch fails before anything is committed; the driver turns the

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
@@ -27,7 +28,7 @@ from pyiceberg.transforms import (
 from sink.errors import PartitionSpecError
 
 _TERM = re.compile(r"^\s*(?:(?P<fn>[A-Za-z_]+)\s*\((?P<args>[^()]*)\)|(?P<col>[^(),]+?))\s*$")
-_UNARY: dict[str, type[Transform]] = {
+_UNARY: dict[str, type[Transform[Any, Any]]] = {
     "identity": IdentityTransform,
     "year": YearTransform,
     "years": YearTransform,
@@ -53,7 +54,7 @@ _ACCEPTED = "col, identity(col), bucket(N, col), truncate(W, col), year(col), mo
 class PartitionTerm:
     """One partition field as written by the user: a transform of a source column."""
 
-    transform: Transform
+    transform: Transform[Any, Any]
     column: str
 
 

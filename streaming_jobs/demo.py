@@ -12,7 +12,7 @@ import shutil
 import time
 from pathlib import Path
 
-from sink import IcebergSink
+from icesink import IcebergSink
 from streaming_jobs.spark import get_spark
 from streaming_jobs.taxi_workload import PARTITION_BY, write_files
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from sink.errors import ConfigError
+from icesink import ConfigError
 from streaming_jobs.kafka_config import JobConfig, validate
 
 

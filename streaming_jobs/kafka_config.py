@@ -60,10 +60,9 @@ from pydantic import (
     model_validator,
 )
 
-from sink.config import SinkConfig
-from sink.decode import DdlError, DecodeOptions, ValueFormat, parse_ddl
-from sink.errors import ConfigError
-from sink.sources.kafka_options import KafkaSourceOptions, check_client_config
+from icesink import ConfigError, SinkConfig
+from streaming_jobs.kafka.decode import DdlError, DecodeOptions, ValueFormat, parse_ddl
+from streaming_jobs.kafka.source.kafka_options import KafkaSourceOptions, check_client_config
 
 DEFAULT_METRICS_PORT = 9408  # what monitoring/prometheus/prometheus.yml scrapes
 DEFAULT_APP_NAME = "icesink-kafka-to-iceberg"

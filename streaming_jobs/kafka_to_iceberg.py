@@ -9,7 +9,7 @@
 The configuration (:mod:`streaming_jobs.kafka_config`, read by
 :mod:`streaming_jobs.kafka_cli`) is validated before Spark
 starts. Then: the Kafka source (Spark's connector, or ``icesink-kafka``), a
-:class:`~sink.decode.sink.DecodingSink` (JSON or Debezium values into typed rows,
+:class:`~streaming_jobs.kafka.decode.sink.DecodingSink` (JSON or Debezium values into typed rows,
 undecodable values to the dead-letter table) over an
 :class:`~sink.sink.IcebergSink`, and the checkpoint. SIGTERM and SIGINT stop the
 query between micro-batches; whatever a commit cadence left staged is committed on
@@ -27,10 +27,9 @@ from typing import Any
 
 from pyspark.errors import StreamingQueryException
 
-from sink import IcebergSink
-from sink.decode import DecodingSink, ValueDecoder
-from sink.errors import ConfigError
-from sink.sources.kafka_select import JVM_FORMAT, kafka_format
+from icesink import ConfigError, IcebergSink
+from streaming_jobs.kafka.decode import DecodingSink, ValueDecoder
+from streaming_jobs.kafka.source.kafka_select import JVM_FORMAT, kafka_format
 from streaming_jobs.kafka_cli import load_config
 from streaming_jobs.kafka_config import Flavor, JobConfig
 from streaming_jobs.spark import get_spark

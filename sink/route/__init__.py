@@ -5,7 +5,8 @@
   bucket ids bit-identical to Iceberg Java's (:mod:`sink.route.murmur3` is the native
   murmur3 behind them, :mod:`sink.route.arrow_fallback` the Arrow UDFs for the two
   decimal cases Spark cannot compute exactly).
-* :mod:`sink.route.layout` and :mod:`sink.route.shuffle`: the bucket shuffle, Spark
-  partition id == bucket id; :mod:`sink.route.skew`: hot values over several tasks.
+* :mod:`sink.route.shuffle`: the bucket shuffle, Spark partition id == bucket id, by the
+  :mod:`sink.write.layout` the write tasks read too; :mod:`sink.route.skew`: hot values
+  over several tasks.
 * :mod:`sink.route.self_check`: the start-up checks against the Iceberg spec's hash values.
 """

@@ -19,8 +19,8 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import Column
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas import functions as pandas_functions
 
 from sink.errors import PartitionSpecError
 
@@ -48,7 +48,7 @@ def arrow_column(
         return function(values, *args)
 
     # pyspark's stubs only accept an explicit functionType; the type hints above say it.
-    arrow_udf: Any = F.arrow_udf
+    arrow_udf: Any = pandas_functions.arrow_udf
     udf: Callable[[Column], Column] = arrow_udf(apply, return_type)
     return udf
 

@@ -36,7 +36,7 @@ from pyiceberg.types import (
     TimeType,
     UUIDType,
 )
-from pyspark.sql import SparkSession
+from pyspark.sql import Row, SparkSession
 from pyspark.sql import functions as F
 
 from sink.errors import SelfCheckError
@@ -119,6 +119,33 @@ def verify_bucket_function(spark: SparkSession, vectors: Sequence[HashVector] = 
     # expression is planned once however many values of that type are checked.
     types = list(dict.fromkeys(str(v.source_type) for v in checked))
     type_of = {name: next(v.source_type for v in checked if str(v.source_type) == name) for name in types}
+    rows = _hashes_and_buckets(spark, checked, types, type_of)
+    mismatches = _mismatches(checked, types, rows)
+    if mismatches:
+        first, _, expected, actual = mismatches[0]
+        details = "; ".join(
+            f"{kind} of {v.source_type} {v.sql_literal}: expected {exp}, got {act}"
+            for v, kind, exp, act in mismatches
+        )
+        raise SelfCheckError(
+            f"the bucket hash differs from Iceberg's for {len(mismatches)} check(s): {details}",
+            hint="bucket ids would not match Iceberg Java's; do not write bucketed tables with this build",
+            source_type=str(first.source_type),
+            value=first.sql_literal,
+            expected=expected,
+            actual=actual,
+        )
+    logger.info("bucket hash self-check passed for %d values of %d types", len(checked), len(types))
+
+
+def _hashes_and_buckets(
+    spark: SparkSession, checked: list[HashVector], types: list[str], type_of: dict[str, IcebergType]
+) -> dict[int, Row]:
+    """Row ``i``: vector ``i``'s hash and bucket id, in the columns of its type, computed by Spark.
+
+    Raises:
+        SelfCheckError: The Spark job failed.
+    """
     row_id = F.col("id")
     try:
         literals = []
@@ -138,12 +165,18 @@ def verify_bucket_function(spark: SparkSession, vectors: Sequence[HashVector] = 
         # expressions and evaluate them on the driver: the check runs the generated
         # code that executors run on real batches.
         values = spark.range(len(checked)).select(row_id, *literals).localCheckpoint(eager=True)
-        rows = {row["id"]: row for row in values.select(*results).collect()}
+        return {row["id"]: row for row in values.select(*results).collect()}
     except Exception as e:
         raise SelfCheckError(
             "the bucket hash self-check could not run",
             hint="see the cause; bucketed tables cannot be written safely until it passes",
         ) from e
+
+
+def _mismatches(
+    checked: list[HashVector], types: list[str], rows: dict[int, Row]
+) -> list[tuple[HashVector, str, int, int | None]]:
+    """``(vector, what, expected, actual)`` of every hash and bucket id that differs."""
     mismatches: list[tuple[HashVector, str, int, int | None]] = []
     for index, vector in enumerate(checked):
         column = types.index(str(vector.source_type))
@@ -154,21 +187,7 @@ def verify_bucket_function(spark: SparkSession, vectors: Sequence[HashVector] = 
         actual_bucket = rows[index][f"bucket_{column}"]
         if actual_bucket != expected_bucket:
             mismatches.append((vector, f"bucket[{_SELF_CHECK_BUCKET_COUNT}]", expected_bucket, actual_bucket))
-    if mismatches:
-        first, _, expected, actual = mismatches[0]
-        details = "; ".join(
-            f"{kind} of {v.source_type} {v.sql_literal}: expected {exp}, got {act}"
-            for v, kind, exp, act in mismatches
-        )
-        raise SelfCheckError(
-            f"the bucket hash differs from Iceberg's for {len(mismatches)} check(s): {details}",
-            hint="bucket ids would not match Iceberg Java's; do not write bucketed tables with this build",
-            source_type=str(first.source_type),
-            value=first.sql_literal,
-            expected=expected,
-            actual=actual,
-        )
-    logger.info("bucket hash self-check passed for %d values of %d types", len(checked), len(types))
+    return mismatches
 
 
 SELF_CHECK_PARTITIONS = 37

@@ -24,7 +24,7 @@ is :func:`sink.route.self_check.verify_bucket_function`.
 
 from __future__ import annotations
 
-from decimal import Context, Decimal
+from decimal import Decimal
 from typing import Any
 
 from pyiceberg.transforms import (
@@ -65,8 +65,8 @@ from sink.route.arrow_fallback import (
     arrow_column,
     bucket_decimal_array,
     hash_decimal_array,
-    truncate_decimal_array,
 )
+from sink.route.truncate import truncate_column
 
 __all__ = ["TIME_SUPPORTED", "murmur3_hash_column", "partition_value_column", "spark_type_of"]
 
@@ -75,11 +75,7 @@ TIME_SUPPORTED = hasattr(T, "TimeType") and hasattr(F, "time_to_micros")
 
 _MICROS_PER_HOUR = 3_600_000_000
 _MICROS_PER_DAY = 86_400_000_000
-_LONG_MIN = -(1 << 63)
-_LONG_MAX = (1 << 63) - 1
 _MAX_LONG_DIGITS = 18
-# Decimal's default context keeps 28 digits; these values have up to 38.
-_EXACT = Context(prec=80)
 # Leading 00 (or FF) bytes followed by a byte whose top bit is 0 (or 1) again.
 _REDUNDANT_SIGN_BYTES = "^(?:00)+(?=[0-7])|^(?:FF)+(?=[89A-F])"
 _UUID_PATTERN = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
@@ -192,7 +188,7 @@ def partition_value_column(
         return _bucket(source, source_type, transform.num_buckets)
     if isinstance(transform, TruncateTransform):
         _require(str(transform), source_type, _TRUNCATE_TYPES)
-        return _truncate(source, source_type, transform.width)
+        return truncate_column(source, source_type, transform.width)
     if isinstance(transform, HourTransform):
         _require(str(transform), source_type, _HOUR_TYPES)
         return _floor_div(_epoch_micros(source), _MICROS_PER_HOUR).cast("int")
@@ -319,59 +315,3 @@ def _bucket(source: Column, source_type: IcebergType, num_buckets: int) -> Colum
     if hash_value is not None:
         return murmur3.bucket_of_hash(hash_value, num_buckets)
     return arrow_column(bucket_decimal_array, T.IntegerType(), num_buckets)(source)
-
-
-def _truncate(source: Column, source_type: IcebergType, width: int) -> Column:
-    if isinstance(source_type, (StringType, BinaryType)):
-        # Spark counts a string's length in code points, as Iceberg does; binary in bytes.
-        return F.substring(source, 1, width)
-    if isinstance(source_type, IntegerType):
-        return _truncate_int(source, width)
-    if isinstance(source_type, LongType):
-        return _truncate_long(source, width)
-    assert isinstance(source_type, DecimalType)
-    return _truncate_decimal(source, source_type, width)
-
-
-def _wrap32(value: Column) -> Column:
-    """A long reduced to Java ``int`` range the way Java's ``int`` arithmetic wraps."""
-    return (value + F.lit(1 << 31)).bitwiseAND(F.lit(0xFFFFFFFF)) - F.lit(1 << 31)
-
-
-def _truncate_int(source: Column, width: int) -> Column:
-    # Java: value - (((value % width) + width) % width), in wrapping int arithmetic.
-    value = source.cast("long")
-    width_column = F.lit(width)
-    offset = _wrap32(value % width_column + width_column) % width_column
-    return _wrap32(value - offset).cast("int")
-
-
-def _truncate_long(source: Column, width: int) -> Column:
-    width_column = F.lit(width).cast("long")
-    offset = (source % width_column + width_column) % width_column
-    # Java wraps value - offset below Long.MIN_VALUE around to the top of the range;
-    # ANSI mode would fail instead, so add 2**64 in steps that cannot overflow.
-    wrapped = (source - F.lit(_LONG_MIN)) + ((F.lit(_LONG_MAX) - offset) + 1)
-    return F.when(source < F.lit(_LONG_MIN) + offset, wrapped).otherwise(source - offset)
-
-
-def _truncate_decimal(source: Column, source_type: DecimalType, width: int) -> Column:
-    precision, scale = source_type.precision, source_type.scale
-    spark_type = T.DecimalType(precision, scale)
-    if precision >= 38 and scale > 6:
-        # Spark would widen value - offset to precision 39 and round it to fewer digits.
-        return arrow_column(truncate_decimal_array, spark_type, width)(source)
-    width_value = Decimal(width).scaleb(-scale, _EXACT)
-    width_column = F.lit(format(width_value, "f")).cast(T.DecimalType(max(len(str(width)), scale), scale))
-    # try_subtract: an overflow (only possible at precision 38) becomes null, reported below.
-    truncated = F.try_subtract(source, F.pmod(source, width_column))
-    smallest = Decimal(1 - 10**precision).scaleb(-scale, _EXACT)
-    does_not_fit = source.isNotNull() & (
-        truncated.isNull() | (truncated < F.lit(format(smallest, "f")).cast(spark_type))
-    )
-    message = str(
-        PartitionSpecError(f"truncate[{width}] of this value is below the range of {source_type}: ")
-    )
-    return F.when(does_not_fit, F.raise_error(F.concat(F.lit(message), source.cast("string")))).otherwise(
-        truncated.cast(spark_type)
-    )

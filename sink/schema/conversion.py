@@ -1,9 +1,9 @@
 """Spark expressions that convert a batch's values to the table's types, and say when they cannot.
 
 :class:`ColumnConverter` walks the table's schema next to the batch's and returns,
-per table column, a :class:`Conversion`: the converted value and the
-:class:`Problem` conditions under which a row cannot be written (each with the column
-path, a :class:`BadRecordReason` and the offending value as text). Nothing is run
+per table column, a :class:`~sink.schema.primitives.Conversion`: the converted value and the
+:class:`~sink.schema.primitives.Problem` conditions under which a row cannot be written (each with the column
+path, a :class:`~sink.schema.primitives.BadRecordReason` and the offending value as text). Nothing is run
 here; :mod:`sink.normalize` puts the expressions into one projection.
 
 Values are converted with ``try_cast`` (null instead of an error), so "the source is
@@ -14,8 +14,7 @@ by field, inside lists (``transform``/``exists``) and map values too.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from enum import StrEnum
+from dataclasses import replace
 
 from pyiceberg.types import IcebergType, ListType, MapType, NestedField, PrimitiveType, StructType
 from pyspark.sql import Column
@@ -23,53 +22,22 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as st
 
 from sink.errors import SchemaError
-from sink.schema import casts
-from sink.schema.convert import iceberg_to_spark_type
 from sink.schema.diff import LIST_ELEMENT, MAP_VALUE, match_fields
+from sink.schema.primitives import (
+    BadRecordReason,
+    Conversion,
+    Problem,
+    as_text,
+    convert_primitive,
+    dotted,
+    mismatch,
+)
+from sink.type_mapping import iceberg_to_spark_type
+
+__all__ = ["BadRecordReason", "ColumnConverter", "Conversion", "Problem"]
 
 _MAP_KEY = "key"
-_INFINITY_TEXT = r"^[+-]?inf(inity)?$"  # lower case, trimmed: what Spark's cast reads as infinity
 _SHAPE_PROBE = "__icesink_shape"  # a column name never resolved: converting it only shows the structure
-
-
-class BadRecordReason(StrEnum):
-    """Why a row could not be written (a small fixed set: it is a metric label)."""
-
-    PARSE_ERROR = "parse_error"  # a string that does not parse as the column's type
-    OUT_OF_RANGE = "out_of_range"  # a value outside the column type's range
-    PRECISION_LOSS = "precision_loss"  # a value that would lose digits (1.5 into an int column)
-    TYPE_MISMATCH = "type_mismatch"  # a value of a type that cannot be converted (a struct into a long)
-    NULL_IN_REQUIRED = "null_in_required"  # null (or missing) in a required column
-    DUPLICATE_KEY = "duplicate_key"  # map keys that collide once converted ("1" and "01" into int)
-
-
-@dataclass(frozen=True)
-class Problem:
-    """A condition under which a value cannot be written, and what to report then.
-
-    Attributes:
-        condition: True for rows with this problem (never null).
-        path: The column, dotted (``element``/``key``/``value`` inside lists and maps).
-        reason: Why.
-        value: The offending value as text.
-        range_check: The problem is only a date or timestamp outside the range the sink
-            writes (the value itself has the table's type).
-    """
-
-    condition: Column
-    path: str
-    reason: BadRecordReason
-    value: Column
-    range_check: bool = False
-
-
-@dataclass(frozen=True)
-class Conversion:
-    """A source value converted to a table type, and what can go wrong doing so."""
-
-    value: Column
-    problems: tuple[Problem, ...] = ()
-    identity: bool = False  # ``value`` is the source, untouched
 
 
 class ColumnConverter:
@@ -151,7 +119,7 @@ class ColumnConverter:
         return conversions
 
     def _raise_unknown(self, unknown: list[str], parent_path: tuple[str, ...]) -> None:
-        where = f"struct {_dotted(parent_path)!r} of " if parent_path else ""
+        where = f"struct {dotted(parent_path)!r} of " if parent_path else ""
         raise SchemaError(
             f"batch has columns {unknown} that {where}table {self._table} does not have",
             table=self._table,
@@ -185,10 +153,10 @@ class ColumnConverter:
             conversion = self._map(source, source_type, target, path)
         else:
             assert isinstance(target, PrimitiveType)
-            conversion = _primitive(source, source_type, target, path, converted)
+            conversion = convert_primitive(source, source_type, target, path, converted)
         if required and (source_nullable or not conversion.identity):
             value = conversion.value if converted is None else converted
-            null = Problem(value.isNull(), _dotted(path), BadRecordReason.NULL_IN_REQUIRED, F.lit("null"))
+            null = Problem(value.isNull(), dotted(path), BadRecordReason.NULL_IN_REQUIRED, F.lit("null"))
             conversion = Conversion(conversion.value, (*conversion.problems, null), conversion.identity)
         return conversion
 
@@ -201,7 +169,7 @@ class ColumnConverter:
         converted: Column | None,
     ) -> Conversion:
         if not isinstance(source_type, st.StructType):
-            return _mismatch(source, source_type, iceberg_to_spark_type(target), path)
+            return mismatch(source, source_type, iceberg_to_spark_type(target), path)
         names = [f.name for f in source_type.fields]
         if len({n.lower() for n in names}) < len(names):
             # Spark may resolve struct fields ignoring case: reach them by position instead.
@@ -225,7 +193,7 @@ class ColumnConverter:
         self, source: Column, source_type: st.DataType, target: ListType, path: tuple[str, ...]
     ) -> Conversion:
         if not isinstance(source_type, st.ArrayType):
-            return _mismatch(source, source_type, iceberg_to_spark_type(target), path)
+            return mismatch(source, source_type, iceberg_to_spark_type(target), path)
         element_type, contains_null = source_type.elementType, source_type.containsNull
 
         def element(x: Column) -> Conversion:
@@ -240,7 +208,7 @@ class ColumnConverter:
 
         shape = element(F.col(_SHAPE_PROBE))
         value = source if shape.identity else F.transform(source, lambda x: element(x).value)
-        text = _as_text(source, source_type)
+        text = as_text(source, source_type)
         problems = tuple(
             replace(p, condition=_any(source, element, k), value=text) for k, p in enumerate(shape.problems)
         )
@@ -250,7 +218,7 @@ class ColumnConverter:
         self, source: Column, source_type: st.DataType, target: MapType, path: tuple[str, ...]
     ) -> Conversion:
         if not isinstance(source_type, st.MapType):
-            return _mismatch(source, source_type, iceberg_to_spark_type(target), path)
+            return mismatch(source, source_type, iceberg_to_spark_type(target), path)
         s_key, s_value, contains_null = (
             source_type.keyType,
             source_type.valueType,
@@ -265,7 +233,7 @@ class ColumnConverter:
                 v, s_value, contains_null, target.value_type, target.value_required, (*path, MAP_VALUE)
             )
 
-        text = _as_text(source, source_type)
+        text = as_text(source, source_type)
         key_shape, value_shape = key(F.col(_SHAPE_PROBE)), value_of(F.col(_SHAPE_PROBE))
         problems = [
             replace(p, condition=_any(F.map_keys(source), key, k), value=text)
@@ -284,92 +252,10 @@ class ColumnConverter:
         if not value_shape.identity:
             values = F.transform(values, lambda v: value_of(v).value)
         duplicate = F.coalesce(F.size(F.array_distinct(keys)) < F.size(keys), F.lit(False))
-        problems.append(Problem(duplicate, _dotted((*path, _MAP_KEY)), BadRecordReason.DUPLICATE_KEY, text))
+        problems.append(Problem(duplicate, dotted((*path, _MAP_KEY)), BadRecordReason.DUPLICATE_KEY, text))
         # Building a map from null or repeated keys raises; such rows are dead-lettered anyway.
         clean = ~F.exists(keys, lambda k: k.isNull()) & ~duplicate
         return Conversion(F.when(clean, F.map_from_arrays(keys, values)), tuple(problems))
-
-
-def _primitive(
-    source: Column,
-    source_type: st.DataType,
-    target: PrimitiveType,
-    path: tuple[str, ...],
-    converted: Column | None = None,
-) -> Conversion:
-    conversion = _convert_primitive(source, source_type, target, path, converted)
-    bounds = casts.writable_range(iceberg_to_spark_type(target))
-    if bounds is None:
-        return conversion
-    value = conversion.value if converted is None else converted
-    outside = value.isNotNull() & ((value < F.expr(bounds[0])) | (value > F.expr(bounds[1])))
-    problem = Problem(
-        outside, _dotted(path), BadRecordReason.OUT_OF_RANGE, _as_text(source, source_type), range_check=True
-    )
-    return Conversion(conversion.value, (*conversion.problems, problem), conversion.identity)
-
-
-def _convert_primitive(
-    source: Column,
-    source_type: st.DataType,
-    target: PrimitiveType,
-    path: tuple[str, ...],
-    converted: Column | None,
-) -> Conversion:
-    spark_type = iceberg_to_spark_type(target)
-    if source_type == spark_type:
-        return Conversion(source, identity=True)
-    if isinstance(source_type, st.NullType):
-        return Conversion(F.lit(None).cast(spark_type))
-    if isinstance(spark_type, st.StringType):
-        return Conversion(_as_text(source, source_type, for_string_column=True))
-    if not casts.castable(source_type, spark_type):
-        return _mismatch(source, source_type, spark_type, path)
-    value = source.try_cast(spark_type)
-    if casts.always_fits(source_type, spark_type):
-        return Conversion(value)
-    result = value if converted is None else converted  # what the problems test
-    failed = source.isNotNull() & result.isNull()
-    column, text = _dotted(path), _as_text(source, source_type)
-    problems: list[Problem] = []
-    if casts.is_text(source_type):
-        if isinstance(spark_type, st.NumericType):
-            # A number that does not fit is out of range (or has a fraction), not unparsable.
-            number = source.try_cast(st.DoubleType())
-            if casts.is_integral(spark_type):
-                fraction = failed & (number != F.round(number))
-                problems.append(Problem(fraction, column, BadRecordReason.PRECISION_LOSS, text))
-            problems.append(Problem(failed & number.isNotNull(), column, BadRecordReason.OUT_OF_RANGE, text))
-            if isinstance(spark_type, st.DecimalType):
-                # Parsing again is costly: only where there are more decimals than the scale.
-                point = F.instr(source, ".")
-                long_fraction = (point > 0) & (F.length(source) - point > spark_type.scale)
-                rounded = result.isNotNull() & long_fraction & (result.cast(st.DoubleType()) != number)
-                problems.append(Problem(rounded, column, BadRecordReason.PRECISION_LOSS, text))
-        problems.append(Problem(failed, column, BadRecordReason.PARSE_ERROR, text))
-        if isinstance(spark_type, (st.FloatType, st.DoubleType)):
-            problems.append(Problem(_overflow(source, result), column, BadRecordReason.OUT_OF_RANGE, text))
-    else:
-        problems.append(Problem(failed, column, BadRecordReason.OUT_OF_RANGE, text))
-    if casts.may_lose_digits(source_type, spark_type):
-        changed = F.coalesce(result.try_cast(source_type) != source, F.lit(True))
-        problems.append(Problem(result.isNotNull() & changed, column, BadRecordReason.PRECISION_LOSS, text))
-    if casts.may_overflow_to_infinity(source_type, spark_type):
-        infinite = [float("inf"), float("-inf")]
-        overflow = F.coalesce(result.isin(infinite) & ~source.isin(infinite), F.lit(False))
-        problems.append(Problem(overflow, column, BadRecordReason.OUT_OF_RANGE, text))
-    return Conversion(value, tuple(problems))
-
-
-def _overflow(text: Column, number: Column) -> Column:
-    """Whether parsing ``text`` overflowed to infinity (``"1e400"``): Spark's cast does not fail then.
-
-    An infinity spelled out (``"Infinity"``, ``"-inf"``, as Spark's cast accepts them) is a
-    value Iceberg's float and double hold, like ``"NaN"``, and is kept.
-    """
-    infinite = number.isin([float("inf"), float("-inf")])
-    spelled_out = F.lower(F.trim(text)).rlike(_INFINITY_TEXT)
-    return F.coalesce(infinite & ~spelled_out, F.lit(False))
 
 
 def _missing(t_field: NestedField, path: tuple[str, ...], present: Column | None) -> Conversion:
@@ -378,31 +264,10 @@ def _missing(t_field: NestedField, path: tuple[str, ...], present: Column | None
         return Conversion(value)
     condition = F.lit(True) if present is None else present
     return Conversion(
-        value, (Problem(condition, _dotted(path), BadRecordReason.NULL_IN_REQUIRED, F.lit("null")),)
+        value, (Problem(condition, dotted(path), BadRecordReason.NULL_IN_REQUIRED, F.lit("null")),)
     )
-
-
-def _mismatch(
-    source: Column, source_type: st.DataType, target: st.DataType, path: tuple[str, ...]
-) -> Conversion:
-    text = _as_text(source, source_type)
-    problem = Problem(source.isNotNull(), _dotted(path), BadRecordReason.TYPE_MISMATCH, text)
-    return Conversion(F.lit(None).cast(target), (problem,))
 
 
 def _any(items: Column, convert: Callable[[Column], Conversion], k: int) -> Column:
     """Whether any element of the array ``items`` has the ``k``-th problem of ``convert``."""
     return F.coalesce(F.exists(items, lambda x: convert(x).problems[k].condition), F.lit(False))
-
-
-def _as_text(source: Column, source_type: st.DataType, for_string_column: bool = False) -> Column:
-    """A value as text: JSON for nested values, base64 for bytes (except into a string column)."""
-    if isinstance(source_type, (st.StructType, st.ArrayType, st.MapType)):
-        return F.to_json(source)
-    if isinstance(source_type, st.BinaryType) and not for_string_column:
-        return F.base64(source)
-    return source.cast(st.StringType())
-
-
-def _dotted(path: tuple[str, ...]) -> str:
-    return ".".join(path)

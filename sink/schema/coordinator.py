@@ -150,6 +150,12 @@ class SchemaCoordinator:
                 metrics.schema_lock_acquisitions.labels(self.table_name).inc()
             outcome = self._apply(table, batch_schema, retry, case_sensitive, metrics)
             self._remember(table.schema(), force=True)
+        self._log_outcome(outcome, table, sink_id, batch_id)
+        return self._done(outcome, metrics)
+
+    def _log_outcome(
+        self, outcome: EvolutionOutcome, table: Table, sink_id: str | None, batch_id: int | None
+    ) -> None:
         if outcome.changes:
             logger.info(
                 "batch %s of sink %s evolved %s to schema %s: %s (%s conflicts retried)",
@@ -168,7 +174,6 @@ class SchemaCoordinator:
                 self.table_name,
                 table.schema().schema_id,
             )
-        return self._done(outcome, metrics)
 
     def _apply(
         self,

@@ -42,8 +42,8 @@ from pyiceberg.types import (
 )
 from pyspark.sql import types as st
 
-from sink.schema.convert import _Ids, spark_to_iceberg_type
 from sink.schema.names import match_names
+from sink.type_mapping import _Ids, spark_to_iceberg_type
 
 ChangeKind = Literal["add_column", "widen_type", "make_optional"]
 

@@ -26,7 +26,7 @@ from pyiceberg.types import (
     TimeType,
 )
 
-from sink.schema.convert import iceberg_to_arrow_schema
+from sink.type_mapping import iceberg_to_arrow_schema
 
 KeyFunction = Callable[[pa.RecordBatch], pa.Array]
 

@@ -13,6 +13,7 @@ from pyiceberg.schema import Schema
 
 from sink._pyiceberg import StatisticsPlan, footer_statistics, statistics_plan
 from sink.write.messages import DataFileMessage
+from sink.write.protocol import FileWriter
 
 # Before the first row group of a task is on disk, assume Parquet shrinks Arrow data to this.
 INITIAL_COMPRESSION_RATIO = 0.3
@@ -49,7 +50,7 @@ class CompressionEstimator:
             self._disk_bytes += disk_bytes
 
 
-class ParquetFileWriter:
+class ParquetFileWriter(FileWriter[DataFileMessage | None]):
     """Writes one Parquet data file with Iceberg field ids and full column statistics.
 
     Rows are buffered until an estimated row group's worth (``row_group_size_bytes`` on

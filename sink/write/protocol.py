@@ -1,4 +1,10 @@
-"""The one writer lifecycle every data-file writer follows."""
+"""The one writer lifecycle every data-file writer follows.
+
+:class:`~sink.write.parquet.ParquetFileWriter` (one file) and
+:class:`~sink.write.rolling.RollingFileWriter` (files of one partition value) declare it
+as their base, so the type checker holds them to it;
+:class:`~sink.write.fanout.FanoutWriter` keeps one such writer per partition value.
+"""
 
 from __future__ import annotations
 
@@ -16,8 +22,8 @@ class FileWriter(Protocol[R_co]):
     far, including rows still buffered (estimated at their compressed size).
     """
 
-    def write(self, batch: pa.RecordBatch) -> None:
-        """Append rows."""
+    def write(self, batch: pa.RecordBatch, nbytes: int | None = None) -> None:
+        """Append rows (``nbytes``: their Arrow size, when the caller knows it)."""
         ...
 
     def length_bytes(self) -> int:
@@ -34,4 +40,8 @@ class FileWriter(Protocol[R_co]):
 
     def result(self) -> R_co:
         """What was written; only after :meth:`close`."""
+        ...
+
+    def abort(self) -> None:
+        """Stop and delete the file being written, if any (after a failure)."""
         ...

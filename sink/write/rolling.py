@@ -9,12 +9,13 @@ import pyarrow as pa
 
 from sink.write.messages import DataFileMessage
 from sink.write.parquet import CompressionEstimator, ParquetFileWriter
+from sink.write.protocol import FileWriter
 
 # A batch that would overshoot the target by more than this fraction is split.
 _SPLIT_TOLERANCE = 0.02
 
 
-class RollingFileWriter:
+class RollingFileWriter(FileWriter[list[DataFileMessage]]):
     """Writes one partition value's rows into files of about ``target_file_size_bytes``.
 
     An incoming batch that would carry the current file past its target is split at

@@ -18,8 +18,8 @@ def arrow_bytes(batch: pa.RecordBatch) -> int:
     Spark hands a Python worker. Slices fall back to ``nbytes``.
     """
     if any(column.offset for column in batch.columns):
-        return batch.nbytes
-    return batch.get_total_buffer_size()
+        return int(batch.nbytes)
+    return int(batch.get_total_buffer_size())
 
 
 def chunked(batches: Iterable[pa.RecordBatch], target_bytes: int) -> Iterator[pa.RecordBatch]:

@@ -23,10 +23,10 @@ from pyiceberg.typedef import Record
 
 from sink._pyiceberg import partition_representation, statistics_plan
 from sink.errors import WriteError
-from sink.route.layout import BucketLayout
-from sink.schema.convert import iceberg_to_arrow_schema
+from sink.type_mapping import iceberg_to_arrow_schema
 from sink.write.fanout import FanoutWriter
 from sink.write.keys import KeyFunction, arrow_key_functions
+from sink.write.layout import BucketLayout
 from sink.write.memory import PeakRssSampler
 from sink.write.messages import (
     MESSAGE_DDL,

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,9 +29,9 @@ from typing import Any
 import pytest
 import yaml
 
+from icesink import ConfigError
 from sink import metrics_server
-from sink.errors import ConfigError
-from sink.sources.kafka_select import kafka_format
+from streaming_jobs.kafka.source.kafka_select import kafka_format
 from streaming_jobs.kafka_config import validate
 from streaming_jobs.kafka_to_iceberg import run
 from tests.support.tables import catalog_from_options
@@ -163,7 +163,7 @@ def test_job_ingests_every_message_once_and_evolves_the_schema(
     options = {k: str(v) for k, v in config.sink_options().items()}
     check_exactly_once(options, table, events)
     check_schema_evolved(options, table)
-    served: Counter[str] = Counter()
+    served: dict[str, float] = defaultdict(float)
     for family in metrics_server.served_registry().collect():
         for sample in family.samples:
             if sample.labels.get("table") == table:

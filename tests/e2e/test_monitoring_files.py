@@ -26,7 +26,7 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.cog.plugins import register_default_plugins
 from grafana_foundation_sdk.models.dashboard import Dashboard, RowPanel
 
-from sink.metrics import SinkMetrics
+from icesink import SinkMetrics
 from tests.e2e.conftest import DASHBOARD, MONITORING, RULE_TESTS, RULES
 from tests.e2e.monitoring_files import (
     alert_rules,

@@ -19,9 +19,9 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql import types as st
 
-from sink import IcebergSink
+from icesink import IcebergSink
 from sink.progress import unwatch_progress
-from sink.sources.kafka import register_kafka_source
+from streaming_jobs.kafka.source.kafka import register_kafka_source
 from tests.e2e.conftest import DASHBOARD, RULES
 from tests.e2e.monitoring_files import alert_rules, dashboard_queries, for_grafana_variables
 from tests.e2e.servers import PrometheusServer, wait_until

@@ -7,9 +7,8 @@ import socket
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from icesink import MetricsConfig, SinkMetrics
 from sink import metrics_server
-from sink.config import MetricsConfig
-from sink.metrics import SinkMetrics
 from tests.e2e.servers import Pushgateway, http_get
 
 pytestmark = pytest.mark.e2e

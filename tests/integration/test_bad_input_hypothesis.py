@@ -20,7 +20,7 @@ from hypothesis import strategies as hs
 from pyspark.sql import SparkSession
 from pyspark.sql import types as st
 
-from sink import IcebergSink
+from icesink import IcebergSink
 
 ROWS_PER_EXAMPLE = 400
 TABLE = st.StructType(
@@ -41,7 +41,7 @@ TABLE = st.StructType(
     ]
 )
 
-_TEXT = hs.text(alphabet=hs.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=6)
+_TEXT = hs.text(alphabet=hs.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=6)
 _NUMBER_TEXT = hs.one_of(
     hs.integers(-(2**70), 2**70).map(str),
     hs.floats(allow_nan=True, allow_infinity=True).map(repr),

@@ -21,11 +21,10 @@ from pyiceberg.types import IntegerType
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sink import IcebergSink
-from sink.errors import SelfCheckError
+from icesink import IcebergSink, SelfCheckError
 from sink.route import self_check
-from sink.route.layout import BucketLayout
 from sink.route.self_check import HashVector
+from sink.write.layout import BucketLayout
 from streaming_jobs.taxi_workload import PARTITION_BY, taxi_rows
 from tests.support.spark_conf import session_conf
 from tests.support.tables import check_data_files, data_files

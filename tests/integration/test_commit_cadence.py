@@ -12,9 +12,9 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from sink import IcebergSink
+from icesink import IcebergSink
 from tests.integration.test_crash_recovery import job_result, parquet_files_on_disk, run_job
-from tests.support.tables import catalog_from_options
+from tests.support.tables import catalog_from_options, summary_of
 
 BATCHES = 20
 ROWS = 500
@@ -67,10 +67,9 @@ def test_twenty_small_batches_make_a_handful_of_snapshots(
     assert len(read_ids) == len(ids) and set(read_ids) == ids
     snapshots = table.snapshots()
     assert 2 <= len(snapshots) <= 8, [s.summary["icesink.batch-ids"] for s in snapshots if s.summary]
-    covered = []
+    covered: list[int] = []
     for s in snapshots:
-        assert s.summary is not None
-        first, _, last = s.summary["icesink.batch-ids"].partition("-")
+        first, _, last = summary_of(s)["icesink.batch-ids"].partition("-")
         covered.extend(range(int(first), int(last or first) + 1))
     assert sorted(covered) == list(range(BATCHES))  # every batch in exactly one snapshot
     assert parquet_files_on_disk(warehouse) == {t.file.file_path for t in table.scan().plan_files()}

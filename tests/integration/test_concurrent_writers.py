@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from sink import IcebergSink
+from icesink import IcebergSink
 from tests.integration.test_crash_recovery import job_result, run_job, write_input
 from tests.support.tables import catalog_from_options
 

@@ -15,9 +15,8 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as st
 
-from sink import IcebergSink
+from icesink import BadRecordError, IcebergSink
 from sink.commit.committer import Committer
-from sink.errors import BadRecordError
 from tests.support.tables import table_rows
 
 TYPED = st.StructType(

@@ -12,10 +12,9 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F
 
-from sink import IcebergSink
-from sink.decode import DecodeOptions, DecodingSink, ValueDecoder, ValueFormat, parse_ddl
-from sink.errors import BadRecordError
-from tests.support.tables import catalog_from_options, check_data_files
+from icesink import BadRecordError, IcebergSink
+from streaming_jobs.kafka.decode import DecodeOptions, DecodingSink, ValueDecoder, ValueFormat, parse_ddl
+from tests.support.tables import catalog_from_options, check_data_files, summary_of
 
 KAFKA_DDL = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp"
 T0 = dt.datetime(2024, 5, 1, tzinfo=dt.UTC)
@@ -166,11 +165,11 @@ def test_write_tasks_decode_the_rows_when_spark_has_nothing_to_do_with_them(
         [json.dumps({"id": i, "score": i / 4}).encode() for i in range(600, 700)],
     ]
     first = 0
-    with caplog.at_level(logging.INFO, logger="sink.sink"):
+    with caplog.at_level(logging.INFO, logger="sink.write_step"):
         for batch_id, values in enumerate(batches):
             decoding(kafka_batch(spark, values, first_offset=first), batch_id)
             first += len(values)
-    fused = [r.args[0] for r in caplog.records if "the write tasks make the rows" in r.getMessage()]
+    fused = [_first_arg(r) for r in caplog.records if "the write tasks make the rows" in r.getMessage()]
     assert fused == fused_batches
 
     table = catalog_from_options(options).load_table("db.fused")
@@ -180,7 +179,7 @@ def test_write_tasks_decode_the_rows_when_spark_has_nothing_to_do_with_them(
     for r in rows:
         assert r["score"] == r["id"] / 4
         assert r["name"] == (f"n{r['id']}" if r["id"] < 600 else None)
-    assert [int(s.summary["added-records"]) for s in table.snapshots()] == [300, 300, 100]
+    assert [int(summary_of(s)["added-records"]) for s in table.snapshots()] == [300, 300, 100]
     assert check_data_files(table) >= 3
 
 
@@ -194,7 +193,7 @@ def test_a_kafka_timestamp_no_table_can_hold_is_dead_lettered_and_the_rest_fused
         "timestamp",
         F.when(F.col("offset") == 7, F.timestamp_micros(F.lit(far_micros))).otherwise(F.col("timestamp")),
     )
-    with caplog.at_level(logging.INFO, logger="sink.sink"):
+    with caplog.at_level(logging.INFO, logger="sink.write_step"):
         decoding_sink(options)(batch, 0)
     assert any("the write tasks make the rows" in r.getMessage() for r in caplog.records)
 
@@ -205,3 +204,8 @@ def test_a_kafka_timestamp_no_table_can_hold_is_dead_lettered_and_the_rest_fused
     original = json.loads(dead["original_row"])
     assert original["_kafka_offset"] == 7 and original["_kafka_timestamp"] == str(far_micros)
     assert json.loads(base64.b64decode(original["_kafka_value"])) == {"id": 7}
+
+
+def _first_arg(record: logging.LogRecord) -> object:
+    assert isinstance(record.args, tuple)
+    return record.args[0]

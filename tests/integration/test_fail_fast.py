@@ -8,8 +8,7 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import types as st
 
-from sink import IcebergSink
-from sink.errors import CatalogError, ConfigError, PartitionSpecError
+from icesink import CatalogError, ConfigError, IcebergSink, PartitionSpecError
 
 SCHEMA = st.StructType([st.StructField("id", st.LongType()), st.StructField("ts", st.TimestampType())])
 

@@ -8,7 +8,7 @@ from collections import defaultdict
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from sink import IcebergSink
+from icesink import IcebergSink
 from tests.support.tables import data_files
 
 MiB = 1024 * 1024

@@ -17,10 +17,15 @@ from typing import Any
 import pytest
 from pyspark.errors import StreamingQueryException
 
-from sink.errors import ConfigError
-from sink.sources import KAFKA_SCHEMA, KafkaDataLossError, KafkaOffsetReader, KafkaSourceOptions
-from sink.sources.kafka import register_kafka_source
-from sink.sources.kafka_offsets import (
+from icesink import ConfigError
+from streaming_jobs.kafka.source import (
+    KAFKA_SCHEMA,
+    KafkaDataLossError,
+    KafkaOffsetReader,
+    KafkaSourceOptions,
+)
+from streaming_jobs.kafka.source.kafka import register_kafka_source
+from streaming_jobs.kafka.source.kafka_offsets import (
     OffsetRange,
     offsets_from_json,
     offsets_to_json,

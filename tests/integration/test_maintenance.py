@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from sink import IcebergSink
+from icesink import IcebergSink
 from sink.maintenance import expire_snapshots, referenced_files, remove_orphan_files
 
 

@@ -28,10 +28,8 @@ from pyiceberg.types import (
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as st
 
-from sink import IcebergSink
+from icesink import CommitConfig, IcebergSink, SinkMetrics
 from sink.commit.committer import Committer
-from sink.config import CommitConfig
-from sink.metrics import SinkMetrics
 from sink.schema.coordinator import SchemaCheck, SchemaCoordinator
 from tests.support.tables import catalog_from_options, row_multiset, table_rows
 

@@ -11,8 +11,8 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as st
 
-from sink import IcebergSink
-from tests.support.tables import check_data_files, row_multiset, table_rows
+from icesink import IcebergSink
+from tests.support.tables import check_data_files, row_multiset, summary_of, table_rows
 
 SCHEMA = st.StructType(
     [
@@ -119,11 +119,10 @@ def test_rows_read_back_equal_input(
     table = sink.catalog.load_table("db.roundtrip")
     assert row_multiset(table_rows(table)) == row_multiset(normalized(expected_rows(df)))
     assert check_data_files(table) >= 1
-    snapshot = table.current_snapshot()
-    assert snapshot is not None
-    assert snapshot.summary["icesink.sink-id"] == "roundtrip"
-    assert snapshot.summary["icesink.batch-ids"] == "0"
-    assert int(snapshot.summary["added-records"]) == 600
+    summary = summary_of(table.current_snapshot())
+    assert summary["icesink.sink-id"] == "roundtrip"
+    assert summary["icesink.batch-ids"] == "0"
+    assert int(summary["added-records"]) == 600
 
 
 def test_several_batches_append(spark: SparkSession, catalog_options: dict[str, str]) -> None:
@@ -149,13 +148,13 @@ def test_small_batches_after_the_first_are_written_by_the_driver(
     with caplog.at_level(logging.INFO, logger="sink.route.router"):
         for batch_id, df in enumerate(frames):
             sink(df, batch_id)
-    driver_batches = [r.args[0] for r in caplog.records if "the driver writes" in r.getMessage()]
+    driver_batches = [_first_arg(r) for r in caplog.records if "the driver writes" in r.getMessage()]
     assert driver_batches == [1, 2]  # the first batch has no history: it is shuffled
     table = sink.catalog.load_table("db.small")
     expected = [row for df in frames for row in normalized(expected_rows(df))]
     assert row_multiset(table_rows(table)) == row_multiset(expected)
     assert check_data_files(table) >= 3
-    assert [int(s.summary["added-records"]) for s in table.snapshots()] == [400, 400, 400]
+    assert [int(summary_of(s)["added-records"]) for s in table.snapshots()] == [400, 400, 400]
 
 
 def test_empty_batch_commits_nothing(spark: SparkSession, catalog_options: dict[str, str]) -> None:
@@ -169,3 +168,8 @@ def test_empty_batch_commits_nothing(spark: SparkSession, catalog_options: dict[
         "icesink_batches_total", {"table": "db.empty", "sink_id": "empty", "outcome": "empty"}
     )
     assert value == 1.0
+
+
+def _first_arg(record: logging.LogRecord) -> object:
+    assert isinstance(record.args, tuple)
+    return record.args[0]

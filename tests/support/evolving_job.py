@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--go", required=True, help="file to wait for before streaming")
     args = parser.parse_args(argv)
 
-    from sink import IcebergSink
+    from icesink import IcebergSink
     from streaming_jobs.spark import get_spark
 
     spark = get_spark(

@@ -13,7 +13,7 @@ import json
 
 from pyspark.sql import functions as F
 
-from sink import IcebergSink
+from icesink import IcebergSink
 from streaming_jobs.spark import get_spark
 
 

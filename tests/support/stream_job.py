@@ -26,7 +26,7 @@ def _install_crash(point: str, batch: int) -> None:
             if staged.batch_id >= batch:
                 os.kill(os.getpid(), signal.SIGKILL)
 
-        staging.StagingArea.stage = stage  # type: ignore[method-assign]
+        staging.StagingArea.stage = stage  # type: ignore[method-assign,assignment]
         return
 
     real_commit = committer.Committer.commit
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=1, help="streaming queries sharing the sink")
     args = parser.parse_args(argv)
 
-    from sink import IcebergSink
+    from icesink import IcebergSink
     from streaming_jobs.spark import get_spark
 
     if args.crash_at:

@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow.parquet as pq
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.conversions import from_bytes
-from pyiceberg.table import Table
+from pyiceberg.table import Snapshot, Table
 from pyiceberg.types import DoubleType, FloatType, NestedField, PrimitiveType, StringType
 
 from sink.schema.names import field_path
@@ -80,15 +80,16 @@ def check_data_files(table: Table) -> int:
                 value = _dig(row, name)
                 actual = transform(_to_internal(source, value))
                 assert actual == expected, (data_file.file_path, field.name, value, actual, expected)
-        for field in schema.fields:
-            if not isinstance(field.field_type, PrimitiveType):
+        for column in schema.fields:
+            if not isinstance(column.field_type, PrimitiveType):
                 continue
-            values = [row[field.name] for row in rows]
-            _check_column_stats(data_file, field, values)
+            values = [row[column.name] for row in rows]
+            _check_column_stats(data_file, column, values)
     return len(files)
 
 
 def _check_column_stats(data_file: Any, field: NestedField, values: list[Any]) -> None:
+    assert isinstance(field.field_type, PrimitiveType)
     fid = field.field_id
     nulls = sum(v is None for v in values)
     assert data_file.null_value_counts.get(fid) == nulls, (field.name, data_file.null_value_counts)
@@ -129,3 +130,9 @@ def _to_internal(field: NestedField, value: Any) -> Any:
     if isinstance(value, dt.time):
         return time_to_micros(value)
     return value
+
+
+def summary_of(snapshot: Snapshot | None) -> dict[str, str]:
+    """A snapshot's summary properties (``added-records``, ``icesink.batch-ids``, ...)."""
+    assert snapshot is not None and snapshot.summary is not None
+    return dict(snapshot.summary.additional_properties)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from sink.decode.chunk import PARSE_ERROR, ChunkDecoder, DecodedChunk, decode_one
+from streaming_jobs.kafka.decode.chunk import PARSE_ERROR, ChunkDecoder, DecodedChunk, decode_one
 
 GOOD: list[bytes | None] = [
     b'{"id": 1, "name": "a"}',

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import types as st
 
-from sink.decode.ddl import DdlError, parse_ddl
+from streaming_jobs.kafka.decode.ddl import DdlError, parse_ddl
 
 
 def test_every_supported_type() -> None:

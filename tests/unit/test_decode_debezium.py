@@ -7,8 +7,8 @@ import json
 
 import pyarrow as pa
 
-from sink.decode.chunk import ChunkDecoder
-from sink.decode.debezium import OP_COLUMN, SOURCE_TS_COLUMN, unwrap
+from streaming_jobs.kafka.decode.chunk import ChunkDecoder
+from streaming_jobs.kafka.decode.debezium import OP_COLUMN, SOURCE_TS_COLUMN, unwrap
 
 TS_MS = 1_700_000_000_000
 EVENTS: list[dict[str, object]] = [

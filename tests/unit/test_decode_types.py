@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from sink.decode.types import (
+from streaming_jobs.kafka.decode.types import (
     cast_array,
     cast_table,
     merge_schemas,

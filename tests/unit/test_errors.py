@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from sink.errors import CommitConflictError, SchemaError, SinkError, WriteError, find_error_code
-from sink.sources.kafka_errors import KafkaDataLossError
+from streaming_jobs.kafka.source.kafka_errors import KafkaDataLossError
 
 
 def test_message_has_code_context_and_hint() -> None:
@@ -33,8 +33,6 @@ def test_retryable_flags() -> None:
 
 
 def _every_error_class() -> list[type[SinkError]]:
-    import sink.sources.kafka_errors  # noqa: F401  (its classes register their codes)
-
     found: list[type[SinkError]] = [SinkError]
     for cls in found:
         found.extend(c for c in cls.__subclasses__() if c not in found)
@@ -60,7 +58,7 @@ def test_attributes_set_after_construction_survive_pickling() -> None:
     error = WriteError("disk full")
     error.files = ["a.parquet"]  # type: ignore[attr-defined]
     copy = pickle.loads(pickle.dumps(error))
-    assert copy.files == ["a.parquet"]  # type: ignore[attr-defined]
+    assert copy.files == ["a.parquet"]
     assert str(copy) == str(error)
 
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from sink.decode import ValueFormat
 from sink.errors import ConfigError
+from streaming_jobs.kafka.decode import ValueFormat
 from streaming_jobs.kafka_cli import load_config
 from streaming_jobs.kafka_config import DEFAULT_METRICS_PORT, JobConfig, validate
 from streaming_jobs.kafka_to_iceberg import main

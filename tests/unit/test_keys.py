@@ -31,7 +31,7 @@ from pyiceberg.types import (
 )
 
 from sink._pyiceberg import partition_representation
-from sink.schema.convert import iceberg_to_arrow_schema
+from sink.type_mapping import iceberg_to_arrow_schema
 from sink.write.keys import arrow_key_functions
 
 SCHEMA = Schema(
@@ -84,7 +84,7 @@ def test_values_equal_pyiceberg_per_value(source_id: int, transform: Transform) 
     by_value = transform.transform(source.field_type)
     expected = [
         by_value(partition_representation(source.field_type, v) if v is not None else None)
-        for v in ROWS[source.name]
+        for v in ROWS[source.name]  # type: ignore[attr-defined]
     ]
     assert functions[0](batch).to_pylist() == expected
 

@@ -27,7 +27,7 @@ bounds = s.dictionaries(s.integers(1, 10_000), s.binary(max_size=20), max_size=5
     upper=bounds,
     offsets=s.lists(s.integers(4, 2**40), max_size=4).map(tuple),
 )
-def test_json_round_trip(partition, sizes, lower, upper, offsets) -> None:  # type: ignore[no-untyped-def]
+def test_json_round_trip(partition, sizes, lower, upper, offsets) -> None:
     message = DataFileMessage(
         path="s3://bucket/t/data/x=1/f.parquet",
         partition=partition,

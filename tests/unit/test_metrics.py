@@ -14,18 +14,16 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from icesink import ConfigError, MetricsConfig, SinkConfig
 from sink import metrics_server
-from sink.config import MetricsConfig, SinkConfig
-from sink.errors import ConfigError
-from sink.metrics import (
+from sink.metric_families import (
     BATCH_OUTCOMES,
     DEAD_LETTER_REASONS,
     SCHEMA_CHANGE_KINDS,
     SCHEMA_CHECK_OUTCOMES,
     STEPS,
-    SinkIdentity,
-    SinkMetrics,
 )
+from sink.metrics import SinkIdentity, SinkMetrics
 from sink.metrics_server import MergedRegistries, PushgatewayPusher
 from sink.progress import ProgressMetricsListener, offsets_behind_latest
 from sink.write.messages import DataFileMessage
@@ -108,9 +106,9 @@ def test_start_sink_is_idempotent_and_binds_the_query() -> None:
 
 
 def test_label_values_match_the_code_that_feeds_them() -> None:
-    from sink.schema.conversion import BadRecordReason
     from sink.schema.coordinator import SchemaCheck
     from sink.schema.diff import AddColumn, MakeOptional, WidenType
+    from sink.schema.primitives import BadRecordReason
 
     assert set(DEAD_LETTER_REASONS) == {r.value for r in BadRecordReason}
     assert set(SCHEMA_CHECK_OUTCOMES) == {c.value for c in SchemaCheck}
@@ -197,7 +195,7 @@ def test_metrics_are_not_served_unless_configured(exports: None) -> None:
 
 
 def test_sinks_of_one_process_share_one_endpoint(exports: None, catalog_options: dict[str, str]) -> None:
-    from sink import IcebergSink
+    from icesink import IcebergSink
 
     options = {**catalog_options, "metrics.port": "0"}
     first = IcebergSink.from_options({**options, "table": "db.first"})

@@ -12,9 +12,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from sink.config import DistributionMode
-from sink.route.layout import BucketLayout
 from sink.route.router import PARTITION_COLUMN_PREFIX, BucketRouter, resolve_mode
 from sink.route.skew import RoutingHistory
+from sink.write.layout import BucketLayout
 from sink.write.messages import DataFileMessage
 
 SCHEMA = Schema(
@@ -159,7 +159,11 @@ def test_single_task_after_a_small_batch(spark: SparkSession) -> None:
 
 def test_a_batch_in_one_spark_partition_is_not_shuffled(spark: SparkSession) -> None:
     one = frame(spark).coalesce(1)
-    for transforms in [((2, BucketTransform(8)),), ((4, DayTransform()), (3, IdentityTransform()))]:
+    cases: list[tuple[tuple[int, Transform[Any, Any]], ...]] = [
+        ((2, BucketTransform(8)),),
+        ((4, DayTransform()), (3, IdentityTransform())),
+    ]
+    for transforms in cases:
         routed = BucketRouter(spec(*transforms), SCHEMA, None).route(one)
         assert routed.single_task and routed.partition_values_in_task and not routed.in_driver
         assert routed.df is one  # nothing added: the task computes the values

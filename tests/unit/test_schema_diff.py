@@ -19,7 +19,7 @@ from pyiceberg.types import (
 from pyspark.sql import types as st
 
 from sink.errors import SchemaError
-from sink.schema.diff import AddColumn, MakeOptional, WidenType, count_by_kind, diff_schema
+from sink.schema.diff import AddColumn, MakeOptional, SchemaChange, WidenType, count_by_kind, diff_schema
 
 TABLE = Schema(
     NestedField(1, "id", LongType(), required=True),
@@ -186,7 +186,7 @@ def test_unsupported_type_names_column_and_fix() -> None:
 
 
 def test_count_by_kind() -> None:
-    changes = [
+    changes: list[SchemaChange] = [
         AddColumn((), "a", StringType()),
         AddColumn((), "b", StringType()),
         WidenType(("qty",), IntegerType(), LongType()),

@@ -11,6 +11,7 @@ import datetime as dt
 import uuid
 from collections.abc import Callable
 from decimal import Context, Decimal
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -232,7 +233,9 @@ def truncation_fits(source_type: IcebergType, value: Any, width: int) -> bool:
     """Whether ``truncate[width]`` of a decimal stays inside its precision."""
     if not isinstance(source_type, DecimalType) or value is None:
         return True
-    truncated = TruncateTransform(width).transform(source_type)(value)
+    truncate: TruncateTransform[Any] = TruncateTransform(width)
+    truncated = truncate.transform(source_type)(value)
+    assert truncated is not None
     return bool(abs(truncated.scaleb(source_type.scale, context=EXACT)) < 10**source_type.precision)
 
 
@@ -310,20 +313,16 @@ def test_transforms_match_pyiceberg(spark: SparkSession, data: st.DataObject) ->
     expected: dict[str, Callable[[Any], Any]] = {}
     for k, source_type in enumerate(source_types):
         if check_raw_hash:
-            columns[f"{k}:hash"] = lambda c, k=k, t=source_type: murmur3_hash_column(c[k], t)
+            columns[f"{k}:hash"] = _hash_at(k, source_type)
             expected[f"{k}:hash"] = BucketTransform(2).transform(source_type, bucket=False)
         # Compared inside Spark: collected timestamps would pass through the local zone.
-        columns[f"{k}:identity is source"] = lambda c, k=k, t=source_type: partition_value_column(
-            IdentityTransform(), c[k], t
-        ).eqNullSafe(c[k])
+        columns[f"{k}:identity is source"] = _identity_is_source_at(k, source_type)
         expected[f"{k}:identity is source"] = lambda v: True
         for name, transform in transforms_for(source_type, num_buckets, width).items():
             if name == "bucket" and check_raw_hash:
                 continue
-            columns[f"{k}:{name}"] = lambda c, k=k, t=source_type, tr=transform: partition_value_column(
-                tr, c[k], t
-            )
-            expected[f"{k}:{name}"] = lambda v, t=source_type, tr=transform: expected_value(tr, t, v)
+            columns[f"{k}:{name}"] = _transform_at(k, transform, source_type)
+            expected[f"{k}:{name}"] = partial(expected_value, transform, source_type)
     results = evaluate(spark, source_types, rows, columns, conf)
 
     mismatches = []
@@ -421,7 +420,13 @@ TIMESTAMP_LITERALS = [
     [(zone, ansi) for zone in ZONES for ansi in ("true", "false") if zone != "UTC" or ansi == "true"],
 )
 def test_temporal_transforms_ignore_the_session_time_zone(spark: SparkSession, zone: str, ansi: str) -> None:
-    transforms = [YearTransform(), MonthTransform(), DayTransform(), HourTransform(), BucketTransform(1000)]
+    transforms: list[Transform[Any, Any]] = [
+        YearTransform(),
+        MonthTransform(),
+        DayTransform(),
+        HourTransform(),
+        BucketTransform(1000),
+    ]
     literals = []
     for index, literal in enumerate(TIMESTAMP_LITERALS):
         # The explicit offset and the NTZ type make the values themselves zone-free.
@@ -463,6 +468,22 @@ def _truncate(column: Column, width: int, source_type: IcebergType) -> Column:
     return partition_value_column(TruncateTransform(width), column, source_type)
 
 
+def _transform_at(
+    k: int, transform: Transform[Any, Any], source_type: IcebergType
+) -> Callable[[list[Column]], Column]:
+    """The partition values of column ``k`` of the evaluated row."""
+    return lambda c: partition_value_column(transform, c[k], source_type)
+
+
+def _hash_at(k: int, source_type: IcebergType) -> Callable[[list[Column]], Column]:
+    return lambda c: murmur3_hash_column(c[k], source_type)
+
+
+def _identity_is_source_at(k: int, source_type: IcebergType) -> Callable[[list[Column]], Column]:
+    # Compared inside Spark: collected timestamps would pass through the local zone.
+    return lambda c: partition_value_column(IdentityTransform(), c[k], source_type).eqNullSafe(c[k])
+
+
 @pytest.mark.parametrize("ansi", ["true", "false"])
 def test_integer_truncation_wraps_like_java_in_both_ansi_modes(spark: SparkSession, ansi: str) -> None:
     cases = [
@@ -476,7 +497,7 @@ def test_integer_truncation_wraps_like_java_in_both_ansi_modes(spark: SparkSessi
         (LongType(), -1, 3, -3),
     ]
     columns = {
-        f"case_{k}": lambda c, k=k, t=source_type, w=width: _truncate(c[k], w, t)
+        f"case_{k}": _transform_at(k, TruncateTransform(width), source_type)
         for k, (source_type, _, width, _) in enumerate(cases)
     }
     row = tuple(value for _, value, _, _ in cases)
@@ -518,9 +539,10 @@ def test_decimal_truncation_near_the_precision_limit(spark: SparkSession) -> Non
             unscaled_to_decimal(u, source_type.scale) for u in [largest, -largest + 10, -largest + 9, -15, 15]
         ]
         results = evaluate_one(
-            spark, source_type, [*values, None], lambda c, t=source_type: _truncate(c, 10, t)
+            spark, source_type, [*values, None], partial(_truncate, width=10, source_type=source_type)
         )
-        expected = [TruncateTransform(10).transform(source_type)(v) for v in values]
+        truncate: TruncateTransform[Any] = TruncateTransform(10)
+        expected = [truncate.transform(source_type)(v) for v in values]
         assert results == [*expected, None], source_type
 
 

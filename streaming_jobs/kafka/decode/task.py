@@ -4,7 +4,7 @@ Decoding a micro-batch takes two passes over it, and reads Kafka's values only o
 
 1. :func:`decode_function` reads the raw Kafka rows (``key``, ``value``, ``topic``,
    ``partition``, ``offset``, ``timestamp``), decodes each Arrow batch of values
-   (:mod:`sink.decode.chunk`), unwraps Debezium envelopes, and emits a few rows per
+   (:mod:`streaming_jobs.kafka.decode.chunk`), unwraps Debezium envelopes, and emits a few rows per
    batch: for each type of decoded rows, its schema and the rows themselves (with the
    Kafka metadata columns) as an Arrow IPC stream; for the values that could not be
    decoded, one more stream with their raw bytes and the reason. The driver caches
@@ -28,11 +28,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import types as st
 
-from sink.decode import debezium
-from sink.decode.chunk import OUT_OF_RANGE, TYPE_MISMATCH, ChunkDecoder, DecodedChunk, Piece, Rejection
-from sink.decode.types import cast_array, cast_table, narrow_integers
-from sink.errors import WriteError
+from icesink import WriteError
 from sink.schema.casts import TIMESTAMP_MAX_MICROS, TIMESTAMP_MIN_MICROS
+from streaming_jobs.kafka.decode import debezium
+from streaming_jobs.kafka.decode.chunk import (
+    OUT_OF_RANGE,
+    TYPE_MISMATCH,
+    ChunkDecoder,
+    DecodedChunk,
+    Piece,
+    Rejection,
+)
+from streaming_jobs.kafka.decode.types import cast_array, cast_table, narrow_integers
 
 KAFKA_INPUT_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
 TOPIC_COLUMN = "_kafka_topic"

@@ -65,7 +65,6 @@ def parse_ddl(ddl: str) -> st.StructType:
 
 class _Parser:
     def __init__(self, text: str) -> None:
-        self._text = text
         self._tokens: list[tuple[str, str, int]] = []  # (kind, value, position)
         pos = 0
         while pos < len(text):

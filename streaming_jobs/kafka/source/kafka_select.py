@@ -3,7 +3,7 @@
 Both take the same options and return the same columns, so a job changes nothing but
 the format name. Spark's connector (``spark-sql-kafka-0-10``, added with
 ``--packages`` or ``spark.jars.packages``) is the first choice; the Python source
-(:mod:`sink.sources.kafka`) stands in where it cannot be installed. A checkpoint keeps
+(:mod:`streaming_jobs.kafka.source.kafka`) stands in where it cannot be installed. A checkpoint keeps
 the offsets of the source that wrote it: keep one source per checkpoint.
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal
 
-from sink.errors import ConfigError
-from sink.sources.kafka import register_kafka_source
+from icesink import ConfigError
+from streaming_jobs.kafka.source.kafka import register_kafka_source
 
 logger = logging.getLogger(__name__)
 

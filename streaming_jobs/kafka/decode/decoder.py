@@ -1,6 +1,6 @@
 """Driver side of decoding: a micro-batch of raw Kafka rows becomes typed rows and dead letters.
 
-:meth:`ValueDecoder.decode` runs the decoding pass (:mod:`sink.decode.task`) once,
+:meth:`ValueDecoder.decode` runs the decoding pass (:mod:`streaming_jobs.kafka.decode.task`) once,
 caches its output (decoded Arrow streams, a few rows per Spark partition, and the raw
 bytes of the values that could not be decoded), merges the types the executors found
 into the batch's type, and returns two lazy DataFrames over the cache: the rows, of
@@ -26,8 +26,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as st
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_type
 
-from sink.decode import debezium
-from sink.decode.task import (
+from icesink import ConfigError
+from streaming_jobs.kafka.decode import debezium
+from streaming_jobs.kafka.decode.task import (
     DATA,
     DEAD_LETTER_DDL,
     KAFKA_COLUMNS,
@@ -40,8 +41,7 @@ from sink.decode.task import (
     dead_letter_function,
     decode_function,
 )
-from sink.decode.types import merge_schemas, without_nulls
-from sink.errors import ConfigError
+from streaming_jobs.kafka.decode.types import merge_schemas, without_nulls
 
 logger = logging.getLogger(__name__)
 

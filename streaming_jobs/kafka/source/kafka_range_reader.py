@@ -28,9 +28,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from sink.sources.kafka_errors import KafkaSourceError
-from sink.sources.kafka_offsets import OffsetRange, resolve_read_start
-from sink.sources.kafka_options import KafkaSourceOptions
+from streaming_jobs.kafka.source.kafka_errors import KafkaSourceError
+from streaming_jobs.kafka.source.kafka_offsets import OffsetRange, resolve_read_start
+from streaming_jobs.kafka.source.kafka_options import KafkaSourceOptions
 
 logger = logging.getLogger(__name__)
 

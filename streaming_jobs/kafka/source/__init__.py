@@ -7,7 +7,7 @@ connector is not on the classpath.
 
 from __future__ import annotations
 
-from sink.sources.kafka import (
+from streaming_jobs.kafka.source.kafka import (
     SOURCE_NAME,
     KafkaBatchReader,
     KafkaDataSource,
@@ -15,10 +15,10 @@ from sink.sources.kafka import (
     KafkaStreamReader,
     register_kafka_source,
 )
-from sink.sources.kafka_errors import KafkaDataLossError, KafkaSourceError
-from sink.sources.kafka_offset_reader import KafkaOffsetReader
-from sink.sources.kafka_options import KafkaSourceOptions
-from sink.sources.kafka_range_reader import KAFKA_SCHEMA
+from streaming_jobs.kafka.source.kafka_errors import KafkaDataLossError, KafkaSourceError
+from streaming_jobs.kafka.source.kafka_offset_reader import KafkaOffsetReader
+from streaming_jobs.kafka.source.kafka_options import KafkaSourceOptions
+from streaming_jobs.kafka.source.kafka_range_reader import KAFKA_SCHEMA
 
 __all__ = [
     "KAFKA_SCHEMA",

@@ -15,14 +15,13 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame
 
+from icesink import BadRecordError, BadRecordPolicy
 from sink import catalog as catalogs
-from sink.config import BadRecordPolicy
 from sink.deadletter import DeadLetterOutcome, DeadLetterQueue
-from sink.errors import BadRecordError
 from sink.write.messages import RowCounts
 
 if TYPE_CHECKING:
-    from sink.sink import IcebergSink
+    from icesink import IcebergSink
 
 logger = logging.getLogger(__name__)
 

@@ -21,10 +21,10 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from sink.errors import ConfigError
-from sink.sources.kafka_errors import KafkaSourceError
-from sink.sources.kafka_offsets import EARLIEST, LATEST, PartitionOffsets, TopicPartitionId
-from sink.sources.kafka_options import KafkaSourceOptions, OffsetSpec
+from icesink import ConfigError
+from streaming_jobs.kafka.source.kafka_errors import KafkaSourceError
+from streaming_jobs.kafka.source.kafka_offsets import EARLIEST, LATEST, PartitionOffsets, TopicPartitionId
+from streaming_jobs.kafka.source.kafka_options import KafkaSourceOptions, OffsetSpec
 
 logger = logging.getLogger(__name__)
 

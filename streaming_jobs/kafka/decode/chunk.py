@@ -32,9 +32,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from sink.decode.types import has_timestamps, timestamps_as_strings, without_nulls
+from streaming_jobs.kafka.decode.types import has_timestamps, timestamps_as_strings, without_nulls
 
-PARSE_ERROR = "parse_error"  # reasons, as sink.schema.conversion.BadRecordReason spells them
+PARSE_ERROR = "parse_error"  # reasons, as sink.schema.primitives.BadRecordReason spells them
 OUT_OF_RANGE = "out_of_range"
 TYPE_MISMATCH = "type_mismatch"
 

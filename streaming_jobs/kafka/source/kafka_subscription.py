@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from sink.errors import ConfigError
-from sink.sources.kafka_offsets import TopicPartitionId
+from icesink import ConfigError
+from streaming_jobs.kafka.source.kafka_offsets import TopicPartitionId
 
 _OPTION_NAMES = {"subscribe": "subscribe", "subscribepattern": "subscribePattern", "assign": "assign"}
 

@@ -1,6 +1,6 @@
 """Arrow types of decoded JSON: merged across a batch, integers narrowed, arrays cast to the batch's type.
 
-JSON has no schema, so every chunk of values is typed on its own (:mod:`sink.decode.chunk`)
+JSON has no schema, so every chunk of values is typed on its own (:mod:`streaming_jobs.kafka.decode.chunk`)
 and the driver merges the chunk types into one type per batch (:func:`merge_schemas`),
 the way Spark's JSON inference does:
 

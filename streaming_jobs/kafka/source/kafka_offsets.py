@@ -1,9 +1,9 @@
 """Kafka offsets as data: the JSON Spark checkpoints, rate limits, and offset ranges.
 
 Everything here is pure: no broker, no Spark. The driver-side reader
-(:mod:`sink.sources.kafka_offset_reader`) fetches offsets, the stream reader in
-:mod:`sink.sources.kafka` combines them with these functions, and executors read the
-resulting :class:`OffsetRange` objects (:mod:`sink.sources.kafka_range_reader`).
+(:mod:`streaming_jobs.kafka.source.kafka_offset_reader`) fetches offsets, the stream reader in
+:mod:`streaming_jobs.kafka.source.kafka` combines them with these functions, and executors read the
+resulting :class:`OffsetRange` objects (:mod:`streaming_jobs.kafka.source.kafka_range_reader`).
 
 The offset JSON is the one of Spark's own Kafka source, ``{"topic": {"0": 23, "1": 42}}``:
 the next offset to read per partition. Spark compares two offsets of a Python source as
@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sink.sources.kafka_errors import report_data_loss
+from streaming_jobs.kafka.source.kafka_errors import report_data_loss
 
 TopicPartitionId = tuple[str, int]
 """A Kafka topic-partition: (topic, partition)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from sink.errors import SinkError
+from icesink import SinkError
 
 logger = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sink.decode.types import cast_array, merge_types
+from streaming_jobs.kafka.decode.types import cast_array, merge_types
 
 OP_COLUMN = "_op"
 SOURCE_TS_COLUMN = "_source_ts"

@@ -9,9 +9,9 @@
 
 Per micro-batch:
 
-1. decode (:class:`~sink.decode.decoder.ValueDecoder`): typed rows, plus the values
+1. decode (:class:`~streaming_jobs.kafka.decode.decoder.ValueDecoder`): typed rows, plus the values
    that could not be decoded;
-2. dead letters (:class:`~sink.decode.rejects.RejectedValues`): those values go to the
+2. dead letters (:class:`~streaming_jobs.kafka.decode.rejects.RejectedValues`): those values go to the
    sink's dead-letter table with their raw bytes, committed exactly once;
 3. write: the rows go through the :class:`~sink.sink.IcebergSink`, whose schema
    evolution adds new fields as columns and widens types, exactly once. When the rows
@@ -31,14 +31,14 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame
 
+from icesink import ConfigError
 from sink import catalog as catalogs
-from sink.decode.decoder import ValueDecoder
-from sink.decode.rejects import RejectedValues
-from sink.errors import ConfigError
-from sink.sink import ArrowSource
+from sink.arrow_source import ArrowSource
+from streaming_jobs.kafka.decode.decoder import ValueDecoder
+from streaming_jobs.kafka.decode.rejects import RejectedValues
 
 if TYPE_CHECKING:
-    from sink.sink import IcebergSink
+    from icesink import IcebergSink
 
 logger = logging.getLogger(__name__)
 

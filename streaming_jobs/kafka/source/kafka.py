@@ -42,9 +42,9 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from sink.errors import ConfigError
-from sink.sources.kafka_offset_reader import KafkaOffsetReader
-from sink.sources.kafka_offsets import (
+from icesink import ConfigError
+from streaming_jobs.kafka.source.kafka_offset_reader import KafkaOffsetReader
+from streaming_jobs.kafka.source.kafka_offsets import (
     OffsetRange,
     PartitionOffsets,
     offsets_from_json,
@@ -53,8 +53,8 @@ from sink.sources.kafka_offsets import (
     rate_limit,
     split_ranges,
 )
-from sink.sources.kafka_options import KafkaSourceOptions, check_client_config
-from sink.sources.kafka_range_reader import KAFKA_SCHEMA, read_range
+from streaming_jobs.kafka.source.kafka_options import KafkaSourceOptions, check_client_config
+from streaming_jobs.kafka.source.kafka_range_reader import KAFKA_SCHEMA, read_range
 
 logger = logging.getLogger(__name__)
 

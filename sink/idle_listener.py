@@ -1,0 +1,60 @@
+"""Commit staged batches when a streaming query goes idle or stops (a chunk boundary)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Protocol
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming.listener import StreamingQueryListener
+
+logger = logging.getLogger(__name__)
+
+
+class Flushable(Protocol):
+    """What the listener flushes: a sink's staged batches of one query."""
+
+    def flush(self, query_id: str | None = None) -> None: ...
+
+
+class FlushOnIdle(StreamingQueryListener):
+    """Commits a query's staged batches when it goes idle or terminates (a chunk boundary)."""
+
+    def __init__(self, sink: Flushable) -> None:
+        self._sink = sink
+
+    def onQueryStarted(self, event: Any) -> None:
+        pass
+
+    def onQueryProgress(self, event: Any) -> None:
+        pass
+
+    def onQueryIdle(self, event: Any) -> None:
+        self._flush(str(event.id))
+
+    def onQueryTerminated(self, event: Any) -> None:
+        self._flush(str(event.id))
+
+    def _flush(self, query_id: str) -> None:
+        try:
+            self._sink.flush(query_id)
+        except Exception:  # a listener must not kill the listener bus; the next batch retries
+            logger.exception("flushing staged batches of query %s failed", query_id)
+
+
+def listen_for_idle(sink: Flushable, listening: set[int], lock: threading.Lock) -> None:
+    """Flush ``sink``'s staged batches when a query goes idle or stops (once per session).
+
+    Registered on the active session: the session handed to ``foreachBatch`` is a
+    clone whose listeners never hear of any query. ``listening`` holds the ids of the
+    sessions ``sink`` already listens on, guarded by ``lock``.
+    """
+    spark = SparkSession.getActiveSession()
+    if spark is None:
+        return
+    with lock:
+        if id(spark) in listening:
+            return
+        listening.add(id(spark))
+    spark.streams.addListener(FlushOnIdle(sink))

@@ -1,0 +1,172 @@
+"""Step 4 on the driver: the write spec of a batch, its attempt record, and the write job.
+
+The executors' side is :mod:`sink.write.task`; this module decides what they are told
+(:class:`~sink.write.task.WriteSpec`), records the attempt first (so a crash leaves
+files a restart can find, :mod:`sink.commit.recovery`), runs the job and turns its
+failure into an error of the sink.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pyiceberg.table import Table
+from pyspark.sql import DataFrame
+
+from sink.arrow_source import ArrowSource
+from sink.commit.recovery import AttemptLog, AttemptRecord
+from sink.config import SinkConfig
+from sink.errors import BadRecordError, SchemaError, WriteError, find_error_code
+from sink.metrics import SinkMetrics
+from sink.normalize import NormalizedBatch, bad_record_error
+from sink.route.routed import RoutedBatch
+from sink.write.messages import DataFileMessage, RowCounts, WriteResult
+from sink.write.task import ArrowFunction, WriteSpec, run_write
+
+logger = logging.getLogger(__name__)
+
+_TARGET_FILE_SIZE = ("write.target-file-size-bytes", "target_file_size_bytes")
+
+
+@dataclass(frozen=True)
+class WrittenBatch:
+    """What step 4 hands to the stage step: a batch's data files, not yet committed.
+
+    Attributes:
+        batch_id: The micro-batch.
+        attempt: This attempt's id (part of every file name).
+        files: The data files written.
+        counts: The rows the write received and the bad rows it dropped.
+        attempts: The attempt log that records this attempt until it is staged or committed.
+    """
+
+    batch_id: int
+    attempt: str
+    files: list[DataFileMessage]
+    counts: RowCounts
+    attempts: AttemptLog
+
+    def end_attempt(self) -> None:
+        """The files are accounted for elsewhere (staged or committed): drop the attempt record."""
+        self.attempts.end(self.batch_id, self.attempt)
+
+
+class BatchWriter:
+    """Runs step 4 of each micro-batch for one sink configuration.
+
+    Args:
+        config: The sink's configuration.
+        metrics: Where the write step is timed and the files are recorded.
+    """
+
+    def __init__(self, config: SinkConfig, metrics: SinkMetrics) -> None:
+        self.config = config
+        self.metrics = metrics
+
+    def target_file_size(self, table: Table) -> int:
+        """The target data file size of ``table``: the sink option, else the table property."""
+        return int(self._setting(table.metadata.properties, *_TARGET_FILE_SIZE))
+
+    def write(
+        self,
+        table: Table,
+        sink_id: str,
+        batch_id: int,
+        normalized: NormalizedBatch,
+        routed: RoutedBatch,
+        fused: ArrowSource | None,
+    ) -> WrittenBatch:
+        """Write the batch's data files (``fused``: the tasks make the rows themselves)."""
+        name = self.config.table
+        attempt = uuid.uuid4().hex[:16]
+        # A fused batch's rows are made in the task, with no flag: none of them can be bad.
+        flagged = normalized.bad_row_flag and fused is None
+        spec = self._write_spec(table, sink_id, batch_id, attempt, routed, flagged)
+        attempts = AttemptLog(table.io, table.location(), sink_id)
+        attempts.begin(AttemptRecord(sink_id, batch_id, attempt, spec.file_prefix, spec.data_location))
+        with self.metrics.time_step(name, "write"):
+            if fused is not None:
+                logger.info(
+                    "batch %s of sink %s: the write tasks make the rows themselves", batch_id, sink_id
+                )
+                result = self._run_write(fused.df, spec, batch_id, before=fused.function)
+            else:
+                result = self._run_write(routed.df, spec, batch_id, in_driver=routed.in_driver)
+        self.metrics.record_files(name, result.files, spec.target_file_size_bytes)
+        # Rows as the write tasks received them; a fused batch's maker counted them before that.
+        counts = result.counts if fused is None else RowCounts(fused.rows, 0)
+        return WrittenBatch(batch_id, attempt, result.files, counts, attempts)
+
+    def _write_spec(
+        self, table: Table, sink_id: str, batch_id: int, attempt: str, routed: RoutedBatch, bad_row_flag: bool
+    ) -> WriteSpec:
+        properties = table.metadata.properties
+        data_location = properties.get("write.data.path", f"{table.location().rstrip('/')}/data")
+        write = self.config.write
+        return WriteSpec(
+            table=self.config.table,
+            schema=table.schema(),
+            partition_spec=table.spec(),
+            data_location=data_location,
+            io_properties={**self.config.catalog.plain_properties(), **table.io.properties},
+            table_properties=dict(properties),
+            file_prefix=f"{_short(sink_id)}-b{batch_id}-{attempt}",
+            target_file_size_bytes=int(
+                self._setting(properties, "write.target-file-size-bytes", "target_file_size_bytes")
+            ),
+            row_group_size_bytes=write.row_group_size_bytes,
+            memory_budget_bytes=write.memory_budget_bytes,
+            compression=str(
+                self._setting(properties, "write.parquet.compression-codec", "compression_codec")
+            ),
+            bad_row_flag=bad_row_flag,
+            **routed.task_options(),
+        )
+
+    def _setting(self, properties: Mapping[str, str], table_property: str, field: str) -> Any:
+        """A write setting: the sink option when given, else the table property, else the default."""
+        write = self.config.write
+        if field in write.model_fields_set:
+            return getattr(write, field)
+        return properties.get(table_property, getattr(write, field))
+
+    def _run_write(
+        self,
+        df: DataFrame,
+        spec: WriteSpec,
+        batch_id: int,
+        *,
+        in_driver: bool = False,
+        before: ArrowFunction | None = None,
+    ) -> WriteResult:
+        try:
+            return run_write(df, spec, in_driver=in_driver, before=before)
+        except Exception as e:
+            error = find_error_code(str(e))
+            if error is SchemaError:
+                raise
+            bad_record = bad_record_error(str(e), spec.table, batch_id) if error is BadRecordError else None
+            if bad_record is not None:
+                raise bad_record from e
+            raise WriteError(
+                f"write job of batch {batch_id} failed: {_first_line(e)}",
+                table=spec.table,
+                batch_id=batch_id,
+                file_prefix=spec.file_prefix,
+            ) from e
+
+
+def _short(sink_id: str) -> str:
+    return sink_id.replace("-", "")[:12]
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error)
+    for line in text.splitlines():
+        if "ICESINK-" in line:
+            return line.strip()
+    return text.splitlines()[0] if text else type(error).__name__

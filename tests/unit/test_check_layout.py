@@ -1,0 +1,108 @@
+"""scripts/check_layout.py: module and function sizes, import cycles, imports from above."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "check_layout.py"
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("check_layout", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["check_layout"] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+check_layout = _load()
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def _function(name: str, body_lines: int) -> str:
+    return f"def {name}():\n" + "    x = 1\n" * (body_lines - 1) + "    return x\n"
+
+
+def _run(root: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), str(root)], capture_output=True, text=True, check=False
+    )
+
+
+def test_a_clean_tree_passes(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "sink/__init__.py": "",
+            "sink/errors.py": "class SinkError(Exception): ...\n",
+            "sink/route/__init__.py": "",
+            "sink/route/router.py": "from sink.errors import SinkError\nfrom sink.write import task\n",
+            "sink/write/__init__.py": "",
+            "sink/write/task.py": "from ..errors import SinkError\n" + _function("run", 59),
+        },
+    )
+    done = _run(root)
+    assert done.returncode == 0, done.stdout
+    assert done.stdout == ""
+
+
+def test_a_long_function_a_cycle_and_a_job_import_fail(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "sink/__init__.py": "",
+            "sink/route/__init__.py": "",
+            "sink/route/router.py": "from sink.write.task import run\n",
+            "sink/write/__init__.py": "",
+            "sink/write/task.py": "from sink.route import router\n"
+            + "class Writer:\n"
+            + "\n".join("    " + line for line in _function("write", 61).splitlines())
+            + "\n",
+            "sink/metrics.py": "import streaming_jobs.kafka\n",
+        },
+    )
+    done = _run(root)
+    assert done.returncode == 1
+    lines = done.stdout.splitlines()
+    assert "sink/write/task.py:3: function Writer.write of 62 lines (at most 60)" in lines
+    assert "import cycle between packages: sink.route -> sink.write -> sink.route" in lines
+    assert "sink/metrics.py:1: the library imports streaming_jobs.kafka" in lines
+    assert len(lines) == 3
+
+
+def test_a_long_module_fails(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {"sink/__init__.py": "", "sink/big.py": "x = 1\n" * 351})
+    assert check_layout.check(root) == ["sink/big.py: module of 351 lines (at most 350)"]
+
+
+def test_a_cycle_through_three_packages_and_relative_imports(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "sink/__init__.py": "",
+            "sink/a/__init__.py": "from ..b import y\n",
+            "sink/b/__init__.py": "",
+            "sink/b/y.py": "def f():\n    from sink.c import z\n",
+            "sink/c/__init__.py": "",
+            "sink/c/z.py": "from sink import a\n",
+            "sink/d.py": "from sink.a import x\n",
+        },
+    )
+    assert check_layout.check(root) == ["import cycle between packages: sink.a -> sink.b -> sink.c -> sink.a"]
+
+
+def test_the_checkout_passes() -> None:
+    assert check_layout.check(ROOT) == []
