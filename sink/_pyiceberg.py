@@ -9,19 +9,22 @@ here, so a pyiceberg upgrade that moves them breaks in one place.
 from __future__ import annotations
 
 import datetime
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow.parquet as pq
 from pyiceberg.io import FileIO
 from pyiceberg.io.pyarrow import (
+    MetricModeTypes,
+    MetricsMode,
     compute_statistics_plan,
     data_file_statistics_from_parquet_metadata,
+    match_metrics_mode,
     parquet_path_to_id_mapping,
 )
 from pyiceberg.partitioning import _to_partition_representation
 from pyiceberg.schema import Schema
-from pyiceberg.types import IcebergType
+from pyiceberg.types import BinaryType, IcebergType, StringType
 
 
 @dataclass(frozen=True)
@@ -38,9 +41,31 @@ class StatisticsPlan:
 
 def statistics_plan(schema: Schema, table_properties: dict[str, str]) -> StatisticsPlan:
     """The :class:`StatisticsPlan` of files of ``schema`` in a table with ``table_properties``."""
-    return StatisticsPlan(
-        compute_statistics_plan(schema, table_properties), parquet_path_to_id_mapping(schema)
+    columns = compute_statistics_plan(schema, table_properties)
+    _bounds_for_dotted_names(schema, table_properties, columns)
+    return StatisticsPlan(columns, parquet_path_to_id_mapping(schema))
+
+
+def _bounds_for_dotted_names(schema: Schema, properties: dict[str, str], columns: dict[int, Any]) -> None:
+    """Give top-level columns named with a dot (``a.b``) the metrics mode of any other top-level column.
+
+    pyiceberg takes a dot in a column's name for nesting and keeps only counts for it.
+    """
+    from pyiceberg.table import TableProperties
+
+    default = properties.get(
+        TableProperties.DEFAULT_WRITE_METRICS_MODE, TableProperties.DEFAULT_WRITE_METRICS_MODE_DEFAULT
     )
+    for field in schema.fields:
+        if "." not in field.name or field.field_id not in columns:
+            continue
+        key = f"{TableProperties.METRICS_MODE_COLUMN_CONF_PREFIX}.{field.name}"
+        mode = match_metrics_mode(properties.get(key, default))
+        if mode.type == MetricModeTypes.TRUNCATE and not isinstance(
+            field.field_type, StringType | BinaryType
+        ):
+            mode = MetricsMode(MetricModeTypes.FULL)
+        columns[field.field_id] = replace(columns[field.field_id], mode=mode)
 
 
 def footer_statistics(metadata: pq.FileMetaData, plan: StatisticsPlan) -> dict[str, Any]:

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import logging
+import traceback
+from collections.abc import Callable
 
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
 from pyiceberg.table import Table
 from pyspark.sql import types as st
 
-from sink.config import SinkConfig
-from sink.errors import CatalogError
+from sink.config import DistributionMode, SinkConfig
+from sink.errors import CatalogError, ConfigError
 from sink.partitioning import build_partition_spec, parse_partition_by
+from sink.schema.names import check_new_table_names
 from sink.type_mapping import spark_to_iceberg_schema
 
 logger = logging.getLogger(__name__)
@@ -36,13 +39,29 @@ def open_catalog(config: SinkConfig) -> Catalog:
         namespace = config.table.rsplit(".", 1)[0]
         catalog.list_tables(namespace) if catalog.namespace_exists(namespace) else None
     except Exception as e:
-        shown = {k: v for k, v in config.catalog.properties.items()}
-        raise CatalogError(
-            f"cannot load catalog {config.catalog.name!r} with properties {shown}: {type(e).__name__}: {e}",
-            hint="check catalog.type, catalog.uri and catalog.warehouse (e.g. catalog.type=sql, "
-            "catalog.uri=sqlite:////path/catalog.db, catalog.warehouse=file:///path/warehouse)",
-        ) from e
-    return catalog
+        cause = RedactedError.of(e, config.catalog.redact)
+    else:
+        return catalog
+    # Raised outside the handler: the original error (its text may hold a password) is
+    # neither the cause nor the context, only its redacted copy is.
+    shown = {k: str(v) for k, v in config.catalog.properties.items()}  # secrets masked
+    raise CatalogError(
+        f"cannot load catalog {config.catalog.name!r} with properties {shown}: {cause}",
+        hint="check catalog.type, catalog.uri and catalog.warehouse (e.g. catalog.type=sql, "
+        "catalog.uri=sqlite:////path/catalog.db, catalog.warehouse=file:///path/warehouse)",
+    ) from cause
+
+
+class RedactedError(Exception):
+    """Stands in for an error whose text may hold a credential: its type, text and traceback, redacted."""
+
+    @classmethod
+    def of(cls, error: BaseException, redact: Callable[[str], str]) -> RedactedError:
+        """A redacted copy of ``error``; its formatted traceback (whole chain) goes with it."""
+        details = redact("".join(traceback.format_exception(error)).rstrip())
+        copy = cls(redact(f"{type(error).__name__}: {error}"))
+        copy.add_note(f"original error, redacted:\n{details}")
+        return copy
 
 
 def load_table(catalog: Catalog, identifier: str) -> Table | None:
@@ -60,9 +79,20 @@ def create_table(catalog: Catalog, config: SinkConfig, spark_schema: st.StructTy
 
     Raises:
         PartitionSpecError: ``partition-by`` names a missing column or an impossible transform.
+        ConfigError: ``distribution-mode=bucket`` for a table without partition fields.
+        SchemaError: A name repeats in the batch, or (unless ``schema.case-sensitive``) two
+            differ only in case.
     """
+    check_new_table_names(spark_schema, config.table_schema.case_sensitive, config.table)
     schema = spark_to_iceberg_schema(spark_schema)
     spec = build_partition_spec(parse_partition_by(config.partition_by), schema)
+    if config.write.distribution_mode is DistributionMode.BUCKET and not spec.fields:
+        raise ConfigError(
+            "invalid value 'bucket' for option 'distribution-mode': the new table has no partition-by, "
+            "so no bucket to shuffle by",
+            table=config.table,
+            hint="set partition-by with a bucket(N, col) term, or leave distribution-mode unset",
+        )
     ensure_namespace(catalog, config.table.rsplit(".", 1)[0])
     properties = {**CREATED_TABLE_PROPERTIES, **config.table_properties}
     try:

@@ -23,9 +23,21 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pyiceberg.transforms import BucketTransform
 
-from sink.errors import ConfigError
+from sink.config_options import option_tree
+from sink.errors import ConfigError, PartitionSpecError
+from sink.partitioning import check_terms, parse_partition_by
+from sink.secrets import hidden, redact
 
 DEFAULT_CATALOG_NAME = "default"
 DEFAULT_TARGET_FILE_SIZE_BYTES = 512 * 1024 * 1024  # Iceberg's write.target-file-size-bytes default
@@ -37,9 +49,6 @@ DEFAULT_COMMIT_MIN_WAIT_MS = 100
 DEFAULT_COMMIT_MAX_WAIT_MS = 10_000
 DEFAULT_METRICS_HOST = "127.0.0.1"  # the metrics endpoint is local unless configured otherwise
 DEFAULT_PUSHGATEWAY_JOB = "icesink"
-
-# Catalog properties whose values are credentials: kept as SecretStr, never logged.
-_SECRET_KEY_PATTERN = re.compile(r"(password|secret|token|credential|session-key|access-key)", re.IGNORECASE)
 
 
 class DistributionMode(StrEnum):
@@ -85,10 +94,11 @@ class CatalogConfig(_Frozen):
     def _hide_secrets(cls, value: Any) -> Any:
         if not isinstance(value, Mapping):
             return value
-        return {
-            str(k): SecretStr(v) if isinstance(v, str) and _SECRET_KEY_PATTERN.search(str(k)) else v
-            for k, v in value.items()
-        }
+        return {str(k): hidden(str(k), v) if isinstance(v, str) else v for k, v in value.items()}
+
+    def redact(self, text: str) -> str:
+        """``text`` (an error message, say) with every secret of these properties masked."""
+        return redact(text, self.properties.values())
 
     def plain_properties(self) -> dict[str, str]:
         """The properties with secrets revealed, for pyiceberg."""
@@ -123,7 +133,7 @@ class CommitConfig(_Frozen):
     max_wait_ms: int = Field(default=DEFAULT_COMMIT_MAX_WAIT_MS, ge=0)
     # Commit cadence: unset means one commit per micro-batch (see sink.commit.policy).
     target_bytes: int | None = Field(default=None, ge=1)
-    interval_s: float | None = Field(default=None, gt=0)
+    interval_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     max_batches: int | None = Field(default=None, ge=1)
 
 
@@ -224,6 +234,13 @@ class SinkConfig(_Frozen):
             raise ValueError("must be 1-128 characters of letters, digits, '_', '.', '-'")
         return value
 
+    @model_validator(mode="after")
+    def _consistent(self) -> SinkConfig:
+        _check_partitioning(self)
+        _check_commit(self.commit)
+        _check_write(self.write)
+        return self
+
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> SinkConfig:
         """Build a config from Spark-style string options (keys are case-insensitive).
@@ -235,70 +252,56 @@ class SinkConfig(_Frozen):
         return _from_options(cls, options)
 
 
-# Option key (lower case) -> (section, field). Iceberg property names where one exists.
-_OPTION_FIELDS: dict[str, tuple[str | None, str]] = {
-    "table": (None, "table"),
-    "partition-by": (None, "partition_by"),
-    "sink-id": (None, "sink_id"),
-    "state-location": (None, "state_location"),
-    "write.target-file-size-bytes": ("write", "target_file_size_bytes"),
-    "write.parquet.row-group-size-bytes": ("write", "row_group_size_bytes"),
-    "write.parquet.compression-codec": ("write", "compression_codec"),
-    "write.fanout.memory-budget-bytes": ("write", "memory_budget_bytes"),
-    "distribution-mode": ("write", "distribution_mode"),
-    "write.distribution-mode": ("write", "distribution_mode"),
-    "commit.retry.num-retries": ("commit", "retries"),
-    "metrics.port": ("metrics", "port"),
-    "metrics.host": ("metrics", "host"),
-    "metrics.pushgateway-url": ("metrics", "pushgateway_url"),
-    "metrics.pushgateway-job": ("metrics", "pushgateway_job"),
-    "commit.retry.min-wait-ms": ("commit", "min_wait_ms"),
-    "schema.evolution": ("table_schema", "evolution"),
-    "schema.case-sensitive": ("table_schema", "case_sensitive"),
-    "on-bad-record": ("dead_letter", "on_bad_record"),
-    "dead-letter.table": ("dead_letter", "table"),
-    "commit.retry.max-wait-ms": ("commit", "max_wait_ms"),
-    "commit.target-bytes": ("commit", "target_bytes"),
-    "commit.interval-s": ("commit", "interval_s"),
-    "commit.max-batches": ("commit", "max_batches"),
-}
-_PREFIXES = ("catalog.", "table-property.")
+def _check_partitioning(config: SinkConfig) -> None:
+    """``partition-by`` parses, names each field once, and has a bucket for ``distribution-mode=bucket``.
+
+    Whether its columns exist and take their transforms needs the stream's schema: that
+    is checked before the table is created (:func:`sink.partitioning.build_partition_spec`).
+    """
+    text = config.partition_by
+    try:
+        terms = parse_partition_by(text)
+        check_terms(terms, config.table_schema.case_sensitive)
+    except PartitionSpecError as e:
+        raise PartitionSpecError(
+            f"invalid value {text!r} for option 'partition-by': {e.message}", hint=e.hint
+        ) from e
+    mode = config.write.distribution_mode
+    if (
+        terms
+        and mode is DistributionMode.BUCKET
+        and not any(isinstance(t.transform, BucketTransform) for t in terms)
+    ):
+        raise ConfigError(
+            f"invalid value {mode.value!r} for option 'distribution-mode': partition-by {text!r} "
+            "has no bucket(N, col) term to shuffle by",
+            hint="use distribution-mode=hash (or none), or add a bucket(N, col) term to partition-by",
+        )
+
+
+def _check_commit(commit: CommitConfig) -> None:
+    if commit.min_wait_ms > commit.max_wait_ms:
+        raise ConfigError(
+            f"option 'commit.retry.min-wait-ms' is {commit.min_wait_ms}, above "
+            f"'commit.retry.max-wait-ms' {commit.max_wait_ms}",
+            hint="set commit.retry.min-wait-ms <= commit.retry.max-wait-ms",
+        )
+
+
+def _check_write(write: WriteConfig) -> None:
+    if "row_group_size_bytes" not in write.model_fields_set:
+        return  # the default is capped by small targets where files are written
+    if write.row_group_size_bytes > write.target_file_size_bytes:
+        raise ConfigError(
+            f"option 'write.parquet.row-group-size-bytes' is {write.row_group_size_bytes}, above "
+            f"'write.target-file-size-bytes' {write.target_file_size_bytes}",
+            hint="a row group must fit in a data file: set write.parquet.row-group-size-bytes "
+            "<= write.target-file-size-bytes",
+        )
 
 
 def _from_options(cls: type[SinkConfig], options: Mapping[str, Any]) -> SinkConfig:
-    data: dict[str, Any] = {}
-    origin: dict[tuple[str, ...], str] = {}  # pydantic location -> option key, for messages
-    catalog_props: dict[str, str] = {}
-    table_props: dict[str, str] = {}
-    for raw_key, raw_value in options.items():
-        key = str(raw_key).strip().lower()
-        value = raw_value if raw_value is None else str(raw_value)
-        if key == "catalog.name":
-            data.setdefault("catalog", {})["name"] = value
-            origin[("catalog", "name")] = raw_key
-        elif key.startswith("catalog."):
-            # pyiceberg property names are lower case (uri, warehouse, s3.access-key-id, ...)
-            catalog_props[key.removeprefix("catalog.")] = value or ""
-        elif key.startswith("table-property."):
-            table_props[str(raw_key).strip()[len("table-property.") :]] = value or ""
-        elif key in _OPTION_FIELDS:
-            section, field = _OPTION_FIELDS[key]
-            if section is None:
-                data[field] = value
-                origin[(field,)] = raw_key
-            else:
-                data.setdefault(section, {})[field] = value
-                origin[(section, field)] = raw_key
-        else:
-            known = sorted([*_OPTION_FIELDS, "catalog.name", *(p + "*" for p in _PREFIXES)])
-            raise ConfigError(
-                f"unknown option {raw_key!r} (value {raw_value!r})",
-                hint=f"accepted options are {', '.join(known)}",
-            )
-    if catalog_props:
-        data.setdefault("catalog", {})["properties"] = catalog_props
-    if table_props:
-        data["table_properties"] = table_props
+    data, origin = option_tree(options)
     try:
         return cls.model_validate(data)
     except ValidationError as e:
@@ -325,6 +328,8 @@ def _accepted_hint(loc: tuple[str, ...]) -> str:
         return "set 'dead-letter.table' to 'namespace.table'"
     if loc == ("table",):
         return "set 'table' to 'namespace.table'"
+    if loc == ("commit", "interval_s"):
+        return "use a finite number of seconds above 0, e.g. 60"
     if loc[:1] == ("metrics",):
         return {
             "port": "use a port number 0-65535 (0: any free port)",

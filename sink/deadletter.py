@@ -33,7 +33,7 @@ from pyiceberg.types import LongType, NestedField, StringType, TimestamptzType
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
-from sink.catalog import CREATED_TABLE_PROPERTIES
+from sink.catalog import CREATED_TABLE_PROPERTIES, ensure_namespace
 from sink.commit import ledger
 from sink.commit.committer import Committer
 from sink.commit.ledger import BatchRange
@@ -250,6 +250,7 @@ class DeadLetterQueue:
             return self._catalog.load_table(self.table_name)
         except NoSuchTableError:
             pass
+        ensure_namespace(self._catalog, self.table_name.rsplit(".", 1)[0])
         try:
             table = self._catalog.create_table(
                 self.table_name,

@@ -41,6 +41,11 @@ class SinkError(Exception):
         self.context = {k: v for k, v in context.items() if v is not None}
         super().__init__(self._render())
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Exception's own pickling calls ``cls(*self.args)`` with the rendered text, which
+        # would be taken for the message and get a second code; rebuild from the parts instead.
+        return (_restore, (type(self), self.__dict__.copy()))
+
     def _render(self) -> str:
         text = f"ICESINK-{self.code}: {self.message}"
         if self.context:
@@ -105,6 +110,14 @@ class SelfCheckError(SinkError):
     """A start-up self-check (for example of the bucket hash) found a mismatch."""
 
     code = "SELF-CHECK"
+
+
+def _restore(cls: type[SinkError], state: dict[str, Any]) -> SinkError:
+    """Rebuild a pickled error without calling its ``__init__`` (subclasses may change its signature)."""
+    error = cls.__new__(cls)
+    error.__dict__.update(state)
+    Exception.__init__(error, error._render())
+    return error
 
 
 def find_error_code(text: str) -> type[SinkError] | None:

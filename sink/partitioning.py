@@ -40,6 +40,13 @@ _UNARY: dict[str, type[Transform[Any, Any]]] = {
     "hour": HourTransform,
     "hours": HourTransform,
 }
+_TIME_TRANSFORMS = (YearTransform, MonthTransform, DayTransform, HourTransform)
+_TIME_NAMES: dict[type, str] = {
+    YearTransform: "year",
+    MonthTransform: "month",
+    DayTransform: "day",
+    HourTransform: "hour",
+}
 _ACCEPTED = "col, identity(col), bucket(N, col), truncate(W, col), year(col), month(col), day(col), hour(col)"
 
 
@@ -60,6 +67,49 @@ def parse_partition_by(text: str | None) -> list[PartitionTerm]:
     if text is None or not text.strip():
         return []
     return [_parse_term(term) for term in _split_terms(text)]
+
+
+def check_terms(terms: list[PartitionTerm], case_sensitive: bool = False) -> None:
+    """Fail when two terms make the same partition field, or partition one column by time twice.
+
+    Iceberg refuses both (a partition field name is used once; ``day(ts)`` next to
+    ``hour(ts)`` is redundant), so they are refused before any table is created.
+
+    Raises:
+        PartitionSpecError: Naming both terms.
+    """
+    names: dict[str, PartitionTerm] = {}
+    by_time: dict[str, PartitionTerm] = {}
+    for term in terms:
+        column = term.column if case_sensitive else term.column.lower()
+        name = default_field_name(term, column)
+        earlier = names.setdefault(name, term)
+        if earlier is not term:
+            raise PartitionSpecError(
+                f"partition terms {describe_term(earlier)} and {describe_term(term)} both make the "
+                f"partition field {name!r}; a spec cannot have a field more than once",
+                hint="list each partition term once",
+            )
+        if isinstance(term.transform, _TIME_TRANSFORMS):
+            earlier = by_time.setdefault(column, term)
+            if earlier is not term:
+                raise PartitionSpecError(
+                    f"partition terms {describe_term(earlier)} and {describe_term(term)} both partition "
+                    f"column {term.column!r} by time",
+                    hint="keep one of them: the finer one (hour) also groups rows by the coarser",
+                )
+
+
+def describe_term(term: PartitionTerm) -> str:
+    """A term as ``partition-by`` spells it, e.g. ``bucket(16, id)``."""
+    transform = term.transform
+    if isinstance(transform, BucketTransform):
+        return f"bucket({transform.num_buckets}, {term.column})"
+    if isinstance(transform, TruncateTransform):
+        return f"truncate({transform.width}, {term.column})"
+    if isinstance(transform, IdentityTransform):
+        return term.column
+    return f"{_TIME_NAMES[type(transform)]}({term.column})"
 
 
 def _split_terms(text: str) -> list[str]:
@@ -105,7 +155,7 @@ def _parse_term(term: str) -> PartitionTerm:
 def _unquote(name: str) -> str:
     name = name.strip()
     if len(name) >= 2 and name[0] == name[-1] == "`":
-        return name[1:-1]
+        return name[1:-1].replace("``", "`")  # Spark's escape of a backtick inside quotes
     return name
 
 
@@ -119,13 +169,7 @@ def default_field_name(term: PartitionTerm, source_name: str) -> str:
         return f"{base}_bucket"
     if isinstance(transform, TruncateTransform):
         return f"{base}_trunc"
-    suffix: dict[type, str] = {
-        YearTransform: "year",
-        MonthTransform: "month",
-        DayTransform: "day",
-        HourTransform: "hour",
-    }
-    return f"{base}_{suffix[type(transform)]}"
+    return f"{base}_{_TIME_NAMES[type(transform)]}"
 
 
 def build_partition_spec(
@@ -139,19 +183,21 @@ def build_partition_spec(
     """
     from pyiceberg.partitioning import PartitionField
 
+    check_terms(terms, case_sensitive)
     fields = []
     for offset, term in enumerate(terms):
         try:
             source = schema.find_field(term.column, case_sensitive=case_sensitive)
         except ValueError as e:
             raise PartitionSpecError(
-                f"partition term {term.transform}({term.column}) names a missing column {term.column!r}",
-                hint=f"the table's columns are {[f.name for f in schema.fields]}",
+                f"partition term {describe_term(term)!r} of option 'partition-by' names a missing "
+                f"column {term.column!r}",
+                hint=f"partition by one of the table's columns {[f.name for f in schema.fields]}",
             ) from e
         if not term.transform.can_transform(source.field_type):
             raise PartitionSpecError(
-                f"transform {term.transform} cannot partition column {term.column!r} "
-                f"of type {source.field_type}",
+                f"partition term {describe_term(term)!r} of option 'partition-by' cannot partition "
+                f"column {term.column!r} of type {source.field_type}",
                 hint="bucket takes int/long/date/time/timestamp/string/binary/decimal/uuid/fixed; "
                 "year/month/day/hour take date or timestamp; truncate takes int/long/string/binary/decimal",
             )

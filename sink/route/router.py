@@ -61,6 +61,7 @@ from sink.route.skew import (
     table_bytes_per_row,
 )
 from sink.route.transforms import partition_value_column
+from sink.schema.names import field_path, spark_column_name
 from sink.write.keys import arrow_key_functions
 from sink.write.layout import BucketLayout
 
@@ -271,10 +272,9 @@ class BucketRouter:
     def _partition_columns(self) -> list[Column]:
         columns = []
         for index, field in enumerate(self._spec.fields):
-            source_name = self._schema.find_column_name(field.source_id)
+            source = F.col(spark_column_name(field_path(self._schema, field.source_id)))
             source_type = self._schema.find_field(field.source_id).field_type
-            assert source_name is not None
-            column = partition_value_column(field.transform, F.col(_quoted_path(source_name)), source_type)
+            column = partition_value_column(field.transform, source, source_type)
             columns.append(column.alias(f"{PARTITION_COLUMN_PREFIX}{index}"))
         return columns
 
@@ -303,10 +303,6 @@ class BucketRouter:
         """Whether the previous non-empty batch wrote at most ``limit`` bytes and one target."""
         last = self._history.last if self._history is not None else None
         return last is not None and last.file_bytes <= min(limit, self._target)
-
-
-def _quoted_path(name: str) -> str:
-    return ".".join(_quoted(part) for part in name.split("."))
 
 
 def _quoted(name: str) -> str:

@@ -42,7 +42,7 @@ from pyiceberg.types import (
 )
 from pyspark.sql import types as st
 
-from sink.errors import SchemaError
+from sink.schema.names import match_names
 from sink.type_mapping import _Ids, spark_to_iceberg_type
 
 ChangeKind = Literal["add_column", "widen_type", "make_optional"]
@@ -129,35 +129,18 @@ def match_fields(
 ) -> tuple[dict[int, int], list[int]]:
     """Match batch fields to table fields by name.
 
+    The exact name wins; ignoring case (unless ``case_sensitive``) only a name no table
+    column has exactly matches, and only when it matches one (see :func:`~sink.schema.names.match_names`).
+
     Returns:
         Table field index -> batch field index for the matched fields, and the indexes
         of batch fields the table does not have (in batch order).
 
     Raises:
-        SchemaError: Two batch fields would match the same name.
+        SchemaError: A name repeats, or would match ambiguously.
     """
 
-    def key(name: str) -> str:
-        return name if case_sensitive else name.lower()
-
-    by_name: dict[str, int] = {}
-    for index, field in enumerate(batch_fields):
-        k = key(field.name)
-        if k in by_name:
-            other = batch_fields[by_name[k]].name
-            where = ".".join(path) or "the batch"
-            raise SchemaError(
-                f"{where} has columns {other!r} and {field.name!r}, which match the same table column "
-                "when case is ignored",
-                hint="rename one of them in the query, or set schema.case-sensitive=true",
-            )
-        by_name[k] = index
-    matched: dict[int, int] = {}
-    for t_index, t_field in enumerate(table_fields):
-        b_index = by_name.pop(key(t_field.name), None)
-        if b_index is not None:
-            matched[t_index] = b_index
-    return matched, sorted(by_name.values())
+    return match_names(table_fields, [f.name for f in batch_fields], path, case_sensitive)
 
 
 def _diff_struct(

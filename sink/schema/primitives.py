@@ -20,6 +20,8 @@ from sink.type_mapping import iceberg_to_spark_type
 
 __all__ = ["BadRecordReason", "Conversion", "Problem", "as_text", "convert_primitive", "dotted", "mismatch"]
 
+_INFINITY_TEXT = r"^[+-]?inf(inity)?$"  # lower case, trimmed: what Spark's cast reads as infinity
+
 
 class BadRecordReason(StrEnum):
     """Why a row could not be written (a small fixed set: it is a metric label)."""
@@ -118,6 +120,8 @@ def _cast(
                 rounded = result.isNotNull() & long_fraction & (result.cast(st.DoubleType()) != number)
                 problems.append(Problem(rounded, column, BadRecordReason.PRECISION_LOSS, text))
         problems.append(Problem(failed, column, BadRecordReason.PARSE_ERROR, text))
+        if isinstance(spark_type, (st.FloatType, st.DoubleType)):
+            problems.append(Problem(_overflow(source, result), column, BadRecordReason.OUT_OF_RANGE, text))
     else:
         problems.append(Problem(failed, column, BadRecordReason.OUT_OF_RANGE, text))
     if casts.may_lose_digits(source_type, spark_type):
@@ -128,6 +132,17 @@ def _cast(
         overflow = F.coalesce(result.isin(infinite) & ~source.isin(infinite), F.lit(False))
         problems.append(Problem(overflow, column, BadRecordReason.OUT_OF_RANGE, text))
     return Conversion(value, tuple(problems))
+
+
+def _overflow(text: Column, number: Column) -> Column:
+    """Whether parsing ``text`` overflowed to infinity (``"1e400"``): Spark's cast does not fail then.
+
+    An infinity spelled out (``"Infinity"``, ``"-inf"``, as Spark's cast accepts them) is a
+    value Iceberg's float and double hold, like ``"NaN"``, and is kept.
+    """
+    infinite = number.isin([float("inf"), float("-inf")])
+    spelled_out = F.lower(F.trim(text)).rlike(_INFINITY_TEXT)
+    return F.coalesce(infinite & ~spelled_out, F.lit(False))
 
 
 def mismatch(

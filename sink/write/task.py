@@ -6,6 +6,7 @@ the task; never touches the catalog; yields one JSON message per data file writt
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import os
@@ -90,7 +91,7 @@ class WriteSpec:
     schema: Schema
     partition_spec: PartitionSpec
     data_location: str
-    io_properties: dict[str, str]
+    io_properties: dict[str, str] = dataclasses.field(repr=False)  # credentials: never shown
     table_properties: dict[str, str]
     file_prefix: str
     target_file_size_bytes: int
@@ -120,6 +121,8 @@ def run_write(
         files = writer.write_all(iter(df.toArrow().to_batches()))
         report = writer.report
         return WriteResult(files, RowCounts(report.input_rows, report.bad_rows))
+    if before is None:  # mapInArrow resolves every column by name: names with dots or backticks fail
+        df = df.toDF(*[f"_{i}" for i in range(len(df.columns))])  # the task reads columns by position
     rows = df.mapInArrow(write_function(spec, before), MESSAGE_DDL).collect()
     return WriteResult.from_json(row[0] for row in rows)
 

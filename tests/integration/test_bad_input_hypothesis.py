@@ -48,7 +48,7 @@ _NUMBER_TEXT = hs.one_of(
     hs.decimals(places=3, allow_nan=False, allow_infinity=False, min_value=-(10**9), max_value=10**9).map(
         str
     ),
-    hs.sampled_from([" 12 ", "1e3", "0x10", "--1", "1,5", ""]),
+    hs.sampled_from([" 12 ", "1e3", "0x10", "--1", "1,5", "", "1e400", "-1e400", "Infinity", "NaN"]),
 )
 _DATE_TEXT = hs.one_of(
     hs.dates().map(dt.date.isoformat),

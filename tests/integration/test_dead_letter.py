@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -245,3 +246,69 @@ def test_dead_letters_are_written_once_when_the_batch_is_replayed(
         r["name"] for r in rows if r["name"] not in expected_bad
     )
     assert len(table.snapshots()) == 1
+
+
+def test_numbers_beyond_the_range_of_a_double_are_dead_lettered_not_infinite(
+    spark: SparkSession, catalog_options: dict[str, str]
+) -> None:
+    """Spark parses "1e400" as +inf; only an explicit infinity (or NaN) is one, as in Iceberg's own types."""
+    sink = IcebergSink.from_options({**catalog_options, "table": "db.floats", "sink-id": "floats"})
+    sink.prepare(
+        st.StructType([st.StructField("name", st.StringType()), st.StructField("x", st.DoubleType())])
+    )
+    sink.prepare(
+        st.StructType([st.StructField("name", st.StringType()), st.StructField("f", st.FloatType())])
+    )
+    values = [
+        ("x", "1e400", None),
+        ("x", "-1e400", None),
+        ("x", " 1E+309 ", None),
+        ("f", "1e39", None),  # beyond a float
+        ("f", "-3.5e38", None),
+        ("x", "Infinity", math.inf),
+        ("x", "-inf", -math.inf),
+        ("x", "+Infinity", math.inf),
+        ("f", "-Infinity", -math.inf),
+        ("x", "NaN", "NaN"),
+        ("x", "1.5e308", 1.5e308),
+        ("f", "3.4e38", 3.4e38),
+        ("x", "-2.5", -2.5),
+    ]
+    rows = [(f"r{i}", v if c == "x" else None, v if c == "f" else None) for i, (c, v, _) in enumerate(values)]
+    sink(spark.createDataFrame(rows, "name string, x string, f string"), 0)
+
+    stored = {r["name"]: r for r in table_rows(sink.catalog.load_table("db.floats"))}
+    dead = {
+        json.loads(d["original_row"])["name"]: d
+        for d in table_rows(sink.catalog.load_table("db.floats__dlq"))
+    }
+    for i, (column, text, expected) in enumerate(values):
+        name = f"r{i}"
+        if expected is None:
+            assert name not in stored, (text, stored.get(name))
+            assert (dead[name]["column"], dead[name]["reason"], dead[name]["value"]) == (
+                column,
+                "out_of_range",
+                text,
+            )
+        else:
+            assert name not in dead, (text, dead.get(name))
+            value = stored[name][column]
+            if expected == "NaN":
+                assert math.isnan(value)
+            else:
+                assert value == pytest.approx(expected, rel=1e-6), text
+    assert len(stored) + len(dead) == len(values)
+
+
+def test_a_dead_letter_table_in_a_new_namespace_is_created_with_it(
+    spark: SparkSession, catalog_options: dict[str, str]
+) -> None:
+    options = {"table": "db.routed", "sink-id": "routed", "dead-letter.table": "quarantine.routed_bad"}
+    sink = typed_sink(catalog_options, **options)
+    rows, _ = source_rows(4, bad=False)
+    rows[1]["i"] = "not a number"
+    sink(as_sent(spark, rows), 0)
+    assert sorted(r["name"] for r in table_rows(sink.catalog.load_table("db.routed"))) == ["n0", "n2", "n3"]
+    dead = table_rows(sink.catalog.load_table("quarantine.routed_bad"))
+    assert [(d["column"], d["value"], d["reason"]) for d in dead] == [("i", "not a number", "parse_error")]

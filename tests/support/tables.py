@@ -14,6 +14,8 @@ from pyiceberg.conversions import from_bytes
 from pyiceberg.table import Snapshot, Table
 from pyiceberg.types import DoubleType, FloatType, NestedField, PrimitiveType, StringType
 
+from sink.schema.names import field_path
+
 
 def catalog_from_options(options: dict[str, str]) -> Catalog:
     props = {
@@ -71,7 +73,7 @@ def check_data_files(table: Table) -> int:
         rows = content.to_pylist()
         for pos, field in enumerate(spec.fields):
             source = schema.find_field(field.source_id)
-            name = schema.find_column_name(field.source_id)
+            name = field_path(schema, field.source_id)
             transform = field.transform.transform(source.field_type)
             expected = data_file.partition[pos]
             for row in rows:
@@ -108,10 +110,9 @@ def _check_column_stats(data_file: Any, field: NestedField, values: list[Any]) -
         assert upper == max(present), (field.name, upper, max(present))
 
 
-def _dig(row: dict[str, Any], path: str | None) -> Any:
-    assert path is not None
+def _dig(row: dict[str, Any], path: tuple[str, ...]) -> Any:
     value: Any = row
-    for part in path.split("."):
+    for part in path:
         value = value[part] if value is not None else None
     return value
 

@@ -1,0 +1,88 @@
+"""Spark-style string options (``write.target-file-size-bytes``) sorted into the config's tree.
+
+:meth:`sink.config.SinkConfig.from_options` validates what this returns; here the keys
+are matched, case-insensitively, to the sections and fields of the model, and each
+field remembers the key it came from so that a bad value is reported under that key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sink.errors import ConfigError
+
+# Option key (lower case) -> (section, field). Iceberg property names where one exists.
+_OPTION_FIELDS: dict[str, tuple[str | None, str]] = {
+    "table": (None, "table"),
+    "partition-by": (None, "partition_by"),
+    "sink-id": (None, "sink_id"),
+    "state-location": (None, "state_location"),
+    "write.target-file-size-bytes": ("write", "target_file_size_bytes"),
+    "write.parquet.row-group-size-bytes": ("write", "row_group_size_bytes"),
+    "write.parquet.compression-codec": ("write", "compression_codec"),
+    "write.fanout.memory-budget-bytes": ("write", "memory_budget_bytes"),
+    "distribution-mode": ("write", "distribution_mode"),
+    "write.distribution-mode": ("write", "distribution_mode"),
+    "commit.retry.num-retries": ("commit", "retries"),
+    "metrics.port": ("metrics", "port"),
+    "metrics.host": ("metrics", "host"),
+    "metrics.pushgateway-url": ("metrics", "pushgateway_url"),
+    "metrics.pushgateway-job": ("metrics", "pushgateway_job"),
+    "commit.retry.min-wait-ms": ("commit", "min_wait_ms"),
+    "schema.evolution": ("table_schema", "evolution"),
+    "schema.case-sensitive": ("table_schema", "case_sensitive"),
+    "on-bad-record": ("dead_letter", "on_bad_record"),
+    "dead-letter.table": ("dead_letter", "table"),
+    "commit.retry.max-wait-ms": ("commit", "max_wait_ms"),
+    "commit.target-bytes": ("commit", "target_bytes"),
+    "commit.interval-s": ("commit", "interval_s"),
+    "commit.max-batches": ("commit", "max_batches"),
+}
+_PREFIXES = ("catalog.", "table-property.")
+
+
+def option_tree(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[tuple[str, ...], str]]:
+    """``options`` as the nested data of :class:`~sink.config.SinkConfig`, and where each value came from.
+
+    Returns:
+        The data to validate, and each field's location (as pydantic reports it) -> the
+        option key as written.
+
+    Raises:
+        ConfigError: An option no field takes, with the accepted options.
+    """
+    data: dict[str, Any] = {}
+    origin: dict[tuple[str, ...], str] = {}
+    catalog_props: dict[str, str] = {}
+    table_props: dict[str, str] = {}
+    for raw_key, raw_value in options.items():
+        key = str(raw_key).strip().lower()
+        value = raw_value if raw_value is None else str(raw_value)
+        if key == "catalog.name":
+            data.setdefault("catalog", {})["name"] = value
+            origin[("catalog", "name")] = raw_key
+        elif key.startswith("catalog."):
+            # pyiceberg property names are lower case (uri, warehouse, s3.access-key-id, ...)
+            catalog_props[key.removeprefix("catalog.")] = value or ""
+        elif key.startswith("table-property."):
+            table_props[str(raw_key).strip()[len("table-property.") :]] = value or ""
+        elif key in _OPTION_FIELDS:
+            section, field = _OPTION_FIELDS[key]
+            if section is None:
+                data[field] = value
+                origin[(field,)] = raw_key
+            else:
+                data.setdefault(section, {})[field] = value
+                origin[(section, field)] = raw_key
+        else:
+            known = sorted([*_OPTION_FIELDS, "catalog.name", *(p + "*" for p in _PREFIXES)])
+            raise ConfigError(
+                f"unknown option {raw_key!r} (value {raw_value!r})",
+                hint=f"accepted options are {', '.join(known)}",
+            )
+    if catalog_props:
+        data.setdefault("catalog", {})["properties"] = catalog_props
+    if table_props:
+        data["table_properties"] = table_props
+    return data, origin
