@@ -65,7 +65,7 @@ def create_table(catalog: Catalog, name: str = "db.items", format_version: int =
     )
 
 
-def changes(*rows: tuple[int | None, str | None, int | None, str | None, int]) -> pa.Table:
+def changes(*rows: tuple[int | None, str | None, int | None, str | None, int | None]) -> pa.Table:
     """A change batch from ``(id, name, v, op, seq)`` tuples."""
     return pa.Table.from_pylist([dict(zip(CHANGE_SCHEMA.names, r, strict=True)) for r in rows], CHANGE_SCHEMA)
 
