@@ -122,6 +122,17 @@ class RowDeltaConflictError(SinkError):
         super().__init__(message, **kwargs)
 
 
+class RewriteConflictError(SinkError):
+    """A concurrent commit removed, or added deletes to, files a compaction was rewriting.
+
+    Nothing was committed and the compaction's new files were deleted; running the
+    compaction again plans it from the current snapshot.
+    """
+
+    code = "REWRITE-CONFLICT"
+    retryable = True
+
+
 class SelfCheckError(SinkError):
     """A start-up self-check (for example of the bucket hash) found a mismatch."""
 

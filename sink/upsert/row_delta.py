@@ -105,7 +105,7 @@ class RowDeltaCommitter:
             table_properties=ledger.marker_properties(self._sink_id, batches, attempts.get(batches.last, "")),
         )
         for message in [*data_files, *delete_files]:
-            producer.add_file(_data_file(message, self.table.format_version))
+            producer.add_file(data_file_from_message(message, self.table.format_version))
         try:
             return self._commit_with_retries(producer, referenced, start_snapshot_id, batches)
         except (RowDeltaConflictError, CommitConflictError):
@@ -217,7 +217,7 @@ def referenced_data_files(delete_files: Iterable[DataFileMessage]) -> set[str]:
     return paths
 
 
-def _data_file(message: DataFileMessage, format_version: int) -> DataFile:
+def data_file_from_message(message: DataFileMessage, format_version: int) -> DataFile:
     """A pyiceberg ``DataFile`` (data or position deletes) from an executor's message."""
     data_file = DataFile.from_args(
         _table_format_version=format_version,  # type: ignore[arg-type]

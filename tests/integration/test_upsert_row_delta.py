@@ -19,7 +19,7 @@ from sink.config import CommitConfig
 from sink.errors import RowDeltaConflictError, UpsertError
 from sink.upsert.lookup import LookupResult, LookupSpec, run_lookup, run_lookup_locally
 from sink.upsert.messages import LookupTask
-from sink.upsert.row_delta import RowDeltaCommitter
+from sink.upsert.row_delta import RowDeltaCommitter, data_file_from_message
 from tests.support.duckdb_reader import duckdb_read
 from tests.support.upserts import (
     BUCKETS,
@@ -160,11 +160,9 @@ def _rewrite_file(table: Table, path: str) -> None:
         deleted += deletes.filter(pc.equal(deletes.column("file_path"), path)).column("pos").to_pylist()
     keep = pc.invert(pc.is_in(pa.array(range(rows.num_rows), pa.int64()), pa.array(deleted, pa.int64())))
     [message] = write_data_files(table, rows.filter(keep), "rewrite")
-    from sink.upsert.row_delta import _data_file  # the same conversion the commit uses
-
     with table.transaction() as tx, tx.update_snapshot().overwrite() as overwrite:
         overwrite.delete_data_file(scan_task.file)
-        overwrite.append_data_file(_data_file(message, 2))
+        overwrite.append_data_file(data_file_from_message(message, 2))
 
 
 class _ConcurrentAfterLookup:
