@@ -12,6 +12,8 @@ returns the catalog updates of one snapshot:
   also to rows added by the same snapshot, see Iceberg's spec);
 - the manifests of the base snapshot, unchanged, except those holding a removed file,
   rewritten with that entry marked deleted (and the others existing);
+- manifests merged as the table's ``commit.manifest-merge.*`` properties ask
+  (:mod:`sink.upsert.manifest_merge`);
 - a summary with pyiceberg's counts (added/removed records, files, delete files,
   position deletes, totals) plus the caller's properties, and table properties set in
   the same atomic update (the ledger's marker).
@@ -64,6 +66,7 @@ from pyiceberg.table.update import (
 
 from sink._pyiceberg import DeleteManifestWriter
 from sink.errors import UpsertError
+from sink.upsert.manifest_merge import MergePolicy, merge_manifests
 
 logger = logging.getLogger(__name__)
 
@@ -130,7 +133,13 @@ class SnapshotProducer:
             self._added_manifests = self._write_added_manifests(base)
         parent = base.current_snapshot()
         kept, removed_entries = self._base_manifests(base, parent)
-        manifests = self._added_manifests + kept
+        manifests = merge_manifests(
+            self._added_manifests + kept,
+            self._table.io,
+            MergePolicy.of(base.properties),
+            self._snapshot_id,
+            lambda spec_id, deletes: self._manifest_writer(base, spec_id, deletes),
+        )
         sequence_number = base.next_sequence_number()
         manifest_list = self._write_manifest_list(base, parent, sequence_number, manifests)
         snapshot = Snapshot(

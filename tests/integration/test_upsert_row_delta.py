@@ -114,6 +114,27 @@ def test_changes_read_back_through_pyiceberg_and_duckdb(tmp_path: Path) -> None:
             assert entry.sequence_number == table.metadata.snapshot_by_id(entry.snapshot_id).sequence_number
 
 
+def test_manifests_are_merged_and_every_delete_still_applies(tmp_path: Path) -> None:
+    merging = {"commit.manifest-merge.enabled": "true", "commit.manifest.min-count-to-merge": "3"}
+    table = create_table(sql_catalog(tmp_path), properties=merging)
+    driver = UpsertDriver(table)
+    state: dict[int, tuple[str | None, int | None]] = {}
+    more = [changes(*[(k, f"m{n}", n, "u", 10 + n) for k in range(n, 50, 4)]) for n in range(4)]
+    for batch in [*BATCHES, *more]:
+        driver.apply(batch)
+        expected_state(state, batch)
+        table.refresh()
+        _assert_reads(table, state)
+
+    snapshot = table.current_snapshot()
+    assert snapshot is not None
+    manifests = snapshot.manifests(table.io)
+    assert len(manifests) <= 4  # without merging: one data and one delete manifest per batch
+    assert {m.content for m in manifests} == {ManifestContent.DATA, ManifestContent.DELETES}
+    for _, entry in _all_entries(table):  # merged entries keep the sequence number of their commit
+        assert entry.sequence_number == table.metadata.snapshot_by_id(entry.snapshot_id).sequence_number
+
+
 def test_lookup_reads_only_the_files_of_the_keys_buckets(tmp_path: Path) -> None:
     table = create_table(sql_catalog(tmp_path))
     driver = UpsertDriver(table)

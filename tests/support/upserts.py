@@ -59,9 +59,17 @@ def sql_catalog(tmp_path: Any) -> Catalog:
     return catalog
 
 
-def create_table(catalog: Catalog, name: str = "db.items", format_version: int = 2) -> Table:
+def create_table(
+    catalog: Catalog,
+    name: str = "db.items",
+    format_version: int = 2,
+    properties: dict[str, str] | None = None,
+) -> Table:
     return catalog.create_table(
-        name, schema=SCHEMA, partition_spec=SPEC, properties={"format-version": str(format_version)}
+        name,
+        schema=SCHEMA,
+        partition_spec=SPEC,
+        properties={"format-version": str(format_version), **(properties or {})},
     )
 
 
