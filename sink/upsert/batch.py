@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 from pyiceberg.table import Table
 
+from sink.commit import ledger
 from sink.commit.ledger import BatchRange
 from sink.config import CommitConfig
 from sink.errors import RowDeltaConflictError
@@ -79,7 +80,8 @@ class UpsertApplier:
         lookup_redos: int = DEFAULT_LOOKUP_REDOS,
     ) -> None:
         self._committer = RowDeltaCommitter(table, sink_id, commit_config)
-        self._planner = LookupPlanner(table.io, key_columns)
+        self._planner = LookupPlanner(table.io, key_columns, lookup_spec.table)
+        self._sink_id = sink_id
         self._spec = lookup_spec
         self._run_lookup = run_lookup
         self._redos = lookup_redos
@@ -102,6 +104,15 @@ class UpsertApplier:
         batches = BatchRange(batch_id, batch_id)
         for redo in range(self._redos + 1):
             self.table.refresh()
+            if ledger.is_committed(self.table, self._sink_id, batch_id):  # a replay: no lookup needed
+                logger.info(
+                    "batch %s of sink %s already committed to %s; skipped",
+                    batch_id,
+                    self._sink_id,
+                    self._spec.table,
+                )
+                empty = LookupPlan(None, (), 0, keys.num_rows)
+                return UpsertOutcome(RowDeltaOutcome(None, 1, 0, True), empty, LookupReport(), 0, redo)
             plan = self._planner.plan(self.table.metadata, keys)
             spec = LookupSpec(
                 self._spec.table,

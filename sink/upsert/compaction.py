@@ -95,19 +95,7 @@ def compact_partition(
     data_entries, delete_entries, index = _partition_files(table, partition)
     if not data_entries or (len(data_entries) < min_files and not delete_entries):
         return CompactionResult(None)
-    scan_tasks = [
-        FileScanTask(
-            e.data_file, index.for_data_file(e.sequence_number or 0, e.data_file, e.data_file.partition)
-        )
-        for e in data_entries
-    ]
-    rows = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue()).to_table(scan_tasks)
-    new_files = _write(table, rows, target_file_size_bytes)
-    if any(m.partition != tuple(partition) for m in new_files):
-        _delete(table, new_files)
-        raise UpsertError(
-            f"rewritten rows of partition {partition} do not all belong to it", table=_name(table)
-        )
+    rows, new_files = _rewrite(table, partition, data_entries, index, target_file_size_bytes)
     rewritten = {e.data_file.file_path for e in data_entries}
     producer = SnapshotProducer(
         table, Operation.REPLACE, snapshot_properties={SUMMARY_COMPACTION: str(partition)}
@@ -124,12 +112,10 @@ def compact_partition(
         len(data_entries),
         len(delete_entries),
         len(new_files),
-        rows.num_rows,
+        rows,
         snapshot_id,
     )
-    return CompactionResult(
-        snapshot_id, len(data_entries), len(delete_entries), len(new_files), rows.num_rows
-    )
+    return CompactionResult(snapshot_id, len(data_entries), len(delete_entries), len(new_files), rows)
 
 
 def _partition_files(
@@ -155,6 +141,30 @@ def _partition_files(
                 deletes.append(entry)
                 index.add_delete_file(entry, partition_key=entry.data_file.partition)
     return data, deletes, index
+
+
+def _rewrite(
+    table: Table,
+    partition: tuple[Any, ...],
+    data_entries: list[ManifestEntry],
+    index: DeleteFileIndex,
+    target_file_size_bytes: int,
+) -> tuple[int, list[DataFileMessage]]:
+    """Live rows of the data files (deletes applied) written into new files; the rows and the files."""
+    scan_tasks = [
+        FileScanTask(
+            e.data_file, index.for_data_file(e.sequence_number or 0, e.data_file, e.data_file.partition)
+        )
+        for e in data_entries
+    ]
+    rows = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue()).to_table(scan_tasks)
+    new_files = _write(table, rows, target_file_size_bytes)
+    if any(m.partition != tuple(partition) for m in new_files):
+        _delete(table, new_files)
+        raise UpsertError(
+            f"rewritten rows of partition {partition} do not all belong to it", table=_name(table)
+        )
+    return rows.num_rows, new_files
 
 
 def _write(table: Table, rows: pa.Table, target_file_size_bytes: int) -> list[DataFileMessage]:

@@ -49,6 +49,7 @@ from pyiceberg.types import (
 )
 
 from sink.errors import UpsertError
+from sink.schema.convert import iceberg_to_arrow_schema
 from sink.upsert.messages import LookupTask
 
 logger = logging.getLogger(__name__)
@@ -101,13 +102,19 @@ class LookupPlanner:
     Args:
         io: The table's FileIO (manifests are read through it).
         key_columns: Names of the key columns (top-level table columns).
+        table_name: The table, for log lines.
         cached_manifests: Most manifests whose entries are kept.
     """
 
     def __init__(
-        self, io: FileIO, key_columns: Sequence[str], cached_manifests: int = DEFAULT_CACHED_MANIFESTS
+        self,
+        io: FileIO,
+        key_columns: Sequence[str],
+        table_name: str = "",
+        cached_manifests: int = DEFAULT_CACHED_MANIFESTS,
     ) -> None:
         self._io = io
+        self._table_name = table_name
         self._key_columns = tuple(key_columns)
         self._cache: OrderedDict[str, list[ManifestEntry]] = OrderedDict()
         self._cached_manifests = cached_manifests
@@ -119,7 +126,7 @@ class LookupPlanner:
             return LookupPlan(snapshot.snapshot_id if snapshot else None, (), 0, keys.num_rows)
         schema = metadata.schema()
         key_ids = tuple(schema.find_field(name).field_id for name in self._key_columns)
-        keys = keys.select(list(self._key_columns))
+        keys = _as_table_types(keys.select(list(self._key_columns)), schema, key_ids)
         manifests = snapshot.manifests(self._io)
         data_entries = [e for m in manifests if m.content == ManifestContent.DATA for e in self._entries(m)]
         deletes = self._delete_index(manifests)
@@ -148,8 +155,9 @@ class LookupPlanner:
                 )
             )
         logger.info(
-            "lookup of %s keys in snapshot %s: %s of %s data files to read",
+            "lookup of %s keys in %s at snapshot %s: %s of %s data files to read",
             keys.num_rows,
+            self._table_name,
             snapshot.snapshot_id,
             len(tasks),
             len(data_entries),
@@ -267,6 +275,14 @@ class _KeyCandidates:
             return list(transform.pyarrow_transform(source_type)(self._keys.column(index)).to_pylist())
         except Exception:  # pyarrow or pyiceberg-core cannot compute it: no pruning by this field
             return None
+
+
+def _as_table_types(keys: pa.Table, schema: Schema, key_ids: tuple[int, ...]) -> pa.Table:
+    """``keys`` cast to the Arrow types of the table's key columns (an int key column may arrive as long)."""
+    files = iceberg_to_arrow_schema(Schema(*(schema.find_field(fid) for fid in key_ids)))
+    return keys.cast(
+        pa.schema([pa.field(name, f.type) for name, f in zip(keys.column_names, files, strict=True)])
+    )
 
 
 def _comparable(column: pa.ChunkedArray, iceberg_type: IcebergType) -> pa.ChunkedArray | None:

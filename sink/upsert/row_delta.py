@@ -119,13 +119,12 @@ class RowDeltaCommitter:
         start_snapshot_id: int | None,
         batches: BatchRange,
     ) -> RowDeltaOutcome:
-        conflicts = 0
         for attempt_no in range(1, self._config.retries + 2):
+            conflicts = attempt_no - 1  # every earlier attempt was refused by the catalog
             self.table.refresh()
             if self.table.metadata.snapshot_by_id(producer.snapshot_id) is not None:
-                return RowDeltaOutcome(
-                    producer.snapshot_id, attempt_no, conflicts
-                )  # an earlier attempt landed
+                # An earlier attempt landed although the catalog's answer was lost.
+                return RowDeltaOutcome(producer.snapshot_id, attempt_no, conflicts)
             if ledger.is_committed(self.table, self._sink_id, batches.last):
                 logger.info(
                     "batches %s of sink %s already committed to %s; not committing again",
@@ -136,43 +135,8 @@ class RowDeltaCommitter:
                 producer.clean_up()
                 return RowDeltaOutcome(None, attempt_no, conflicts, skipped_replay=True)
             self._validate(referenced, start_snapshot_id, batches)
-            pending = producer.build(self.table.metadata)
-            try:
-                commit_table_updates(self.table, pending.updates, pending.requirements)
-            except CommitFailedException as e:
-                conflicts += 1
-                wait_ms = min(self._config.min_wait_ms * 2 ** (attempt_no - 1), self._config.max_wait_ms)
-                wait_ms += random.uniform(0, 0.1 * wait_ms)
-                logger.warning(
-                    "row delta of batches %s (sink %s, table %s) conflicted (attempt %s): %s; "
-                    "retrying in %.0f ms",
-                    batches,
-                    self._sink_id,
-                    self._name,
-                    attempt_no,
-                    e,
-                    wait_ms,
-                )
-                time.sleep(wait_ms / 1000)
-                continue
-            except Exception as e:
-                raise CommitError(
-                    f"row delta commit failed with an unknown outcome: {type(e).__name__}: {e}",
-                    table=self._name,
-                    batches=str(batches),
-                    sink_id=self._sink_id,
-                    hint="the batch will be checked against the table when Spark replays it",
-                ) from e
-            producer.clean_up(keep=pending.files)
-            logger.info(
-                "committed batches %s (sink %s) to %s as row delta snapshot %s: %s",
-                batches,
-                self._sink_id,
-                self._name,
-                producer.snapshot_id,
-                pending.snapshot.summary.additional_properties if pending.snapshot.summary else {},
-            )
-            return RowDeltaOutcome(producer.snapshot_id, attempt_no, conflicts)
+            if self._try_commit(producer, batches, attempt_no):
+                return RowDeltaOutcome(producer.snapshot_id, attempt_no, conflicts)
         raise CommitConflictError(
             f"row delta still conflicting after {self._config.retries + 1} attempts",
             table=self._name,
@@ -180,6 +144,44 @@ class RowDeltaCommitter:
             sink_id=self._sink_id,
             hint="raise commit.retry.num-retries or reduce the number of concurrent writers",
         )
+
+    def _try_commit(self, producer: SnapshotProducer, batches: BatchRange, attempt_no: int) -> bool:
+        """One attempt on the refreshed table: ``False`` (after a backoff) when the catalog refused it."""
+        pending = producer.build(self.table.metadata)
+        try:
+            commit_table_updates(self.table, pending.updates, pending.requirements)
+        except CommitFailedException as e:
+            wait_ms = min(self._config.min_wait_ms * 2 ** (attempt_no - 1), self._config.max_wait_ms)
+            wait_ms += random.uniform(0, 0.1 * wait_ms)
+            logger.warning(
+                "row delta of batches %s (sink %s, table %s) conflicted (attempt %s): %s; retry in %.0f ms",
+                batches,
+                self._sink_id,
+                self._name,
+                attempt_no,
+                e,
+                wait_ms,
+            )
+            time.sleep(wait_ms / 1000)
+            return False
+        except Exception as e:
+            raise CommitError(
+                f"row delta commit failed with an unknown outcome: {type(e).__name__}: {e}",
+                table=self._name,
+                batches=str(batches),
+                sink_id=self._sink_id,
+                hint="the batch will be checked against the table when Spark replays it",
+            ) from e
+        producer.clean_up(keep=pending.files)
+        logger.info(
+            "committed batches %s (sink %s) to %s as row delta snapshot %s: %s",
+            batches,
+            self._sink_id,
+            self._name,
+            producer.snapshot_id,
+            pending.snapshot.summary.additional_properties if pending.snapshot.summary else {},
+        )
+        return True
 
     def _validate(self, referenced: set[str], start_snapshot_id: int | None, batches: BatchRange) -> None:
         conflicting = conflicting_data_files(

@@ -17,6 +17,7 @@ from pyiceberg.types import LongType
 from sink.commit.ledger import BatchRange
 from sink.config import CommitConfig
 from sink.errors import RowDeltaConflictError, UpsertError
+from sink.upsert import row_delta
 from sink.upsert.lookup import LookupResult, LookupSpec, run_lookup, run_lookup_locally
 from sink.upsert.messages import LookupTask
 from sink.upsert.row_delta import RowDeltaCommitter, data_file_from_message
@@ -164,9 +165,14 @@ def test_replayed_batch_is_skipped_and_deletes_nothing(tmp_path: Path) -> None:
     # Spark replays batch 1: same id, a new attempt.
     replay = driver.applier.apply(pa.table({"id": pa.array([0, 3], pa.int64())}), [], 1, "b1a1")
 
+    # The commit itself checks the ledger too (a replay racing the first attempt).
+    committer = RowDeltaCommitter(table, "s1", CommitConfig(retries=0))
+    direct = committer.commit([], [], first.plan.snapshot_id, BatchRange(1, 1), {1: "b1a2"})
+
     table.refresh()
     assert first.commit.snapshot_id is not None
     assert replay.commit.skipped_replay and replay.commit.snapshot_id is None
+    assert direct.skipped_replay and direct.snapshot_id is None
     assert table.current_snapshot() == snapshot
     assert rows_of(table.scan().to_arrow())[3] == ("u3", 30)
 
@@ -266,6 +272,46 @@ def test_concurrent_append_is_not_a_conflict(tmp_path: Path) -> None:
         expected_state(state, batch)
     assert outcome.redos == 0 and lookup.calls == 1
     assert rows_of(table.scan().to_arrow()) == state
+
+
+def test_commit_refused_by_the_catalog_is_rebuilt_on_the_new_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = create_table(sql_catalog(tmp_path))
+    driver = UpsertDriver(table)
+    driver.apply(BATCHES[0])
+    real_commit = row_delta.commit_table_updates
+    calls: list[int] = []
+
+    def append_first(*args: Any) -> None:
+        if not calls:  # another writer commits between this attempt's build and its commit
+            other = table.catalog.load_table(table.name())
+            other.append(
+                pa.table(
+                    {"id": pa.array([1000], pa.int64()), "name": ["a"], "v": pa.array([1], pa.int64())},
+                    schema=other.schema().as_arrow(),
+                )
+            )
+        calls.append(1)
+        real_commit(*args)
+
+    monkeypatch.setattr(row_delta, "commit_table_updates", append_first)
+    outcome = driver.apply(BATCHES[1])
+
+    table.refresh()
+    state: dict[int, tuple[str | None, int | None]] = {1000: ("a", 1)}
+    for batch in BATCHES[:2]:
+        expected_state(state, batch)
+    assert (outcome.commit.attempts, outcome.commit.conflicts, len(calls)) == (2, 1, 2)
+    _assert_reads(table, state)
+    snapshots = table.snapshots()
+    assert snapshots[-1].parent_snapshot_id == snapshots[-2].snapshot_id
+    assert snapshots[-2].summary.operation.value == "append"  # type: ignore[union-attr]
+    assert [s.sequence_number for s in snapshots] == [1, 2, 3]
+    metadata = Path(table.location().removeprefix("file://")) / "metadata"
+    assert (
+        len(list(metadata.glob(f"snap-{outcome.commit.snapshot_id}-*.avro"))) == 1
+    )  # the refused one removed
 
 
 def test_format_v1_table_is_refused(tmp_path: Path) -> None:
