@@ -120,11 +120,16 @@ class SnapshotProducer:
         """Add a data file or a position delete file."""
         if data_file.content == DataFileContent.EQUALITY_DELETES:
             raise ValueError(f"equality delete files are not written: {data_file.file_path}")
+        if self._operation == Operation.APPEND and data_file.content != DataFileContent.DATA:
+            # Conflict checks skip appends: an append must never carry deletes.
+            raise ValueError(f"an append adds data files only, not {data_file.file_path}")
         self._added.append(data_file)
         self._added_manifests = None
 
     def remove_path(self, path: str) -> None:
         """Remove a live data or delete file of the base snapshot (by path)."""
+        if self._operation == Operation.APPEND:
+            raise ValueError(f"an append removes no file, not {path}")
         self._removed.add(path)
 
     def build(self, base: TableMetadata) -> PendingSnapshot:
