@@ -100,3 +100,43 @@ def last_changes_df(
     ordering = [F.col(order_column).desc_nulls_last()] if order_column else []
     window = Window.partitionBy(*key_columns).orderBy(*ordering, F.col(_ROW).desc())
     return numbered.withColumn(_RANK, F.row_number().over(window)).where(F.col(_RANK) == 1).drop(_ROW, _RANK)
+
+
+@dataclass(frozen=True)
+class ChangeFrames:
+    """:class:`ChangeSet` of a Spark batch: rows and rejects stay in Spark, the keys come to the driver.
+
+    Attributes:
+        rows: The rows to write (last change not a delete), without the op column.
+        keys: Every changed key (key columns only), collected as Arrow for the lookup plan.
+        rejected: Rows with a null key or an unknown op (for the dead-letter table).
+    """
+
+    rows: DataFrame
+    keys: pa.Table
+    rejected: DataFrame
+
+
+def change_frames(
+    batch_df: DataFrame,
+    key_columns: Sequence[str],
+    op_column: str | None = DEFAULT_OP_COLUMN,
+    order_column: str | None = None,
+) -> ChangeFrames:
+    """:func:`change_set` in Spark (``op_column`` absent from the batch: all upserts).
+
+    Runs one Spark job, which collects the keys; ``rows`` and ``rejected`` are evaluated
+    when the caller writes them (persist ``batch_df`` first to read the source once).
+    """
+    from pyspark.sql import functions as F
+
+    valid = F.lit(True)
+    for name in key_columns:
+        valid = valid & F.col(name).isNotNull()
+    has_op = op_column is not None and op_column in batch_df.columns
+    if has_op:
+        valid = valid & F.coalesce(F.col(str(op_column)).isin(*UPSERT_OPS, DELETE_OP), F.lit(False))
+    changes = last_changes_df(batch_df.where(valid), key_columns, order_column)
+    rows = changes.where(F.col(str(op_column)) != DELETE_OP).drop(str(op_column)) if has_op else changes
+    keys = changes.select(*key_columns).toArrow()
+    return ChangeFrames(rows, keys, batch_df.where(~valid))

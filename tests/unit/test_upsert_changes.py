@@ -64,3 +64,26 @@ def test_spark_variant_keeps_the_same_rows(spark: Any) -> None:
     frame = spark.createDataFrame(batch.to_pandas()).coalesce(1)
     rows = last_changes_df(frame, ["id"], "seq").orderBy("id").select("id", "name").collect()
     assert [(r["id"], r["name"]) for r in rows] == [(1, "a"), (2, "b2")]
+
+
+def test_change_frames_match_the_arrow_change_set(spark: Any) -> None:
+    from sink.upsert.changes import change_frames
+
+    batch = changes(
+        (1, "a", 1, "c", 5),
+        (1, "old", 2, "u", 3),
+        (2, None, None, "d", 1),
+        (None, "no key", 1, "c", 0),
+        (3, "x", 1, "z", 0),
+        (4, "y", 1, "u", 1),
+        (4, None, None, "d", 2),
+        (5, "e", 1, "r", 0),
+    )
+    frames = change_frames(spark.createDataFrame(batch.to_pandas()).coalesce(1), ["id"], "_op", "seq")
+    arrow = change_set(batch, ["id"], "_op", "seq")
+
+    assert sorted(frames.keys.column("id").to_pylist()) == sorted(arrow.keys.column("id").to_pylist())
+    rows = sorted((r["id"], r["name"]) for r in frames.rows.collect())
+    assert rows == sorted((r["id"], r["name"]) for r in arrow.rows.to_pylist()) == [(1, "a"), (5, "e")]
+    assert "_op" not in frames.rows.columns
+    assert sorted(r["name"] for r in frames.rejected.collect()) == ["no key", "x"]
