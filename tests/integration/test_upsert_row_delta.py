@@ -18,9 +18,11 @@ from sink.commit.ledger import BatchRange
 from sink.config import CommitConfig
 from sink.errors import RowDeltaConflictError, UpsertError
 from sink.upsert import row_delta
+from sink.upsert.changes import change_frames
 from sink.upsert.lookup import LookupResult, LookupSpec, run_lookup, run_lookup_locally
 from sink.upsert.messages import LookupTask
 from sink.upsert.row_delta import RowDeltaCommitter, data_file_from_message
+from sink.write.task import run_write
 from tests.support.duckdb_reader import duckdb_read
 from tests.support.upserts import (
     BUCKETS,
@@ -31,6 +33,7 @@ from tests.support.upserts import (
     rows_of,
     sql_catalog,
     write_data_files,
+    write_spec,
 )
 
 BATCHES = [
@@ -320,13 +323,18 @@ def test_format_v1_table_is_refused(tmp_path: Path) -> None:
         UpsertDriver(table)
 
 
-def test_lookup_in_spark_executors(tmp_path: Path, spark: Any) -> None:
+def test_batches_in_spark_end_to_end(tmp_path: Path, spark: Any) -> None:
+    """The per-batch story on Spark: last change per key, data written and keys looked up in tasks."""
     table = create_table(sql_catalog(tmp_path))
     driver = UpsertDriver(table, run_lookup=lambda tasks, spec: run_lookup(spark, tasks, spec, parallelism=2))
     state: dict[int, tuple[str | None, int | None]] = {}
-    for batch in BATCHES:
-        outcome = driver.apply(batch)
+    for batch_id, batch in enumerate(BATCHES):
+        frames = change_frames(spark.createDataFrame(batch.to_pandas()), ["id"], "_op", "seq")
+        spec = write_spec(table, f"spark-b{batch_id}")
+        written = run_write(frames.rows.select("id", "name", "v"), spec)
+        outcome = driver.applier.apply(frames.keys, written.files, batch_id, f"spark-b{batch_id}a0")
         expected_state(state, batch)
+        assert frames.rejected.count() == 0
     table.refresh()
     assert outcome.report.files_read == outcome.plan.files_to_read > 0
     assert rows_of(table.scan().to_arrow()) == state

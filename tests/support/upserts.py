@@ -82,7 +82,13 @@ def write_data_files(table: Table, rows: pa.Table, prefix: str) -> list[DataFile
     """Write ``rows`` (the table's columns) with the sink's write task, in this process."""
     if rows.num_rows == 0:
         return []
-    spec = WriteSpec(
+    writer = DataTaskWriter(write_spec(table, prefix), task_id=0, attempt=0)
+    return writer.write_all(iter(rows.select(table.schema().column_names).to_batches()))
+
+
+def write_spec(table: Table, prefix: str) -> WriteSpec:
+    """What the sink's write tasks need for the table's data files (partition values computed in the task)."""
+    return WriteSpec(
         table=".".join(table.name()),
         schema=table.schema(),
         partition_spec=table.spec(),
@@ -97,8 +103,6 @@ def write_data_files(table: Table, rows: pa.Table, prefix: str) -> list[DataFile
         num_data_columns=len(table.schema().fields),
         partition_values_in_task=True,
     )
-    writer = DataTaskWriter(spec, task_id=0, attempt=0)
-    return writer.write_all(iter(rows.select(table.schema().column_names).to_batches()))
 
 
 class UpsertDriver:
