@@ -262,6 +262,33 @@ def test_row_delta_refuses_when_a_referenced_file_was_removed(tmp_path: Path) ->
     assert rows_of(table.scan().to_arrow())[3] == ("n3", 3)  # nothing committed
 
 
+def test_concurrent_upsert_of_the_same_key_is_redone_last_writer_wins(tmp_path: Path) -> None:
+    table = create_table(sql_catalog(tmp_path))
+    UpsertDriver(table, sink_id="loader").apply(BATCHES[0])
+    table.refresh()
+    other = UpsertDriver(table.catalog.load_table(table.name()), sink_id="other")
+    first = changes((3, "other", 1, "u", 1))
+    mine = changes((3, "mine", 2, "u", 1), (4, "mine", 2, "u", 1))
+
+    def other_upserts_first(tasks: list[LookupTask], spec: LookupSpec) -> LookupResult:
+        result = run_lookup_locally(tasks, spec)
+        if not calls:
+            other.apply(first)  # deletes the same row of the same data file
+        calls.append(1)
+        return result
+
+    calls: list[int] = []
+    outcome = UpsertDriver(table, run_lookup=other_upserts_first).apply(mine)
+
+    state: dict[int, tuple[str | None, int | None]] = {}
+    for batch in (BATCHES[0], first, mine):
+        expected_state(state, batch)
+    table.refresh()
+    assert outcome.redos == 1
+    assert rows_of(table.scan().to_arrow()) == state  # one row for key 3: "mine"
+    assert rows_of(duckdb_read(table.metadata_location)) == state
+
+
 def test_concurrent_append_is_not_a_conflict(tmp_path: Path) -> None:
     table = create_table(sql_catalog(tmp_path))
     UpsertDriver(table, sink_id="loader").apply(BATCHES[0])
