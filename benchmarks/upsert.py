@@ -167,6 +167,7 @@ def _lookup_figures(outcome: UpsertOutcome) -> dict[str, Any]:
         "buckets_read": len(buckets),
         "keys_per_task_mean": statistics.fmean(per_task) if per_task else 0,
         "keys_per_task_max": max(per_task, default=0),
+        "files_per_key": sum(per_task) / plan.keys if plan.keys else 0,
         "rows_read": report.rows_read,
         "rows_matched": report.rows_matched,
         "row_groups_skipped": report.row_groups_skipped,
@@ -335,6 +336,7 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
         return statistics.median(r[key] for r in rows) if rows else 0.0
 
     keys = [b["changes"] for b in mine]
+    with_files = [b for b in mine if "files_per_key" in b]
     return {
         "icesink_changes_per_s": median(mine, "changes_per_s"),
         "icesink_same_batches_changes_per_s": median(
@@ -347,6 +349,7 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
         "files_read_share": median([{"s": b["files_read"] / max(1, b["files_in_table"])} for b in mine], "s"),
         "buckets_read": median(mine, "buckets_read"),
         "keys_per_task": median(mine, "keys_per_task_mean"),
+        "files_per_key": median(with_files, "files_per_key") if with_files else None,
         "rows_read_per_key": statistics.median(b["rows_read"] / k for b, k in zip(mine, keys, strict=True)),
         "row_groups_skipped": median(mine, "row_groups_skipped"),
         "delete_files_written": median(mine, "delete_files_written"),
@@ -369,6 +372,7 @@ def markdown(result: dict[str, Any]) -> str:
     split = ", ".join(
         f"{k.removesuffix('_s').replace('_', ' ')} {v:.2f} s" for k, v in s["seconds_split"].items()
     )
+    per_key = f"{s['files_per_key']:.1f}" if s["files_per_key"] is not None else "-"
     commit = " / ".join(f"{x * 1000:,.0f}" for x in s["plan_and_commit_p50_p99"])
     lines = [
         f"{c['rows']:,} rows, bucket({c['buckets']}, id), {c['batches']} batches of {c['batch_size']:,} "
@@ -377,16 +381,18 @@ def markdown(result: dict[str, Any]) -> str:
         f"start, {load['load_average_end'][0]} at the end",
         "",
         "| | changes/s (median) | x pyiceberg (same batches) | data files read per batch / in table "
-        "| buckets read | keys per lookup task | key rows read per change | row groups skipped "
+        "| buckets read | files a key is looked up in | keys per lookup task | key rows read per change "
+        "| row groups skipped "
         "| delete files written | plan + commit p50 / p99 |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
         f"| icesink, {counted} batches | {s['icesink_changes_per_s']:,.0f} | "
         f"| {s['files_read']:.0f} / {s['files_in_table']:.0f} ({s['files_read_share']:.0%}) "
-        f"| {s['buckets_read']:.0f} | {s['keys_per_task']:,.0f} | {s['rows_read_per_key']:.1f} "
+        f"| {s['buckets_read']:.0f} | {per_key} | {s['keys_per_task']:,.0f} "
+        f"| {s['rows_read_per_key']:.1f} "
         f"| {s['row_groups_skipped']:.0f} | {s['delete_files_written']:.0f} | {commit} ms |",
         f"| icesink, the pyiceberg batches | {s['icesink_same_batches_changes_per_s']:,.0f} | {ratio} "
-        "| | | | | | | |",
-        f"| pyiceberg `upsert` + `delete` | {s['pyiceberg_changes_per_s']:,.0f} | 1.0x | | | | | | | |",
+        "| | | | | | | | |",
+        f"| pyiceberg `upsert` + `delete` | {s['pyiceberg_changes_per_s']:,.0f} | 1.0x | | | | | | | | |",
         "",
         f"icesink per batch (medians): {split}.",
         "",
