@@ -12,23 +12,28 @@ batches of ``--batch-size`` changes (70% updates of live keys, 20% inserts of ne
   versions in the executors, ``UpsertApplier.apply`` (lookup planned from the
   manifests, lookup tasks in the executors writing position deletes, one row delta
   commit);
-* pyiceberg, on the first ``--pyiceberg-batches`` batches only (it rewrites every data
-  file holding a changed key: minutes per batch on a large table): ``Table.upsert`` of
-  the inserted and updated rows, then ``Table.delete`` of the deleted keys.
+* pyiceberg, on batch 1 and the next ``--pyiceberg-batches`` batches only (it rewrites
+  every data file holding a changed key: minutes per batch on a large table):
+  ``Table.upsert`` of the inserted and updated rows, then ``Table.delete`` of the
+  deleted keys.
+
+Batch 1 warms up (Spark's JIT, Python workers) and is not counted in the medians.
 
 Each icesink batch checks that its lookup found exactly one live row per updated or
 deleted key. After the last pyiceberg batch both tables must hold the same rows (all
 columns); every read of the table below must equal the expected state. Reported: changes
 per second per batch (median) for both and their ratio on the same batches; per icesink
-batch the data files read by the lookup against the data files in the table, keys per
-lookup task, rows read per key, row groups skipped, delete files written, the time of
+batch the data files read by the lookup against the data files in the table, the files
+each key is looked up in, keys per lookup task, key rows read per change, row groups
+skipped, delete files written, the time of
 the lookup and of plan plus commit; then the time of a full scan through pyiceberg
 (to Arrow) and through DuckDB's iceberg extension, after the batches, before and after
 ``compact_partition`` of every bucket. Sizes::
 
-    .venv/bin/python -m benchmarks.upsert --rows 100000 --batch-size 2000 --batches 3 --pyiceberg-batches 1
+    .venv/bin/python -m benchmarks.upsert --rows 100000 --batch-size 2000 --batches 4 --pyiceberg-batches 1
     .venv/bin/python -m benchmarks.upsert --rows 1000000 --batch-size 10000 --batches 10 --pyiceberg-batches 2
     .venv/bin/python -m benchmarks.upsert --out upsert.json    # full: 10M rows, 100 x 100k changes
+    .venv/bin/python -m benchmarks.upsert --render upsert.json  # the tables of an earlier run
 """
 
 from __future__ import annotations
