@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: env system-deps demo test test-fast test-deploy lint format bench clean
+.PHONY: env system-deps demo test test-fast test-deploy lint format bench bench-upsert clean
 
 env: $(STAMP)
 
@@ -50,6 +50,12 @@ format: env
 
 bench: env
 	$(PY) -m benchmarks.run
+
+# Full size by default (10M rows, 100 x 100k changes: hours); smaller with e.g.
+# make bench-upsert UPSERT_ARGS="--rows 100000 --batch-size 2000 --batches 4 --pyiceberg-batches 1"
+UPSERT_ARGS ?=
+bench-upsert: env
+	$(PY) -m benchmarks.upsert $(UPSERT_ARGS)
 
 clean:
 	rm -rf $(VENV) demo-data .pytest_cache .mypy_cache .ruff_cache

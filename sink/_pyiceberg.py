@@ -2,7 +2,8 @@
 
 pyiceberg (0.12) has no public API for some of what a distributed writer needs:
 Parquet footer statistics in Iceberg form, the partition value representation and
-the schema conversion from Arrow without ids. Everything of that kind is imported
+the schema conversion from Arrow without ids, manifests of delete files, a commit of
+prepared metadata updates. Everything of that kind is imported
 here, so a pyiceberg upgrade that moves them breaks in one place.
 """
 
@@ -22,8 +23,11 @@ from pyiceberg.io.pyarrow import (
     match_metrics_mode,
     parquet_path_to_id_mapping,
 )
+from pyiceberg.manifest import ManifestContent, ManifestWriterV2
 from pyiceberg.partitioning import _to_partition_representation
 from pyiceberg.schema import Schema
+from pyiceberg.table import Table
+from pyiceberg.table.update import TableRequirement, TableUpdate
 from pyiceberg.types import BinaryType, IcebergType, StringType
 
 
@@ -110,3 +114,35 @@ def list_files_with_mtime(io: FileIO, location: str) -> list[tuple[str, datetime
     infos = fs.get_file_info(FileSelector(path, recursive=True, allow_not_found=True))
     prefix = f"{scheme}://"
     return [(prefix + info.path, info.mtime) for info in infos if info.type == FileType.File]
+
+
+class DeleteManifestWriter(ManifestWriterV2):
+    """A format v2 manifest of delete files (content ``deletes``).
+
+    pyiceberg 0.12 writes data manifests only: its v2 writer states content ``data`` in
+    both the manifest's Avro metadata and its manifest-list entry. This one states
+    ``deletes``, which readers need to tell delete files from data files.
+    """
+
+    def content(self) -> ManifestContent:
+        return ManifestContent.DELETES
+
+    @property
+    def _meta(self) -> dict[str, str]:
+        return {**super()._meta, "content": "deletes"}
+
+
+def commit_table_updates(
+    table: Table, updates: tuple[TableUpdate, ...], requirements: tuple[TableRequirement, ...]
+) -> None:
+    """Commit prepared metadata updates in one catalog call, without a pyiceberg transaction.
+
+    A transaction applies its updates to a deep copy of the table metadata at every step;
+    a commit built from the metadata once needs none of that. Like a transaction's
+    commit, the table object takes the catalog's new metadata (and old metadata files
+    are deleted where the table's properties ask for it).
+
+    Raises:
+        CommitFailedException: A requirement no longer holds (a concurrent commit).
+    """
+    table._do_commit(updates=updates, requirements=requirements)

@@ -106,6 +106,38 @@ class CommitError(SinkError):
     code = "COMMIT"
 
 
+class UpsertError(SinkError):
+    """An upsert cannot be applied to the table as it is (format version, equality deletes, ...)."""
+
+    code = "UPSERT"
+
+
+class RowDeltaConflictError(SinkError):
+    """A concurrent commit removed, or added deletes to, data files a batch's position deletes point at.
+
+    The batch's new data files are still good; its lookup must be redone for the keys
+    found in :attr:`files` against the refreshed table, and the commit retried.
+    """
+
+    code = "ROW-DELTA-CONFLICT"
+    retryable = True
+
+    def __init__(self, message: str, *, files: tuple[str, ...] = (), **kwargs: Any) -> None:
+        self.files = files
+        super().__init__(message, **kwargs)
+
+
+class RewriteConflictError(SinkError):
+    """A concurrent commit removed, or added deletes to, files a compaction was rewriting.
+
+    Nothing was committed and the compaction's new files were deleted; running the
+    compaction again plans it from the current snapshot.
+    """
+
+    code = "REWRITE-CONFLICT"
+    retryable = True
+
+
 class SelfCheckError(SinkError):
     """A start-up self-check (for example of the bucket hash) found a mismatch."""
 

@@ -21,6 +21,10 @@ MESSAGE_COLUMN = "icesink_data_file"
 MESSAGE_SCHEMA = pa.schema([pa.field(MESSAGE_COLUMN, pa.string(), nullable=False)])
 MESSAGE_DDL = f"{MESSAGE_COLUMN} string not null"  # the same, for Spark
 
+# Iceberg's content codes of a file (``DataFileContent``): what a message describes.
+CONTENT_DATA = 0
+CONTENT_POSITION_DELETES = 1
+
 
 @dataclass(frozen=True)
 class DataFileMessage:
@@ -43,6 +47,8 @@ class DataFileMessage:
         open_writers_peak: Most writers the task had open at once.
         buffered_bytes_peak: Most bytes the task's writers buffered at once.
         task_peak_rss_bytes: Peak resident memory of the Python worker during the task.
+        content: :data:`CONTENT_DATA` for a data file, :data:`CONTENT_POSITION_DELETES` for a
+            position delete file (its statistics are of the ``file_path`` and ``pos`` columns).
     """
 
     path: str
@@ -61,6 +67,7 @@ class DataFileMessage:
     open_writers_peak: int = 0
     buffered_bytes_peak: int = 0
     task_peak_rss_bytes: int = 0
+    content: int = CONTENT_DATA
 
     def to_json(self) -> str:
         """Encode for the wire (bytes as base64, decimals as strings, int keys as strings)."""

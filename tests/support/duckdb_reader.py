@@ -69,3 +69,16 @@ def read_iceberg_with_duckdb(metadata_location: str, s3: S3Settings | None = Non
         return con.execute("SELECT * FROM iceberg_scan(?)", [location]).fetch_arrow_table()
     finally:
         con.close()
+
+
+def duckdb_read(
+    metadata_location: str, sql: str = "SELECT * FROM t", s3: S3Settings | None = None
+) -> pa.Table:
+    """Run ``sql`` over the table whose metadata JSON is ``metadata_location`` (as the view ``t``)."""
+    location = metadata_location.removeprefix("file://")
+    con = connect(s3)
+    try:
+        con.execute("CREATE VIEW t AS SELECT * FROM iceberg_scan(?)", [location])
+        return con.execute(sql).fetch_arrow_table()
+    finally:
+        con.close()

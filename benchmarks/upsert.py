@@ -1,0 +1,458 @@
+"""Upserts: icesink's change batches against pyiceberg's ``Table.upsert``; reads before and after compaction.
+
+One table of ``--rows`` rows (``id`` long key, ``bucket(--buckets, id)``, five typed
+columns) is loaded once by the sink's write tasks (``spark.range`` in order: each load
+file is sorted by ``id`` within its bucket) and committed; a second table commits the
+same data files: the reference, identical at the start. Then ``--batches`` seeded
+batches of ``--batch-size`` changes (70% updates of live keys, 20% inserts of new keys,
+10% deletes, see :mod:`benchmarks._upsert_changes`) are applied:
+
+* icesink, the way the sink runs a micro-batch: the batch's Parquet file read by Spark,
+  ``change_frames`` (last change per key, keys collected), ``run_write`` of the new row
+  versions in the executors, ``UpsertApplier.apply`` (lookup planned from the
+  manifests, lookup tasks in the executors writing position deletes, one row delta
+  commit);
+* pyiceberg, on batch 1 and the next ``--pyiceberg-batches`` batches only (it rewrites
+  every data file holding a changed key: minutes per batch on a large table):
+  ``Table.upsert`` of the inserted and updated rows, then ``Table.delete`` of the
+  deleted keys.
+
+Batch 1 warms up (Spark's JIT, Python workers) and is not counted in the medians.
+
+Each icesink batch checks that its lookup found exactly one live row per updated or
+deleted key. After the last pyiceberg batch both tables must hold the same rows (all
+columns); every read of the table below must equal the expected state. Reported: changes
+per second per batch (median) for both and their ratio on the same batches; per icesink
+batch the data files read by the lookup against the data files in the table, the files
+each key is looked up in, keys per lookup task, key rows read per change, row groups
+skipped, delete files written, the time of
+the lookup and of plan plus commit; then the time of a full scan through pyiceberg
+(to Arrow) and through DuckDB's iceberg extension, after the batches, before and after
+``compact_partition`` of every bucket. Sizes::
+
+    .venv/bin/python -m benchmarks.upsert --rows 100000 --batch-size 2000 --batches 4 --pyiceberg-batches 1
+    .venv/bin/python -m benchmarks.upsert --rows 1000000 --batch-size 10000 --batches 10 --pyiceberg-batches 2
+    .venv/bin/python -m benchmarks.upsert --out upsert.json    # full: 10M rows, 100 x 100k changes
+    .venv/bin/python -m benchmarks.upsert --render upsert.json  # the tables of an earlier run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyiceberg.expressions import In
+from pyiceberg.table import Table
+from pyspark.sql import SparkSession
+
+from benchmarks import _upsert_changes as model
+from benchmarks._probes import percentile
+from benchmarks.run import _log, _machine, _session
+from sink.catalog import CREATED_TABLE_PROPERTIES
+from sink.config import CommitConfig
+from sink.upsert.batch import UpsertApplier, UpsertOutcome
+from sink.upsert.changes import change_frames
+from sink.upsert.compaction import compact_partition
+from sink.upsert.lookup import LookupResult, LookupSpec, run_lookup
+from sink.upsert.messages import LookupTask
+from tests.support.duckdb_reader import duckdb_read
+from tests.support.upserts import sql_catalog, write_spec
+
+DEFAULT_WORKDIR = Path(tempfile.gettempdir()) / "icesink-bench-upsert"
+SINK_ID = "bench"
+WARM_UP_BATCHES = 1  # batches not counted in the medians
+
+
+@dataclass
+class _Tables:
+    icesink: Table
+    reference: Table
+    applier: UpsertApplier
+    lookup_seconds: list[float]
+
+
+def _setup(spark: SparkSession, workdir: Path, args: argparse.Namespace) -> _Tables:
+    """Both tables, loaded with the same data files."""
+    catalog = sql_catalog(workdir)
+    catalog.create_namespace_if_not_exists("bench")
+    spec = model.partition_spec(args.buckets)
+    properties = {"format-version": "2", **CREATED_TABLE_PROPERTIES}
+    icesink = catalog.create_table("bench.icesink", model.SCHEMA, partition_spec=spec, properties=properties)
+    reference = catalog.create_table(
+        "bench.pyiceberg", model.SCHEMA, partition_spec=spec, properties=properties
+    )
+    lookup_seconds: list[float] = []
+
+    def timed_lookup(tasks: list[LookupTask], lookup: LookupSpec) -> LookupResult:
+        started = time.perf_counter()
+        result = run_lookup(spark, tasks, lookup, parallelism=spark.sparkContext.defaultParallelism)
+        lookup_seconds.append(time.perf_counter() - started)
+        return result
+
+    applier = UpsertApplier(
+        icesink,
+        [model.KEY],
+        SINK_ID,
+        CommitConfig(),
+        LookupSpec(".".join(icesink.name()), dict(icesink.io.properties), "upsert"),
+        timed_lookup,
+    )
+    started = time.perf_counter()
+    load = spark.range(args.rows).selectExpr(
+        model.KEY, *(f"{sql} AS {name}" for name, sql in model.load_columns().items())
+    )
+    written = _write(load, icesink, "load")
+    applier.apply(pa.table({model.KEY: pa.array([], pa.int64())}), written, 0, "load")
+    icesink.refresh()
+    with reference.transaction() as tx, tx.update_snapshot().fast_append() as append:
+        for task in icesink.scan().plan_files():
+            append.append_data_file(task.file)
+    _log(f"loaded {args.rows:,} rows in {len(written)} data files ({time.perf_counter() - started:.0f} s)")
+    return _Tables(icesink, reference, applier, lookup_seconds)
+
+
+def _write(df: Any, table: Table, prefix: str) -> list[Any]:
+    """The sink's write tasks over ``df`` (the table's columns); the data file messages."""
+    from sink.write.task import run_write
+
+    return list(run_write(df.select(*table.schema().column_names), write_spec(table, prefix)).files)
+
+
+def _icesink_batch(
+    spark: SparkSession, tables: _Tables, path: Path, version: int, expected_matches: int
+) -> dict[str, Any]:
+    """One batch through change frames, write tasks and the upsert applier; what it did."""
+    lookups_before = len(tables.lookup_seconds)
+    started = time.perf_counter()
+    batch_df = spark.read.parquet(str(path)).persist()
+    frames = change_frames(batch_df, [model.KEY], model.OP)
+    keyed = time.perf_counter()
+    written = _write(frames.rows, tables.icesink, f"b{version}")
+    wrote = time.perf_counter()
+    outcome = tables.applier.apply(frames.keys, written, version, f"b{version}a0")
+    seconds = time.perf_counter() - started
+    batch_df.unpersist()
+    lookup = sum(tables.lookup_seconds[lookups_before:])
+    if outcome.report.rows_matched != expected_matches:
+        raise SystemExit(
+            f"batch {version}: the lookup found {outcome.report.rows_matched} live rows of changed keys, "
+            f"expected {expected_matches}"
+        )
+    return {
+        "changes": frames.keys.num_rows,
+        "seconds": seconds,
+        "changes_per_s": frames.keys.num_rows / seconds,
+        "change_frames_s": keyed - started,
+        "write_s": wrote - keyed,
+        "lookup_s": lookup,
+        "plan_and_commit_s": time.perf_counter() - wrote - lookup,
+        "data_files_written": len(written),
+        **_lookup_figures(outcome),
+    }
+
+
+def _lookup_figures(outcome: UpsertOutcome) -> dict[str, Any]:
+    plan, report = outcome.plan, outcome.report
+    per_task = [task.keys.num_rows for task in plan.tasks]
+    buckets = {task.partition for task in plan.tasks}
+    return {
+        "files_in_table": plan.files_in_table,
+        "files_read": plan.files_to_read,
+        "buckets_read": len(buckets),
+        "keys_per_task_mean": statistics.fmean(per_task) if per_task else 0,
+        "keys_per_task_max": max(per_task, default=0),
+        "files_per_key": sum(per_task) / plan.keys if plan.keys else 0,
+        "rows_read": report.rows_read,
+        "rows_matched": report.rows_matched,
+        "row_groups_skipped": report.row_groups_skipped,
+        "delete_files_written": outcome.delete_files,
+        "redos": outcome.redos,
+    }
+
+
+def _pyiceberg_batch(table: Table, changes: pa.Table, updates: int, inserts: int) -> dict[str, Any]:
+    """``Table.upsert`` of the batch's new row versions, then ``Table.delete`` of its deleted keys."""
+    arrow_schema = table.schema().as_arrow()
+    is_delete = pc.equal(changes.column(model.OP), "d")
+    upserts = changes.filter(pc.invert(is_delete)).drop_columns([model.OP]).cast(arrow_schema)
+    deleted = changes.filter(is_delete).column(model.KEY).to_pylist()
+    started = time.perf_counter()
+    result = table.upsert(upserts, join_cols=[model.KEY])
+    upserted = time.perf_counter()
+    if deleted:
+        table.delete(In(term=model.KEY, literals=deleted))
+    seconds = time.perf_counter() - started
+    if (result.rows_updated, result.rows_inserted) != (updates, inserts):
+        raise SystemExit(
+            f"pyiceberg's upsert updated {result.rows_updated} and inserted {result.rows_inserted} rows, "
+            f"expected {updates} and {inserts}"
+        )
+    return {
+        "changes": changes.num_rows,
+        "seconds": seconds,
+        "changes_per_s": changes.num_rows / seconds,
+        "upsert_s": upserted - started,
+        "delete_s": seconds - (upserted - started),
+    }
+
+
+def _same_tables(icesink: Table, snapshot_id: int, reference: Table) -> None:
+    """Fail unless the icesink table at ``snapshot_id`` holds the reference's rows (every column)."""
+    mine = icesink.scan(snapshot_id=snapshot_id).to_arrow().sort_by(model.KEY)
+    theirs = reference.scan().to_arrow().sort_by(model.KEY)
+    theirs = theirs.cast(mine.schema)  # pyiceberg's own files read as large_string
+    differ = [n for n in mine.column_names if not mine.column(n).equals(theirs.column(n))]
+    if mine.num_rows != theirs.num_rows or differ:
+        raise SystemExit(
+            f"icesink's table at snapshot {snapshot_id} ({mine.num_rows} rows) differs from pyiceberg's "
+            f"({theirs.num_rows} rows) in columns {differ}"
+        )
+    _log(f"icesink's and pyiceberg's tables hold the same {mine.num_rows:,} rows")
+
+
+def _reads(table: Table, stream: model.ChangeStream, repeats: int) -> dict[str, Any]:
+    """Median time of a full scan through pyiceberg and through DuckDB, each checked against the model."""
+    table.refresh()
+    expected = stream.expected()
+    figures: dict[str, Any] = _file_counts(table)
+    readers = {
+        "pyiceberg_s": lambda: table.scan().to_arrow(),
+        "duckdb_s": lambda: duckdb_read(table.metadata_location),
+    }
+    for name, read in readers.items():
+        times = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            rows = read()
+            times.append(time.perf_counter() - started)
+            wrong = model.same_rows(rows, expected)
+            if wrong:
+                raise SystemExit(f"{name.removesuffix('_s')} read of the icesink table: {wrong}")
+            del rows
+        figures[name] = statistics.median(times)
+    figures["rows"] = expected.num_rows
+    return figures
+
+
+def _file_counts(table: Table) -> dict[str, int]:
+    data: set[str] = set()
+    deletes: set[str] = set()
+    for task in table.scan().plan_files():
+        data.add(task.file.file_path)
+        deletes.update(d.file_path for d in task.delete_files)
+    return {"data_files": len(data), "delete_files": len(deletes)}
+
+
+def _compact(table: Table, buckets: int) -> dict[str, Any]:
+    started = time.perf_counter()
+    results = [compact_partition(table, (bucket,)) for bucket in range(buckets)]
+    return {
+        "seconds": time.perf_counter() - started,
+        "rewritten_data_files": sum(r.rewritten_data_files for r in results),
+        "removed_delete_files": sum(r.removed_delete_files for r in results),
+        "added_data_files": sum(r.added_data_files for r in results),
+    }
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """The whole benchmark; its figures."""
+    workdir: Path = args.workdir.resolve() / f"run-{args.seed}"
+    shutil.rmtree(workdir, ignore_errors=True)
+    (workdir / "changes").mkdir(parents=True)
+    load_start = os.getloadavg()
+    spark = _session(args.master)
+    try:
+        tables = _setup(spark, workdir, args)
+        stream = model.ChangeStream(args.rows, args.seed)
+        icesink, reference = _batches(spark, tables, stream, workdir, args)
+        before = _reads(tables.icesink, stream, args.read_repeats)
+        compaction = _compact(tables.icesink, args.buckets)
+        after = _reads(tables.icesink, stream, args.read_repeats)
+    finally:
+        spark.stop()
+    if not args.keep:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return {
+        "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "machine": _machine(load_start, os.getloadavg()),
+        "icesink": icesink,
+        "pyiceberg": reference,
+        "reads": {"before_compaction": before, "compaction": compaction, "after_compaction": after},
+    }
+
+
+def _batches(
+    spark: SparkSession,
+    tables: _Tables,
+    stream: model.ChangeStream,
+    workdir: Path,
+    args: argparse.Namespace,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Every batch through icesink; the first ``--pyiceberg-batches`` after the warm-up through pyiceberg too.
+
+    Batch 1 warms up (Spark's JIT, Python workers, first reads of manifests) and is not
+    counted; pyiceberg applies it too, so that both tables stay the same.
+    """
+    icesink: list[dict[str, Any]] = []
+    reference: list[dict[str, Any]] = []
+    for version in range(1, args.batches + 1):
+        changes = stream.batch(version, args.batch_size)
+        path = workdir / "changes" / f"batch-{version:05d}.parquet"
+        pq.write_table(changes, path)
+        ops = changes.column(model.OP)
+        counts = {op: pc.sum(pc.equal(ops, op)).as_py() for op in ("u", "c", "d")}
+        figures = _icesink_batch(spark, tables, path, version, counts["u"] + counts["d"])
+        icesink.append({"batch": version, **figures, "live_rows": stream.live})
+        line = f"batch {version}: icesink {figures['changes_per_s']:,.0f} changes/s"
+        if version <= args.pyiceberg_batches + 1:
+            theirs = _pyiceberg_batch(tables.reference, changes, counts["u"], counts["c"])
+            reference.append({"batch": version, **theirs})
+            line += f", pyiceberg {theirs['changes_per_s']:,.0f} changes/s"
+            if version == args.pyiceberg_batches + 1:
+                snapshot = tables.icesink.current_snapshot()
+                assert snapshot is not None
+                _same_tables(tables.icesink, snapshot.snapshot_id, tables.reference)
+        _log(
+            f"{line}; lookup read {figures['files_read']} of {figures['files_in_table']} data files, "
+            f"load {os.getloadavg()[0]:.1f}"
+        )
+    return icesink, reference
+
+
+def summarize(result: dict[str, Any]) -> dict[str, Any]:
+    """Medians over the batches (from the JSON written, so that ``--render`` recomputes them)."""
+    mine = [b for b in result["icesink"] if b["batch"] > WARM_UP_BATCHES] or result["icesink"]
+    theirs = [b for b in result["pyiceberg"] if b["batch"] > WARM_UP_BATCHES] or result["pyiceberg"]
+    both = {b["batch"]: b for b in theirs}
+    ratios = [b["changes_per_s"] / both[b["batch"]]["changes_per_s"] for b in mine if b["batch"] in both]
+
+    def median(rows: list[dict[str, Any]], key: str) -> float:
+        return statistics.median(r[key] for r in rows) if rows else 0.0
+
+    keys = [b["changes"] for b in mine]
+    with_files = [b for b in mine if "files_per_key" in b]
+    return {
+        "icesink_changes_per_s": median(mine, "changes_per_s"),
+        "icesink_same_batches_changes_per_s": median(
+            [b for b in mine if b["batch"] in both], "changes_per_s"
+        ),
+        "pyiceberg_changes_per_s": median(theirs, "changes_per_s"),
+        "ratio": statistics.median(ratios) if ratios else None,
+        "files_read": median(mine, "files_read"),
+        "files_in_table": median(mine, "files_in_table"),
+        "files_read_share": median([{"s": b["files_read"] / max(1, b["files_in_table"])} for b in mine], "s"),
+        "buckets_read": median(mine, "buckets_read"),
+        "keys_per_task": median(mine, "keys_per_task_mean"),
+        "files_per_key": median(with_files, "files_per_key") if with_files else None,
+        "rows_read_per_key": statistics.median(b["rows_read"] / k for b, k in zip(mine, keys, strict=True)),
+        "row_groups_skipped": median(mine, "row_groups_skipped"),
+        "delete_files_written": median(mine, "delete_files_written"),
+        "data_files_written": median(mine, "data_files_written"),
+        "lookup_s": median(mine, "lookup_s"),
+        "plan_and_commit_p50_p99": [
+            percentile([b["plan_and_commit_s"] for b in mine], q) for q in (0.5, 0.99)
+        ],
+        "seconds_split": {
+            k: median(mine, k) for k in ("change_frames_s", "write_s", "lookup_s", "plan_and_commit_s")
+        },
+    }
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The tables of ``benchmarks/README.md``'s section on upserts."""
+    c, s, reads, load = result["config"], summarize(result), result["reads"], result["machine"]
+    counted = len(result["icesink"]) - WARM_UP_BATCHES or 1
+    ratio = f"{s['ratio']:.1f}x" if s["ratio"] is not None else "-"
+    split = ", ".join(
+        f"{k.removesuffix('_s').replace('_', ' ')} {v:.2f} s" for k, v in s["seconds_split"].items()
+    )
+    per_key = f"{s['files_per_key']:.1f}" if s["files_per_key"] is not None else "-"
+    commit = " / ".join(f"{x * 1000:,.0f}" for x in s["plan_and_commit_p50_p99"])
+    lines = [
+        f"{c['rows']:,} rows, bucket({c['buckets']}, id), {c['batches']} batches of {c['batch_size']:,} "
+        f"changes (seed {c['seed']}; batch 1 a warm-up, not counted), pyiceberg on batches 2 to "
+        f"{c['pyiceberg_batches'] + 1}, {c['master']}; load average {load['load_average_start'][0]} at the "
+        f"start, {load['load_average_end'][0]} at the end",
+        "",
+        "| | changes/s (median) | x pyiceberg (same batches) | data files read per batch / in table "
+        "| buckets read | files a key is looked up in | keys per lookup task | key rows read per change "
+        "| row groups skipped "
+        "| delete files written | plan + commit p50 / p99 |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+        f"| icesink, {counted} batches | {s['icesink_changes_per_s']:,.0f} | "
+        f"| {s['files_read']:.0f} / {s['files_in_table']:.0f} ({s['files_read_share']:.0%}) "
+        f"| {s['buckets_read']:.0f} | {per_key} | {s['keys_per_task']:,.0f} "
+        f"| {s['rows_read_per_key']:.1f} "
+        f"| {s['row_groups_skipped']:.0f} | {s['delete_files_written']:.0f} | {commit} ms |",
+        f"| icesink, the pyiceberg batches | {s['icesink_same_batches_changes_per_s']:,.0f} | {ratio} "
+        "| | | | | | | | |",
+        f"| pyiceberg `upsert` + `delete` | {s['pyiceberg_changes_per_s']:,.0f} | 1.0x | | | | | | | | |",
+        "",
+        f"icesink per batch (medians): {split}.",
+        "",
+        "| full scan of the icesink table | data files | delete files | pyiceberg to Arrow "
+        "| DuckDB iceberg_scan |",
+        "|---|---|---|---|---|",
+    ]
+    for label, key in (("before compaction", "before_compaction"), ("after compaction", "after_compaction")):
+        r = reads[key]
+        lines.append(
+            f"| {label} ({r['rows']:,} rows) | {r['data_files']} | {r['delete_files']} "
+            f"| {r['pyiceberg_s']:.2f} s | {r['duckdb_s']:.2f} s |"
+        )
+    k = reads["compaction"]
+    lines += [
+        "",
+        f"Compaction of the {c['buckets']} buckets: {k['seconds']:.1f} s, {k['rewritten_data_files']} data "
+        f"files and {k['removed_delete_files']} delete files into {k['added_data_files']} data files.",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rows", type=int, default=10_000_000, help="rows of the initial load")
+    parser.add_argument("--batch-size", type=int, default=100_000, help="changes per batch")
+    parser.add_argument("--batches", type=int, default=100, help="upsert batches before the reads")
+    parser.add_argument(
+        "--pyiceberg-batches",
+        type=int,
+        default=3,
+        help="batches also applied by pyiceberg (its share of the run)",
+    )
+    parser.add_argument("--buckets", type=int, default=16, help="N of bucket(N, id)")
+    parser.add_argument("--seed", type=int, default=18)
+    parser.add_argument("--read-repeats", type=int, default=3, help="full scans per reader, median")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR)
+    parser.add_argument("--keep", action="store_true", help="keep the tables and the change files")
+    parser.add_argument("--out", type=Path, help="write the results as JSON here")
+    parser.add_argument("--render", type=Path, help="print the tables of an earlier --out file and exit")
+    args = parser.parse_args(argv)
+    if args.render:
+        print(markdown(json.loads(args.render.read_text())))
+        return 0
+    if not 1 <= args.pyiceberg_batches < args.batches:
+        parser.error("--pyiceberg-batches must be at least 1 and less than --batches (batch 1 warms up)")
+    result = run(args)
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=2))
+    print(markdown(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

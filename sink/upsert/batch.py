@@ -1,0 +1,144 @@
+"""One upsert batch on the driver: plan the lookup, run it, commit the row delta, redo on conflict.
+
+The batch's new data files are written by the caller (the sink's usual write step, with
+the rows of :class:`~sink.upsert.changes.ChangeSet`); this module finds and deletes the
+rows they replace. A :class:`~sink.errors.RowDeltaConflictError` (a concurrent commit
+removed or changed a data file the deletes point at) is handled here: the delete files
+of the attempt are removed, the lookup is planned again on the refreshed table and the
+commit retried; the data files stay as they are.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyiceberg.table import Table
+
+from sink.commit import ledger
+from sink.commit.ledger import BatchRange
+from sink.config import CommitConfig
+from sink.errors import RowDeltaConflictError
+from sink.upsert.lookup import LookupResult, LookupSpec
+from sink.upsert.messages import LookupReport, LookupTask
+from sink.upsert.plan import LookupPlan, LookupPlanner
+from sink.upsert.row_delta import RowDeltaCommitter, RowDeltaOutcome, delete_uncommitted
+from sink.write.messages import DataFileMessage
+
+logger = logging.getLogger(__name__)
+
+LookupRunner = Callable[[list[LookupTask], LookupSpec], LookupResult]
+"""Runs lookup tasks: :func:`~sink.upsert.lookup.run_lookup` bound to a Spark session, or
+:func:`~sink.upsert.lookup.run_lookup_locally`."""
+
+# Lookups redone after conflicts before the batch fails (retryable).
+DEFAULT_LOOKUP_REDOS = 3
+
+
+@dataclass(frozen=True)
+class UpsertOutcome:
+    """What an upsert batch did.
+
+    Attributes:
+        commit: The row delta commit.
+        plan: The last lookup plan (files read against files in the table).
+        report: What the last lookup read and found.
+        delete_files: Position delete files committed.
+        redos: Lookups redone after a conflict.
+    """
+
+    commit: RowDeltaOutcome
+    plan: LookupPlan
+    report: LookupReport
+    delete_files: int
+    redos: int
+
+
+class UpsertApplier:
+    """Applies upsert batches of one sink to one table.
+
+    Args:
+        table: The table (format v2).
+        key_columns: The key columns (the table's identifier fields).
+        sink_id: The sink's identity in the ledger.
+        commit_config: Retry settings.
+        lookup_spec: What lookup tasks share (its ``file_prefix`` is extended per attempt).
+        run_lookup: How the tasks run.
+        lookup_redos: Lookups redone after a conflict before giving up.
+    """
+
+    def __init__(
+        self,
+        table: Table,
+        key_columns: Sequence[str],
+        sink_id: str,
+        commit_config: CommitConfig,
+        lookup_spec: LookupSpec,
+        run_lookup: LookupRunner,
+        lookup_redos: int = DEFAULT_LOOKUP_REDOS,
+    ) -> None:
+        self._committer = RowDeltaCommitter(table, sink_id, commit_config)
+        self._planner = LookupPlanner(table.io, key_columns, lookup_spec.table)
+        self._sink_id = sink_id
+        self._spec = lookup_spec
+        self._run_lookup = run_lookup
+        self._redos = lookup_redos
+
+    @property
+    def table(self) -> Table:
+        return self._committer.table
+
+    def apply(
+        self, keys: pa.Table, data_files: Sequence[DataFileMessage], batch_id: int, attempt: str
+    ) -> UpsertOutcome:
+        """Delete the current rows of ``keys`` and add ``data_files``, in one snapshot.
+
+        Args:
+            keys: Every key the batch changes (key columns only, one row per key).
+            data_files: The batch's new row versions, already written.
+            batch_id: The micro-batch.
+            attempt: The batch's write attempt (unique per attempt; names its delete files).
+        """
+        batches = BatchRange(batch_id, batch_id)
+        for redo in range(self._redos + 1):
+            self.table.refresh()
+            if ledger.is_committed(self.table, self._sink_id, batch_id):  # a replay: no lookup needed
+                logger.info(
+                    "batch %s of sink %s already committed to %s; skipped",
+                    batch_id,
+                    self._sink_id,
+                    self._spec.table,
+                )
+                empty = LookupPlan(None, (), 0, keys.num_rows)
+                return UpsertOutcome(RowDeltaOutcome(None, 1, 0, True), empty, LookupReport(), 0, redo)
+            plan = self._planner.plan(self.table.metadata, keys)
+            spec = LookupSpec(
+                self._spec.table,
+                self._spec.io_properties,
+                f"{self._spec.file_prefix}-{attempt}-r{redo}",
+                self._spec.compression,
+            )
+            result = self._run_lookup(list(plan.tasks), spec)
+            try:
+                outcome = self._committer.commit(
+                    data_files, result.delete_files, plan.snapshot_id, batches, {batch_id: attempt}
+                )
+            except RowDeltaConflictError as e:
+                delete_uncommitted(self.table, result.delete_files)
+                if redo == self._redos:
+                    raise
+                logger.warning(
+                    "batch %s of %s: %s; redoing the lookup (%s of %s)",
+                    batch_id,
+                    self._spec.table,
+                    e,
+                    redo + 1,
+                    self._redos,
+                )
+                continue
+            if outcome.skipped_replay:
+                delete_uncommitted(self.table, result.delete_files)
+            return UpsertOutcome(outcome, plan, result.report, len(result.delete_files), redo)
+        raise AssertionError("unreachable")

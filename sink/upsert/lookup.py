@@ -1,0 +1,238 @@
+"""Executor side of the lookup: find the rows holding a batch's keys, write their position deletes.
+
+One :class:`~sink.upsert.messages.LookupTask` per data file. The task reads only the key
+columns of the file (found by field id, so renamed columns still match), row group by
+row group, skipping groups whose statistics exclude every key; numbers the rows by their
+position in the file; keeps those whose key is one of the task's keys and that no
+earlier position delete removed; and writes them as one position delete file next to
+the data file (file-scoped deletes: the delete file refers to this data file only).
+
+The driver runs the tasks with :func:`run_lookup` (one Spark job through ``mapInArrow``)
+or, for a small plan, in its own process with :func:`run_lookup_locally`.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyiceberg.io import FileIO, load_file_io
+
+from sink.upsert.messages import LookupReport, LookupTask
+from sink.write.messages import MESSAGE_DDL, MESSAGE_SCHEMA, DataFileMessage
+from sink.write.position_deletes import PositionDeleteWriter
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LookupSpec:
+    """What every lookup task of a batch shares, shipped from the driver.
+
+    Attributes:
+        table: Table identifier, for messages.
+        io_properties: Catalog/FileIO properties to open the file system on the executor.
+        file_prefix: Start of every delete file name, unique per batch attempt.
+        compression: Parquet codec of the delete files.
+    """
+
+    table: str
+    io_properties: dict[str, str]
+    file_prefix: str
+    compression: str = "zstd"
+
+
+@dataclass(frozen=True)
+class LookupResult:
+    """The delete files a lookup wrote, and what its tasks read."""
+
+    delete_files: list[DataFileMessage]
+    report: LookupReport
+
+
+def find_rows(task: LookupTask, io: FileIO) -> tuple[pa.Table, LookupReport]:
+    """The live rows of the task's data file holding one of its keys.
+
+    Returns:
+        ``file_path``, ``pos`` and the key columns of every match (position order), and
+        what was read.
+    """
+    names = task.keys.column_names
+    with io.new_input(task.data_file).open() as stream:
+        parquet = pq.ParquetFile(stream)
+        columns = _columns_by_field_id(parquet.schema_arrow, task.key_field_ids, task.data_file)
+        pieces: list[pa.Table] = []
+        offset = rows_read = skipped = 0
+        for group in range(parquet.metadata.num_row_groups):
+            group_rows = parquet.metadata.row_group(group).num_rows
+            if _group_excludes_keys(parquet.metadata.row_group(group), columns, task.keys):
+                skipped += 1
+            else:
+                part = parquet.read_row_group(
+                    group, columns=[parquet.schema_arrow.field(c).name for c in columns]
+                )
+                part = part.rename_columns(names).append_column(
+                    "pos", pa.array(range(offset, offset + group_rows), pa.int64())
+                )
+                pieces.append(part)
+                rows_read += group_rows
+            offset += group_rows
+    matched = _matches(pieces, task.keys)
+    deleted = _deleted_positions(task, io)
+    if deleted is not None and matched.num_rows:
+        matched = matched.filter(pc.invert(pc.is_in(matched.column("pos"), value_set=deleted)))
+    matched = matched.sort_by("pos")
+    paths = pa.array([task.data_file] * matched.num_rows, pa.string())
+    result = pa.table(
+        [paths, matched.column("pos"), *(matched.column(n) for n in names)],
+        names=["file_path", "pos", *names],
+    )
+    return result, LookupReport(1, rows_read, result.num_rows, skipped)
+
+
+def lookup_and_write(
+    task: LookupTask, spec: LookupSpec, io: FileIO
+) -> tuple[DataFileMessage | None, LookupReport]:
+    """:func:`find_rows`, then a position delete file of the matches (none without a match)."""
+    rows, report = find_rows(task, io)
+    if rows.num_rows == 0:
+        return None, report
+    folder = posixpath.dirname(task.data_file)
+    writer = PositionDeleteWriter(
+        io,
+        f"{folder}/{spec.file_prefix}-deletes-{task.index:05d}.parquet",
+        task.partition,
+        task.spec_id,
+        spec.compression,
+    )
+    writer.write(rows.select(["file_path", "pos"]).combine_chunks().to_batches()[0])
+    writer.close()
+    return writer.result(), report
+
+
+def run_lookup_locally(tasks: Iterable[LookupTask], spec: LookupSpec) -> LookupResult:
+    """Run the tasks one after the other in this process (small plans, tests)."""
+    io = load_file_io(spec.io_properties)
+    files: list[DataFileMessage] = []
+    report = LookupReport()
+    for task in tasks:
+        message, task_report = lookup_and_write(task, spec, io)
+        files += [message] if message is not None else []
+        report += task_report
+    return LookupResult(files, report)
+
+
+def run_lookup(
+    spark: SparkSession, tasks: list[LookupTask], spec: LookupSpec, parallelism: int
+) -> LookupResult:
+    """Run the tasks in Spark's executors, at most ``parallelism`` Spark tasks (one job).
+
+    Only the tasks' JSON travels to the executors and only the delete file messages
+    and the reports come back: the driver reads no data file.
+    """
+    if not tasks:
+        return LookupResult([], LookupReport())
+    rows = [(task.to_json(),) for task in tasks]
+    frame = spark.createDataFrame(rows, "task string").repartition(max(1, min(parallelism, len(tasks))))
+    texts = [row[0] for row in frame.mapInArrow(lookup_function(spec), MESSAGE_DDL).collect()]
+    report = LookupReport()
+    files: list[DataFileMessage] = []
+    for text in texts:
+        if LookupReport.is_report(text):
+            report += LookupReport.from_json(text)
+        else:
+            files.append(DataFileMessage.from_json(text))
+    logger.info(
+        "lookup for %s read %s files (%s rows), found %s rows, wrote %s delete files (prefix %s)",
+        spec.table,
+        report.files_read,
+        report.rows_read,
+        report.rows_matched,
+        len(files),
+        spec.file_prefix,
+    )
+    return LookupResult(files, report)
+
+
+def lookup_function(spec: LookupSpec) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function of :func:`run_lookup` (output schema: ``MESSAGE_SCHEMA``)."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        io = load_file_io(spec.io_properties)
+        texts: list[str] = []
+        report = LookupReport()
+        for batch in batches:
+            for text in batch.column(0).to_pylist():
+                message, task_report = lookup_and_write(LookupTask.from_json(text), spec, io)
+                report += task_report
+                if message is not None:
+                    texts.append(message.to_json())
+        texts.append(report.to_json())
+        yield pa.RecordBatch.from_arrays([pa.array(texts, pa.string())], schema=MESSAGE_SCHEMA)
+
+    return run
+
+
+def _columns_by_field_id(schema: pa.Schema, field_ids: tuple[int, ...], path: str) -> list[int]:
+    """Indexes of the top-level file columns with these Iceberg field ids."""
+    by_id = {
+        int(field.metadata[b"PARQUET:field_id"]): index
+        for index, field in enumerate(schema)
+        if field.metadata and b"PARQUET:field_id" in field.metadata
+    }
+    missing = [fid for fid in field_ids if fid not in by_id]
+    if missing:
+        raise ValueError(f"data file {path} has no column with field id {missing}")
+    return [by_id[fid] for fid in field_ids]
+
+
+def _group_excludes_keys(row_group: pq.RowGroupMetaData, columns: list[int], keys: pa.Table) -> bool:
+    """Whether a row group's min/max statistics leave none of ``keys`` possible."""
+    mask = None
+    for index, column in enumerate(columns):
+        stats = row_group.column(column).statistics
+        if stats is None or not stats.has_min_max:
+            continue
+        key = keys.column(index)
+        try:
+            inside = pc.and_(
+                pc.greater_equal(key, pa.scalar(stats.min).cast(key.type)),
+                pc.less_equal(key, pa.scalar(stats.max).cast(key.type)),
+            )
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            continue  # statistics not comparable with the key's type: read the group
+        mask = inside if mask is None else pc.and_(mask, inside)
+    return mask is not None and not pc.any(mask).as_py()
+
+
+def _matches(pieces: list[pa.Table], keys: pa.Table) -> pa.Table:
+    """Rows of ``pieces`` (key columns and ``pos``) whose key is in ``keys``."""
+    names = keys.column_names
+    if not pieces:
+        return keys.slice(0, 0).append_column("pos", pa.array([], pa.int64()))
+    rows = pa.concat_tables(pieces)
+    if len(names) == 1:
+        return rows.filter(pc.is_in(rows.column(0), value_set=keys.column(0).combine_chunks()))
+    wanted = keys.group_by(names, use_threads=False).aggregate([])
+    return rows.join(wanted, keys=names, join_type="inner", use_threads=False)
+
+
+def _deleted_positions(task: LookupTask, io: FileIO) -> pa.Array | None:
+    """Positions of the task's data file already deleted by its earlier delete files."""
+    if not task.delete_files:
+        return None
+    parts = []
+    for path in task.delete_files:
+        with io.new_input(path).open() as stream:
+            table = pq.read_table(stream, columns=["file_path", "pos"])
+        parts.append(table.filter(pc.equal(table.column("file_path"), task.data_file)).column("pos"))
+    return pa.chunked_array([c for p in parts for c in p.chunks], pa.int64()).combine_chunks()

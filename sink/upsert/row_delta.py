@@ -1,0 +1,251 @@
+"""Driver-side commit of an upsert batch: new data files and position deletes in ONE snapshot.
+
+Iceberg Java calls this a RowDelta. The snapshot's operation is ``overwrite``; its
+summary carries the ledger's sink id and batch ids, and the ledger's marker is set in the
+same atomic update, so a replayed batch is recognised and never deletes twice.
+
+Before every attempt the table is refreshed and checked from the snapshot the batch's
+lookup started on (:mod:`sink.upsert.validate`): if a concurrent commit removed a data
+file the deletes point at, or added deletes to one, the commit refuses with a retryable
+:class:`~sink.errors.RowDeltaConflictError` naming the files: the caller redoes the lookup
+of the keys found in them and commits again. Any other concurrent commit (a plain
+append) only makes the catalog refuse the attempt; the snapshot is then rebuilt on the
+new metadata and committed again, with backoff.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+from pyiceberg.table import Table
+from pyiceberg.table.snapshots import Operation
+from pyiceberg.typedef import Record
+
+from sink._pyiceberg import commit_table_updates
+from sink.commit import ledger
+from sink.commit.ledger import BatchRange
+from sink.config import CommitConfig
+from sink.errors import CommitConflictError, CommitError, RowDeltaConflictError
+from sink.upsert.snapshot import SnapshotProducer, require_format_v2
+from sink.upsert.validate import conflicting_data_files
+from sink.write.messages import CONTENT_POSITION_DELETES, DataFileMessage
+from sink.write.position_deletes import FILE_PATH_FIELD_ID
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RowDeltaOutcome:
+    """What a row delta commit did.
+
+    Attributes:
+        snapshot_id: The new snapshot (``None`` when the batch was already committed).
+        attempts: Commit attempts made.
+        conflicts: Attempts the catalog refused because of a concurrent commit.
+        skipped_replay: The batches were found already committed.
+    """
+
+    snapshot_id: int | None
+    attempts: int
+    conflicts: int
+    skipped_replay: bool = False
+
+
+class RowDeltaCommitter:
+    """Commits upsert batches of one sink to one table (format v2), exactly once.
+
+    Args:
+        table: The table (refreshed as needed).
+        sink_id: The sink's identity in the ledger.
+        config: Retry settings (``commit.retry.*``).
+    """
+
+    def __init__(self, table: Table, sink_id: str, config: CommitConfig) -> None:
+        require_format_v2(table)
+        self.table = table
+        self._sink_id = sink_id
+        self._config = config
+
+    def commit(
+        self,
+        data_files: Sequence[DataFileMessage],
+        delete_files: Sequence[DataFileMessage],
+        start_snapshot_id: int | None,
+        batches: BatchRange,
+        attempts: Mapping[int, str],
+    ) -> RowDeltaOutcome:
+        """Commit ``data_files`` and ``delete_files`` as the data of ``batches``.
+
+        Args:
+            data_files: New row versions (content data).
+            delete_files: Position deletes of the rows they replace or delete, one data
+                file referenced per delete file (as the lookup writes them).
+            start_snapshot_id: The snapshot the lookup planned from.
+            batches: The micro-batches committed.
+            attempts: Each batch's write attempt (for the ledger).
+
+        Raises:
+            RowDeltaConflictError: A concurrent commit removed, or added deletes to, a
+                referenced data file (retryable: redo the lookup of its keys).
+            CommitConflictError: The catalog kept refusing after every retry.
+            CommitError: The commit failed otherwise; its outcome may be unknown.
+        """
+        referenced = referenced_data_files(delete_files)
+        producer = SnapshotProducer(
+            self.table,
+            Operation.OVERWRITE,
+            snapshot_properties=ledger.summary_properties(self._sink_id, batches, attempts),
+            table_properties=ledger.marker_properties(self._sink_id, batches, attempts.get(batches.last, "")),
+        )
+        for message in [*data_files, *delete_files]:
+            producer.add_file(data_file_from_message(message, self.table.format_version))
+        try:
+            return self._commit_with_retries(producer, referenced, start_snapshot_id, batches)
+        except (RowDeltaConflictError, CommitConflictError):
+            producer.clean_up()  # certainly not committed; any other failure keeps what may be referenced
+            raise
+
+    def _commit_with_retries(
+        self,
+        producer: SnapshotProducer,
+        referenced: set[str],
+        start_snapshot_id: int | None,
+        batches: BatchRange,
+    ) -> RowDeltaOutcome:
+        for attempt_no in range(1, self._config.retries + 2):
+            conflicts = attempt_no - 1  # every earlier attempt was refused by the catalog
+            self.table.refresh()
+            if self.table.metadata.snapshot_by_id(producer.snapshot_id) is not None:
+                # An earlier attempt landed although the catalog's answer was lost.
+                return RowDeltaOutcome(producer.snapshot_id, attempt_no, conflicts)
+            if ledger.is_committed(self.table, self._sink_id, batches.last):
+                logger.info(
+                    "batches %s of sink %s already committed to %s; not committing again",
+                    batches,
+                    self._sink_id,
+                    self._name,
+                )
+                producer.clean_up()
+                return RowDeltaOutcome(None, attempt_no, conflicts, skipped_replay=True)
+            self._validate(referenced, start_snapshot_id, batches)
+            if self._try_commit(producer, batches, attempt_no):
+                return RowDeltaOutcome(producer.snapshot_id, attempt_no, conflicts)
+        raise CommitConflictError(
+            f"row delta still conflicting after {self._config.retries + 1} attempts",
+            table=self._name,
+            batches=str(batches),
+            sink_id=self._sink_id,
+            hint="raise commit.retry.num-retries or reduce the number of concurrent writers",
+        )
+
+    def _try_commit(self, producer: SnapshotProducer, batches: BatchRange, attempt_no: int) -> bool:
+        """One attempt on the refreshed table: ``False`` (after a backoff) when the catalog refused it."""
+        pending = producer.build(self.table.metadata)
+        try:
+            commit_table_updates(self.table, pending.updates, pending.requirements)
+        except CommitFailedException as e:
+            wait_ms = min(self._config.min_wait_ms * 2 ** (attempt_no - 1), self._config.max_wait_ms)
+            wait_ms += random.uniform(0, 0.1 * wait_ms)
+            logger.warning(
+                "row delta of batches %s (sink %s, table %s) conflicted (attempt %s): %s; retry in %.0f ms",
+                batches,
+                self._sink_id,
+                self._name,
+                attempt_no,
+                e,
+                wait_ms,
+            )
+            time.sleep(wait_ms / 1000)
+            return False
+        except Exception as e:
+            raise CommitError(
+                f"row delta commit failed with an unknown outcome: {type(e).__name__}: {e}",
+                table=self._name,
+                batches=str(batches),
+                sink_id=self._sink_id,
+                hint="the batch will be checked against the table when Spark replays it",
+            ) from e
+        producer.clean_up(keep=pending.files)
+        logger.info(
+            "committed batches %s (sink %s) to %s as row delta snapshot %s: %s",
+            batches,
+            self._sink_id,
+            self._name,
+            producer.snapshot_id,
+            pending.snapshot.summary.additional_properties if pending.snapshot.summary else {},
+        )
+        return True
+
+    def _validate(self, referenced: set[str], start_snapshot_id: int | None, batches: BatchRange) -> None:
+        conflicting = conflicting_data_files(
+            self.table.metadata, self.table.io, start_snapshot_id, referenced
+        )
+        if conflicting:
+            files = tuple(sorted(conflicting))
+            raise RowDeltaConflictError(
+                f"{len(files)} data files the batch's position deletes point at were removed or "
+                f"got new deletes since snapshot {start_snapshot_id}: {list(files[:5])}",
+                files=files,
+                table=self._name,
+                batches=str(batches),
+                sink_id=self._sink_id,
+                hint="look the keys of these files up again in the current snapshot and commit again",
+            )
+
+    @property
+    def _name(self) -> str:
+        return ".".join(self.table.name())
+
+
+def referenced_data_files(delete_files: Iterable[DataFileMessage]) -> set[str]:
+    """The data files position delete files point at (each must point at one: equal path bounds)."""
+    paths: set[str] = set()
+    for message in delete_files:
+        lower = message.lower_bounds.get(FILE_PATH_FIELD_ID)
+        if (
+            message.content != CONTENT_POSITION_DELETES
+            or lower is None
+            or lower != message.upper_bounds.get(FILE_PATH_FIELD_ID)
+        ):
+            raise ValueError(f"{message.path} is not a position delete file of one data file")
+        paths.add(lower.decode())
+    return paths
+
+
+def data_file_from_message(message: DataFileMessage, format_version: int) -> DataFile:
+    """A pyiceberg ``DataFile`` (data or position deletes) from an executor's message."""
+    data_file = DataFile.from_args(
+        _table_format_version=format_version,  # type: ignore[arg-type]
+        content=DataFileContent(message.content),
+        file_path=message.path,
+        file_format=FileFormat.PARQUET,
+        partition=Record(*message.partition),
+        record_count=message.record_count,
+        file_size_in_bytes=message.file_size_bytes,
+        column_sizes=message.column_sizes,
+        value_counts=message.value_counts,
+        null_value_counts=message.null_value_counts,
+        nan_value_counts=message.nan_value_counts,
+        lower_bounds=message.lower_bounds,
+        upper_bounds=message.upper_bounds,
+        split_offsets=list(message.split_offsets) or None,
+        sort_order_id=None,
+        equality_ids=None,
+        key_metadata=None,
+    )
+    data_file.spec_id = message.spec_id  # not a field of the manifest's struct
+    return data_file
+
+
+def delete_uncommitted(table: Table, files: Iterable[DataFileMessage]) -> None:
+    """Delete files that no commit references (delete files of a lookup that must be redone)."""
+    for message in files:
+        with contextlib.suppress(FileNotFoundError):
+            table.io.delete(message.path)
