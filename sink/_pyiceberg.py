@@ -93,6 +93,19 @@ def partition_representation(source_type: IcebergType, value: Any) -> Any:
     return _to_partition_representation(source_type, value)
 
 
+def file_exists(io: FileIO, location: str) -> bool:
+    """Whether the file at ``location`` exists.
+
+    ``FsspecFileIO`` asks fsspec's local file system about a ``file://`` URI without
+    removing the scheme, and so finds no local file: such a location is asked as a path.
+    """
+    if type(io).__name__ == "FsspecFileIO" and location.startswith("file:"):
+        from urllib.parse import urlparse
+
+        return io.new_input(urlparse(location).path).exists()
+    return io.new_input(location).exists()
+
+
 def list_files(io: FileIO, location: str) -> list[str]:
     """Every file below ``location``, as full URIs, through the FileIO's own file system."""
     return [path for path, _ in list_files_with_mtime(io, location)]

@@ -7,7 +7,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
-from pyiceberg.io import FileIO
+from pyiceberg.io import FileIO, InputFile, OutputFile
 from pyspark.sql import SparkSession
 
 from icesink import IcebergSink, remove_orphan_files
@@ -22,13 +22,13 @@ FSSPEC = "pyiceberg.io.fsspec.FsspecFileIO"
 class SilentIO(FileIO):
     """A FileIO that cannot list (only its type matters here)."""
 
-    def new_input(self, location: str):  # type: ignore[no-untyped-def]
+    def new_input(self, location: str) -> InputFile:
         raise NotImplementedError
 
-    def new_output(self, location: str):  # type: ignore[no-untyped-def]
+    def new_output(self, location: str) -> OutputFile:
         raise NotImplementedError
 
-    def delete(self, location: object) -> None:
+    def delete(self, location: str | InputFile | OutputFile) -> None:
         raise NotImplementedError
 
 
