@@ -52,7 +52,7 @@ def test_sink_state_and_orphan_removal_work_through_fsspec(spark: SparkSession, 
     IcebergSink.from_options(options)(spark.createDataFrame(rows[10:], "id long, region string"), 1)
     table = catalog_from_options(options).load_table("db.fs")
     assert type(table.io).__name__ == "FsspecFileIO"
-    orphan = warehouse / "db" / "fs" / "data" / "region=r0" / "orphan.parquet"
+    orphan = warehouse / "db" / "fs" / "data" / "orphan.parquet"
     orphan.write_bytes(b"PAR1")
 
     report = remove_orphan_files(table, older_than=dt.timedelta(0))

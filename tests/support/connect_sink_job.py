@@ -13,6 +13,7 @@ import json
 import sys
 from typing import Any
 
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
 from icesink import IcebergSink
@@ -33,11 +34,14 @@ def main(arguments: dict[str, Any]) -> dict[str, Any]:
             .trigger(availableNow=True)
             .start()
         )
-        query.awaitTermination()
-        exception = query.exception()
+        try:
+            query.awaitTermination()
+            error = None
+        except StreamingQueryException as failed:  # the query failed in the server
+            error = str(failed)
     finally:
         spark.stop()
-    return {"error": None if exception is None else str(exception)}
+    return {"error": error}
 
 
 if __name__ == "__main__":
