@@ -93,6 +93,19 @@ def partition_representation(source_type: IcebergType, value: Any) -> Any:
     return _to_partition_representation(source_type, value)
 
 
+def file_exists(io: FileIO, location: str) -> bool:
+    """Whether the file at ``location`` exists.
+
+    ``FsspecFileIO`` asks fsspec's local file system about a ``file://`` URI without
+    removing the scheme, and so finds no local file: such a location is asked as a path.
+    """
+    if type(io).__name__ == "FsspecFileIO" and location.startswith("file:"):
+        from urllib.parse import urlparse
+
+        return io.new_input(urlparse(location).path).exists()
+    return io.new_input(location).exists()
+
+
 def list_files(io: FileIO, location: str) -> list[str]:
     """Every file below ``location``, as full URIs, through the FileIO's own file system."""
     return [path for path, _ in list_files_with_mtime(io, location)]
@@ -101,19 +114,69 @@ def list_files(io: FileIO, location: str) -> list[str]:
 def list_files_with_mtime(io: FileIO, location: str) -> list[tuple[str, datetime.datetime | None]]:
     """Every file below ``location`` with its modification time (``None`` where unknown).
 
+    Lists through the FileIO's own file system: pyiceberg's ``PyArrowFileIO`` or ``FsspecFileIO``.
+
     Raises:
-        TypeError: ``io`` is not pyiceberg's PyArrowFileIO (the only one that can list).
+        TypeError: ``io`` is another FileIO, which cannot list.
     """
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+
+    if isinstance(io, PyArrowFileIO):
+        return _list_pyarrow(io, location)
+    if type(io).__name__ == "FsspecFileIO":  # its module needs fsspec: imported only when used
+        return _list_fsspec(io, location)
+    raise TypeError(
+        f"cannot list {location!r} through {type(io).__name__}: listing needs PyArrowFileIO or "
+        "FsspecFileIO (set the catalog property 'py-io-impl' to "
+        "'pyiceberg.io.pyarrow.PyArrowFileIO')"
+    )
+
+
+def _list_pyarrow(io: FileIO, location: str) -> list[tuple[str, datetime.datetime | None]]:
     from pyarrow.fs import FileSelector, FileType
     from pyiceberg.io.pyarrow import PyArrowFileIO
 
-    if not isinstance(io, PyArrowFileIO):
-        raise TypeError(f"listing needs PyArrowFileIO, got {type(io).__name__}")
+    assert isinstance(io, PyArrowFileIO)
     scheme, netloc, path = PyArrowFileIO.parse_location(location, io.properties)
     fs = io.fs_by_scheme(scheme, netloc)
     infos = fs.get_file_info(FileSelector(path, recursive=True, allow_not_found=True))
     prefix = f"{scheme}://"
     return [(prefix + info.path, info.mtime) for info in infos if info.type == FileType.File]
+
+
+def _list_fsspec(io: FileIO, location: str) -> list[tuple[str, datetime.datetime | None]]:
+    from urllib.parse import urlparse
+
+    from pyiceberg.io.fsspec import FsspecFileIO
+
+    assert isinstance(io, FsspecFileIO)
+    uri = urlparse(location)
+    if uri.scheme in ("", "file"):
+        fs, path, prefix = io.get_fs("file"), uri.path, "file://"
+    else:
+        fs, path, prefix = io.get_fs(uri.scheme, uri.hostname), f"{uri.netloc}{uri.path}", f"{uri.scheme}://"
+    if not fs.exists(path):
+        return []
+    found = fs.find(path, detail=True)
+    return [
+        (prefix + _no_scheme(name).lstrip("/") if prefix != "file://" else prefix + name, _mtime(info))
+        for name, info in found.items()
+        if info.get("type") != "directory"
+    ]
+
+
+def _no_scheme(path: str) -> str:
+    return path.split("://", 1)[-1]
+
+
+def _mtime(info: dict[str, Any]) -> datetime.datetime | None:
+    """The modification time of an fsspec listing entry (local files and S3 name it differently)."""
+    value = info.get("LastModified", info.get("mtime"))
+    if isinstance(value, datetime.datetime):
+        return value if value.tzinfo else value.replace(tzinfo=datetime.UTC)
+    if isinstance(value, int | float):
+        return datetime.datetime.fromtimestamp(value, tz=datetime.UTC)
+    return None
 
 
 class DeleteManifestWriter(ManifestWriterV2):

@@ -9,6 +9,8 @@ from typing import Any, Protocol
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
+from sink.spark_session import is_connect
+
 logger = logging.getLogger(__name__)
 
 
@@ -51,7 +53,7 @@ def listen_for_idle(sink: Flushable, listening: set[int], lock: threading.Lock) 
     sessions ``sink`` already listens on, guarded by ``lock``.
     """
     spark = SparkSession.getActiveSession()
-    if spark is None:
+    if spark is None or is_connect(spark):  # a Connect listener would run a copy of the sink elsewhere
         return
     with lock:
         if id(spark) in listening:

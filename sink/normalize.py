@@ -38,6 +38,7 @@ from pyspark.sql import types as st
 from sink.config import BadRecordPolicy, SchemaEvolution, SinkConfig
 from sink.errors import BadRecordError
 from sink.schema.conversion import BadRecordReason, ColumnConverter, Problem
+from sink.spark_session import application_id
 
 __all__ = [
     "BAD_ROW_COLUMN",
@@ -172,7 +173,7 @@ _PLANS_KEPT = 64
 
 def _plan_for(batch_df: DataFrame, schema: Schema, options: NormalizeOptions) -> _Plan:
     """The cached plan for this batch schema, table schema and options (in this Spark context)."""
-    context = batch_df.sparkSession.sparkContext.applicationId  # Columns belong to one JVM
+    context = application_id(batch_df.sparkSession)  # Columns belong to one JVM
     key = (context, batch_df.schema.json(), schema.model_dump_json(), options)
     with _PLANS_LOCK:
         plan = _PLANS.get(key)

@@ -27,6 +27,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from sink.metrics import SinkMetrics
+from sink.spark_session import is_connect
 
 logger = logging.getLogger(__name__)
 
@@ -166,7 +167,9 @@ def watch_progress(spark: SparkSession, metrics: SinkMetrics) -> ProgressMetrics
 def watch_active_session(metrics: SinkMetrics) -> ProgressMetricsListener | None:
     """:func:`watch_progress` on the active session, if there is one."""
     spark = SparkSession.getActiveSession()
-    return watch_progress(spark, metrics) if spark is not None else None
+    if spark is None or is_connect(spark):  # a Connect listener would count in another process
+        return None
+    return watch_progress(spark, metrics)
 
 
 def unwatch_progress(spark: SparkSession, metrics: SinkMetrics) -> None:

@@ -85,6 +85,17 @@ class IcebergSink:
         self._states: dict[str, SinkState] = {}
         self._listening: set[int] = set()
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Only the configuration travels (Spark Connect pickles the ``foreachBatch`` function).
+
+        The catalog, metrics, locks and per-sink-id state are built again where the sink
+        is unpickled, in the process that runs it; metrics given to the constructor stay behind.
+        """
+        return {"config": self.config}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["config"])  # type: ignore[misc]
+
     @classmethod
     def from_options(cls, options: Mapping[str, Any], metrics: SinkMetrics | None = None) -> IcebergSink:
         """Build a sink from Spark-style string options (see :class:`~sink.config.SinkConfig`)."""

@@ -15,8 +15,9 @@ from pyspark.sql import DataFrame
 from sink.commit.staging import StagingArea
 from sink.errors import ConfigError
 from sink.route.skew import RoutingHistory
+from sink.spark_session import is_connect, query_id_of
 
-_QUERY_ID_PROPERTY = "sql.streaming.queryId"
+__all__ = ["SinkState", "query_id_of", "sink_id_of"]
 
 
 @dataclass
@@ -30,19 +31,22 @@ class SinkState:
     routing: RoutingHistory = field(default_factory=RoutingHistory)
 
 
-def query_id_of(batch_df: DataFrame) -> str | None:
-    """The id of the streaming query that produced ``batch_df`` (``None`` outside a query)."""
-    return batch_df.sparkSession.sparkContext.getLocalProperty(_QUERY_ID_PROPERTY)
-
-
 def sink_id_of(batch_df: DataFrame, configured: str | None) -> str:
     """The configured sink id, else the streaming query's id.
 
     Raises:
-        ConfigError: Neither is known (the sink was called outside a streaming query).
+        ConfigError: Neither is known (the sink was called outside a streaming query, or
+            through Spark Connect, which does not tell the query's id).
     """
     if configured:
         return configured
+    if is_connect(batch_df.sparkSession):
+        raise ConfigError(
+            "no sink id: under Spark Connect the sink cannot learn the streaming query's id "
+            "and 'sink-id' is not set",
+            hint="set the 'sink-id' option to a name unique to the query and stable across its "
+            "restarts (e.g. 'orders-ingest')",
+        )
     query_id = query_id_of(batch_df)
     if not query_id:
         raise ConfigError(

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pyiceberg.io import FileIO
 from pyiceberg.table import Table
 
+from sink._pyiceberg import file_exists
 from sink.commit import ledger
 from sink.commit.state import STAGED, StateFolder, migrate_legacy, state_folder
 from sink.config import SinkConfig
@@ -134,7 +135,7 @@ class StagingArea:
         return list(self.batches)
 
     def _check_files_exist(self, batch: StagedBatch) -> None:
-        missing = [f.path for f in batch.files if not self._data_io.new_input(f.path).exists()]
+        missing = [f.path for f in batch.files if not file_exists(self._data_io, f.path)]
         if missing:
             raise CommitError(
                 f"{len(missing)} of the {len(batch.files)} data files of staged batch {batch.batch_id} "

@@ -62,6 +62,7 @@ from sink.route.skew import (
 )
 from sink.route.transforms import partition_value_column
 from sink.schema.names import field_path, spark_column_name
+from sink.spark_session import default_parallelism, num_partitions
 from sink.write.keys import arrow_key_functions
 from sink.write.layout import BucketLayout
 
@@ -187,7 +188,7 @@ class BucketRouter:
             return self._unshuffled(
                 df.coalesce(1), n, "the previous batch was small", partition_values_in_task=True
             )
-        if keys_in_task and df.rdd.getNumPartitions() == 1:  # plans the query: after the cheaper rule above
+        if keys_in_task and num_partitions(df) == 1:  # plans the query: after the cheaper rule above
             # One task holds the whole batch: it writes one file per value (under the
             # target), as many as the shuffle would give, so the shuffle would only cost.
             return self._unshuffled(df, n, "the batch is one Spark partition", partition_values_in_task=True)
@@ -243,7 +244,7 @@ class BucketRouter:
         """How many tasks write the ``num_partitions`` partitions of the bucket shuffle."""
         if self._max_write_tasks is not None:
             return max(1, min(num_partitions, self._max_write_tasks))
-        cores = max(1, df.sparkSession.sparkContext.defaultParallelism)
+        cores = default_parallelism(df.sparkSession)
         return min(num_partitions, cores * WRITE_TASKS_PER_CORE)
 
     def _unshuffled(

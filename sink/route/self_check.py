@@ -42,6 +42,7 @@ from pyspark.sql import functions as F
 from sink.errors import SelfCheckError
 from sink.route.shuffle import exact_repartition
 from sink.route.transforms import TIME_SUPPORTED, murmur3_hash_column, partition_value_column
+from sink.spark_session import application_id
 
 __all__ = [
     "BUCKET_HASH_VECTORS",
@@ -268,7 +269,7 @@ def ensure_self_checks(spark: SparkSession, source_types: Iterable[IcebergType],
     Raises:
         SelfCheckError: A check failed.
     """
-    application = spark.sparkContext.applicationId
+    application = application_id(spark)
     with _checked_lock:
         vectors = [
             v for v in vectors_for(source_types) if (application, _path(v.source_type)) not in _checked
