@@ -37,7 +37,7 @@ from pyiceberg.table.snapshots import Operation
 from sink._pyiceberg import commit_table_updates
 from sink.errors import RewriteConflictError, UpsertError
 from sink.upsert.row_delta import data_file_from_message
-from sink.upsert.snapshot import SnapshotProducer, require_format_v2
+from sink.commit.snapshot import SnapshotProducer, require_format_v2
 from sink.upsert.validate import conflicting_data_files
 from sink.write.messages import DataFileMessage
 from sink.write.task import DataTaskWriter, WriteSpec
