@@ -17,7 +17,6 @@ from pyiceberg.table.update import AssertTableUUID, SetPropertiesUpdate
 from pyiceberg.typedef import Record
 
 from sink._pyiceberg import commit_table_updates
-
 from sink.commit import ledger
 from sink.commit.ledger import BatchRange
 from sink.commit.recovery import delete_leftovers
@@ -337,4 +336,3 @@ class Committer:
     @property
     def _name(self) -> str:
         return ".".join(self.table.name())
-

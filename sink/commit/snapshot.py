@@ -68,8 +68,8 @@ from pyiceberg.table.update import (
 )
 
 from sink._pyiceberg import DeleteManifestWriter
-from sink.errors import UpsertError
 from sink.commit.manifest_merge import MergePolicy, merge_manifests
+from sink.errors import UpsertError
 
 logger = logging.getLogger(__name__)
 
