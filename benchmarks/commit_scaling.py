@@ -8,6 +8,14 @@ median commit latency of the first and the last 100 commits and the metadata fol
 size. No Spark is involved: this measures the commit path alone.
 
     .venv/bin/python -m benchmarks.commit_scaling --batches 1000
+
+``--compare`` measures the committer's path (a snapshot built once from the metadata,
+one catalog call) against the earlier pyiceberg-transaction path
+(:mod:`benchmarks._legacy_commit`), alternating in the same run on the same table:
+commit p50/p95 with ``--kept`` snapshots kept (no expiry), and one commit of each of
+``--wide`` files (synthetic file entries: a commit never opens its data files).
+
+    .venv/bin/python -m benchmarks.commit_scaling --compare --kept 100,500,2000 --wide 4096,16384
 """
 
 from __future__ import annotations
@@ -17,16 +25,24 @@ import json
 import statistics
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
 from pyiceberg.catalog import load_catalog
+from pyiceberg.table import Table
+from pyiceberg.table.snapshots import Operation
+from pyiceberg.table.update import TableRequirement, TableUpdate, update_table_metadata
 
+from benchmarks._legacy_commit import TransactionCommitter
 from icesink import CommitConfig, expire_snapshots
+from sink._pyiceberg import commit_table_updates
 from sink.catalog import CREATED_TABLE_PROPERTIES
 from sink.commit.committer import Committer
 from sink.commit.ledger import BatchRange
+from sink.commit.snapshot import SnapshotProducer
 from sink.type_mapping import iceberg_to_arrow_schema
+from sink.write.messages import DataFileMessage
 from sink.write.task import DataTaskWriter, WriteSpec
 
 
@@ -83,15 +99,154 @@ def run(batches: int, expire_every: int, root: Path) -> dict[str, object]:
     }
 
 
+def _quantiles_ms(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    return {"p50_ms": round(statistics.median(ordered) * 1000, 1), "p95_ms": round(p95 * 1000, 1)}
+
+
+def _synthetic_files(table: Table, template: DataFileMessage, count: int, tag: str) -> list[DataFileMessage]:
+    """``count`` file entries like ``template`` under fresh paths (never opened by a commit)."""
+    folder = f"{table.location()}/data/{tag}"
+    return [replace(template, path=f"{folder}/f{i:06d}.parquet") for i in range(count)]
+
+
+def _template_file(table: Table, root: Path) -> DataFileMessage:
+    spec = WriteSpec(
+        table="bench.compare",
+        schema=table.schema(),
+        partition_spec=table.spec(),
+        data_location=f"{table.location()}/data",
+        io_properties=dict(table.io.properties),
+        table_properties=dict(table.metadata.properties),
+        file_prefix="template",
+        target_file_size_bytes=1 << 20,
+        row_group_size_bytes=1 << 20,
+        memory_budget_bytes=64 << 20,
+        compression="zstd",
+        num_data_columns=2,
+    )
+    file_schema = iceberg_to_arrow_schema(table.schema())
+    rows = pa.RecordBatch.from_arrays(
+        [pa.array(range(100)), pa.array([str(i) for i in range(100)])], schema=file_schema
+    )
+    return DataTaskWriter(spec, 0, 0).write_all(iter([rows]))[0]
+
+
+class _Comparison:
+    """Old and new committers on one table, committing batch after batch."""
+
+    def __init__(self, root: Path) -> None:
+        root.mkdir(parents=True)
+        catalog = load_catalog(
+            "bench", type="sql", uri=f"sqlite:///{root}/catalog.db", warehouse=f"file://{root}/wh"
+        )
+        catalog.create_namespace("bench")
+        schema = pa.schema([("id", pa.int64()), ("v", pa.string())])
+        table = catalog.create_table("bench.compare", schema=schema, properties=CREATED_TABLE_PROPERTIES)
+        self.new = Committer(table, "bench", CommitConfig())
+        self.old = TransactionCommitter(catalog.load_table("bench.compare"), "bench", CommitConfig())
+        self.template = _template_file(table, root)
+        self.batch_id = 0
+
+    def commit(self, committer: Committer, files: int = 1) -> float:
+        batch_id, self.batch_id = self.batch_id, self.batch_id + 1
+        messages = _synthetic_files(committer.table, self.template, files, f"b{batch_id}")
+        start = time.perf_counter()
+        committer.commit(messages, BatchRange(batch_id, batch_id), {batch_id: f"a{batch_id}"})
+        return time.perf_counter() - start
+
+    def fill(self, target: int, per_call: int = 100) -> None:
+        """Add one-file append snapshots until the table keeps ``target``, ``per_call`` per catalog call.
+
+        Each snapshot is built by the producer on the metadata the previous one made
+        (applied locally), so the history is what single commits leave, only quicker made.
+        """
+        table = self.new.table
+        while self.snapshots() < target:
+            base = table.metadata
+            updates: list[TableUpdate] = []
+            first: tuple[TableRequirement, ...] | None = None
+            for _ in range(min(per_call, target - len(base.snapshots))):
+                producer = SnapshotProducer(table, Operation.APPEND)
+                producer.add_file(
+                    self.new._data_file(_synthetic_files(table, self.template, 1, f"fill{self.batch_id}")[0])
+                )
+                self.batch_id += 1
+                pending = producer.build(base)
+                first = first or pending.requirements
+                updates += pending.updates
+                base = update_table_metadata(base, pending.updates)
+            commit_table_updates(table, tuple(updates), first or ())
+
+    def snapshots(self) -> int:
+        self.new.table.refresh()
+        return len(self.new.table.snapshots())
+
+
+def compare(kept: list[int], wide: list[int], samples: int, rounds: int, root: Path) -> dict[str, object]:
+    """Old against new path, alternating: commits with ``kept`` snapshots, and commits of ``wide`` files."""
+    bench = _Comparison(root / "history")
+    history = []
+    for target in kept:
+        bench.fill(target)
+        timings: dict[str, list[float]] = {"old": [], "new": []}
+        for _ in range(samples):
+            timings["old"].append(bench.commit(bench.old))
+            timings["new"].append(bench.commit(bench.new))
+        old, new = _quantiles_ms(timings["old"]), _quantiles_ms(timings["new"])
+        history.append(
+            {
+                "snapshots_kept": target,
+                "old": old,
+                "new": new,
+                "ratio_p50": round(old["p50_ms"] / new["p50_ms"], 1),
+            }
+        )
+        print(json.dumps(history[-1]), flush=True)
+    wide_results = []
+    for count in wide:
+        bench = _Comparison(root / f"wide-{count}")
+        for _ in range(10):
+            bench.commit(bench.new)
+        timings = {"old": [], "new": []}
+        for _ in range(rounds):
+            timings["old"].append(bench.commit(bench.old, count))
+            timings["new"].append(bench.commit(bench.new, count))
+        old_ms = round(statistics.median(timings["old"]) * 1000, 1)
+        new_ms = round(statistics.median(timings["new"]) * 1000, 1)
+        wide_results.append(
+            {
+                "files": count,
+                "old_median_ms": old_ms,
+                "new_median_ms": new_ms,
+                "ratio": round(old_ms / new_ms, 1),
+            }
+        )
+        print(json.dumps(wide_results[-1]), flush=True)
+    return {"samples": samples, "rounds": rounds, "history": history, "wide": wide_results}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--batches", type=int, default=1000)
     parser.add_argument("--expire-every", type=int, default=100, help="0: never expire snapshots")
+    parser.add_argument("--compare", action="store_true", help="old against new commit path")
+    parser.add_argument("--kept", default="100,500,2000", help="snapshot counts to measure at (--compare)")
+    parser.add_argument("--wide", default="4096,16384", help="files per wide commit (--compare)")
+    parser.add_argument("--samples", type=int, default=20, help="commits per path at each --kept point")
+    parser.add_argument("--rounds", type=int, default=3, help="wide commits per path")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="icesink-commits-") as tmp:
-        print(json.dumps(run(args.batches, args.expire_every, Path(tmp)), indent=2))
+        if args.compare:
+            kept = [int(n) for n in args.kept.split(",") if n]
+            wide = [int(n) for n in args.wide.split(",") if n]
+            result = compare(kept, wide, args.samples, args.rounds, Path(tmp))
+        else:
+            result = run(args.batches, args.expire_every, Path(tmp))
+        print(json.dumps(result, indent=2))
     return 0
 
 

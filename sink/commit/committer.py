@@ -11,12 +11,16 @@ from dataclasses import dataclass, replace
 
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
-from pyiceberg.table import Table, TableProperties
+from pyiceberg.table import Table
+from pyiceberg.table.snapshots import Operation
+from pyiceberg.table.update import AssertTableUUID, SetPropertiesUpdate
 from pyiceberg.typedef import Record
 
+from sink._pyiceberg import commit_table_updates
 from sink.commit import ledger
 from sink.commit.ledger import BatchRange
 from sink.commit.recovery import delete_leftovers
+from sink.commit.snapshot import SnapshotProducer
 from sink.commit.staging import StagedBatch
 from sink.config import CommitConfig
 from sink.errors import CommitConflictError, CommitError
@@ -53,7 +57,8 @@ class Committer:
     batches another attempt (or process) committed meanwhile are left out, and their
     files are deleted only when the ledger names a different committing attempt (each
     attempt's files have paths of their own). A conflict is retried with exponential
-    backoff, by this loop only (pyiceberg's own retries would skip the ledger check).
+    backoff, by this loop only: each attempt builds its snapshot from the refreshed
+    metadata and commits it in one catalog call (:meth:`_commit_once`).
     A commit that finally gives up keeps every file a staged record may need; only the
     files of batches that are not staged durably are deleted (every attempt was refused,
     so no snapshot references them).
@@ -258,25 +263,49 @@ class Committer:
         return tuple(deleted)
 
     def _commit_once(self, staged: Sequence[StagedBatch], batches: BatchRange) -> int | None:
+        """One attempt on the refreshed table: the snapshot and the ledger's marker in one catalog call.
+
+        The snapshot is built once from the table's metadata (:mod:`sink.commit.snapshot`),
+        not through a pyiceberg transaction, which would deep-copy the whole metadata at
+        each step and retry conflicts without the ledger check this loop makes.
+
+        Raises:
+            CommitFailedException: A concurrent commit moved the table (the manifests this
+                attempt wrote are deleted: no snapshot references them).
+        """
         files = [f for b in staged for f in b.files]
         attempts = {b.batch_id: b.attempt for b in staged}
-        summary = ledger.summary_properties(self._sink_id, batches, attempts)
-        table = _without_inner_retries(self.table)
-        merge = table.metadata.properties.get("commit.manifest-merge.enabled", "false").lower() == "true"
-        with table.transaction() as tx:
-            if files:
-                update = tx.update_snapshot(snapshot_properties=summary)
-                with update.merge_append() if merge else update.fast_append() as append:
-                    for message in files:
-                        append.append_data_file(self._data_file(message))
-            marker = ledger.marker_properties(self._sink_id, batches, attempts.get(batches.last, ""))
-            tx.set_properties(marker)
-        self.table.metadata, self.table.metadata_location = table.metadata, table.metadata_location
-        snapshot = table.current_snapshot()
-        return snapshot.snapshot_id if files and snapshot is not None else None
+        marker = ledger.marker_properties(self._sink_id, batches, attempts.get(batches.last, ""))
+        if not files:
+            self._commit_marker(marker)
+            return None
+        producer = SnapshotProducer(
+            self.table,
+            Operation.APPEND,
+            snapshot_properties=ledger.summary_properties(self._sink_id, batches, attempts),
+            table_properties=marker,
+        )
+        for message in files:
+            producer.add_file(self._data_file(message))
+        pending = producer.build(self.table.metadata)
+        try:
+            commit_table_updates(self.table, pending.updates, pending.requirements)
+        except CommitFailedException:
+            producer.clean_up()
+            raise
+        producer.clean_up(keep=pending.files)  # manifests merged into others
+        return producer.snapshot_id
+
+    def _commit_marker(self, marker: Mapping[str, str]) -> None:
+        """Commit the ledger's marker alone (batches without files), as a property update."""
+        commit_table_updates(
+            self.table,
+            (SetPropertiesUpdate(updates=dict(marker)),),
+            (AssertTableUUID(uuid=self.table.metadata.table_uuid),),
+        )
 
     def _data_file(self, message: DataFileMessage) -> DataFile:
-        return DataFile.from_args(
+        data_file = DataFile.from_args(
             _table_format_version=self.table.format_version,
             content=DataFileContent.DATA,
             file_path=message.path,
@@ -292,10 +321,11 @@ class Committer:
             upper_bounds=message.upper_bounds,
             split_offsets=list(message.split_offsets) or None,
             sort_order_id=None,
-            spec_id=message.spec_id,
             equality_ids=None,
             key_metadata=None,
         )
+        data_file.spec_id = message.spec_id  # not a field of the manifest's struct
+        return data_file
 
     def delete_files(self, files: Sequence[DataFileMessage]) -> None:
         """Delete data files that no commit references."""
@@ -306,16 +336,3 @@ class Committer:
     @property
     def _name(self) -> str:
         return ".".join(self.table.name())
-
-
-def _without_inner_retries(table: Table) -> Table:
-    """A copy of ``table`` whose commits pyiceberg does not retry itself.
-
-    pyiceberg retries a conflicting snapshot commit on its own (``commit.retry.num-retries``
-    of the table), without the ledger check the :class:`Committer` makes before each
-    attempt; the copy reads that property as 0, so every conflict comes back here. The
-    property is only read, never committed.
-    """
-    properties = {**table.metadata.properties, TableProperties.COMMIT_NUM_RETRIES: "0"}
-    metadata = table.metadata.model_copy(update={"properties": properties})
-    return Table(table.name(), metadata, table.metadata_location, table.io, table.catalog, table.config)

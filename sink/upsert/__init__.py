@@ -9,6 +9,6 @@ The building blocks, in the order a batch uses them:
    rows holding the keys and writes position delete files for them
    (:mod:`sink.write.position_deletes`);
 4. :mod:`sink.upsert.row_delta` (driver) commits the new data files and the delete files
-   in one ``overwrite`` snapshot (:mod:`sink.upsert.snapshot`), after checking
+   in one ``overwrite`` snapshot (:mod:`sink.commit.snapshot`), after checking
    (:mod:`sink.upsert.validate`) that no concurrent commit removed a file they point at.
 """

@@ -31,9 +31,9 @@ from pyiceberg.typedef import Record
 from sink._pyiceberg import commit_table_updates
 from sink.commit import ledger
 from sink.commit.ledger import BatchRange
+from sink.commit.snapshot import SnapshotProducer, require_format_v2
 from sink.config import CommitConfig
 from sink.errors import CommitConflictError, CommitError, RowDeltaConflictError
-from sink.upsert.snapshot import SnapshotProducer, require_format_v2
 from sink.upsert.validate import conflicting_data_files
 from sink.write.messages import CONTENT_POSITION_DELETES, DataFileMessage
 from sink.write.position_deletes import FILE_PATH_FIELD_ID

@@ -1,9 +1,12 @@
 """One snapshot built straight from table metadata: manifests, manifest list, summary, updates.
 
-pyiceberg 0.12 cannot add delete files, and its transaction applies every staged update
-to a deep copy of the whole table metadata at each step, which makes a commit cost grow
-with the table's history. :class:`SnapshotProducer` reads the base metadata once and
-returns the catalog updates of one snapshot:
+Every commit of the sink goes through here: appends (:mod:`sink.commit.committer`, also
+for dead letters), row deltas and rewrites (:mod:`sink.upsert`). pyiceberg 0.12 cannot
+add delete files, and its transaction applies every staged update to a deep copy of the
+whole table metadata at each step, which makes a commit cost grow with the table's
+history. :class:`SnapshotProducer` reads the base metadata once and returns the catalog
+updates of one snapshot, committed in one catalog call
+(:func:`sink._pyiceberg.commit_table_updates`):
 
 - the added data files in one manifest per partition spec, the added position delete
   files in delete manifests (content ``deletes``), all with the snapshot's id and an
@@ -13,7 +16,7 @@ returns the catalog updates of one snapshot:
 - the manifests of the base snapshot, unchanged, except those holding a removed file,
   rewritten with that entry marked deleted (and the others existing);
 - manifests merged as the table's ``commit.manifest-merge.*`` properties ask
-  (:mod:`sink.upsert.manifest_merge`);
+  (:mod:`sink.commit.manifest_merge`), as pyiceberg's merge append does;
 - a summary with pyiceberg's counts (added/removed records, files, delete files,
   position deletes, totals) plus the caller's properties, and table properties set in
   the same atomic update (the ledger's marker).
@@ -65,8 +68,8 @@ from pyiceberg.table.update import (
 )
 
 from sink._pyiceberg import DeleteManifestWriter
+from sink.commit.manifest_merge import MergePolicy, merge_manifests
 from sink.errors import UpsertError
-from sink.upsert.manifest_merge import MergePolicy, merge_manifests
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +101,8 @@ class SnapshotProducer:
         snapshot_properties: Mapping[str, str] | None = None,
         table_properties: Mapping[str, str] | None = None,
     ) -> None:
-        require_format_v2(table)
+        if operation != Operation.APPEND:
+            require_format_v2(table)  # an append is what pyiceberg writes to a v1 table too
         self._table = table
         self._operation = operation
         self._snapshot_properties = dict(snapshot_properties or {})
