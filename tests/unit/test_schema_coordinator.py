@@ -56,7 +56,9 @@ def test_no_sleep_after_the_last_attempt(tmp_path: Path, monkeypatch: pytest.Mon
     assert len(sleeps) == 2  # between the three attempts, never after the last
 
 
-def test_a_retry_finds_the_change_another_writer_made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_retry_finds_the_change_another_writer_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     catalog, table = sql_table(tmp_path)
     other = catalog.load_table("db.t")
 
