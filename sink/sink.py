@@ -26,19 +26,21 @@ from typing import Any
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as st
 
 from sink import catalog as catalogs
+from sink import failpoints
 from sink.arrow_source import ArrowSource, fusable
 from sink.commit import ledger
 from sink.commit.staging import StagingArea
 from sink.commit.state import state_location
 from sink.config import SchemaEvolution, SinkConfig
 from sink.deadletter import DeadLetterQueue, dead_letter_table_name
-from sink.idle_listener import listen_for_idle
+from sink.errors import SinkClosedError
+from sink.idle_listener import FlushOnIdle, listen_for_idle, stop_listening
 from sink.metrics import SinkMetrics
-from sink.metrics_server import MetricsServer, export, is_exported
+from sink.metrics_server import MetricsServer, export, is_exported, unexport
 from sink.normalize import NormalizedBatch, NormalizeOptions, normalize
 from sink.progress import watch_active_session
 from sink.route.routed import RoutedBatch
@@ -84,6 +86,8 @@ class IcebergSink:
         self._lock = threading.Lock()
         self._states: dict[str, SinkState] = {}
         self._listening: set[int] = set()
+        self._listeners: list[tuple[SparkSession, FlushOnIdle]] = []
+        self._closed = False
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any], metrics: SinkMetrics | None = None) -> IcebergSink:
@@ -100,6 +104,7 @@ class IcebergSink:
             PartitionSpecError: ``partition-by`` names a missing column or an impossible transform.
             SchemaError: The stream has a column the table cannot take.
         """
+        self._check_open()
         table = catalogs.load_table(self.catalog, self.config.table)
         if table is None:
             table = catalogs.create_table(self.catalog, self.config, schema)
@@ -119,6 +124,7 @@ class IcebergSink:
         ``arrow_source``, from callers that made ``batch_df`` in Python, says how: the
         write may then run that Python function inside its own tasks (see :class:`ArrowSource`).
         """
+        self._check_open()
         sink_id = sink_id_of(batch_df, self.config.sink_id)
         name = self.config.table
         table = catalogs.load_table(self.catalog, name)
@@ -148,12 +154,15 @@ class IcebergSink:
             self.metrics.batches.labels(name, sink_id, "replay_skipped").inc()
             return
         # 2. schema, before 1. normalize: new columns and wider types are added to the table first
+        failpoints.hit("schema")
         with self.metrics.time_step(name, "schema"):
             table = self._evolve(table, batch_df.schema, sink_id, batch_id)
         # 1. normalize
+        failpoints.hit("normalize")
         with self.metrics.time_step(name, "normalize"):
             normalized = normalize(batch_df, table.schema(), self._normalize_options)
         # 3. route
+        failpoints.hit("route")
         with self.metrics.time_step(name, "route"):
             routed = self._route(table, state, batch_id, normalized)
         # 4. write (timed inside: the attempt record is written first)
@@ -168,6 +177,7 @@ class IcebergSink:
         boundary = self._commits.stage(state, written)
         # 6. commit, and 7. its metrics
         self._commits.commit_if_due(table, state, written, boundary)
+        failpoints.hit("commit.after")
 
     def _route(
         self, table: Table, state: SinkState, batch_id: int, normalized: NormalizedBatch
@@ -191,6 +201,7 @@ class IcebergSink:
         ``awaitTermination()`` of an ``availableNow`` query to make the last staged
         batches visible at once.
         """
+        self._check_open()
         with self._lock:
             states = [s for s in self._states.values() if query_id is None or s.query_id == query_id]
         for state in states:
@@ -211,8 +222,43 @@ class IcebergSink:
                 self._commits.recover(table, state)
             self._states[sink_id] = state  # only once recovered: a failed recovery runs again
         if self._commits.stages:
-            listen_for_idle(self, self._listening, self._lock)
+            added = listen_for_idle(self, self._listening, self._lock)
+            if added is not None:
+                self._listeners.append(added)
         return state
+
+    def close(self) -> None:
+        """Commit what is staged, stop exporting metrics, release the catalog.
+
+        Safe to call twice; any other use of the sink afterwards raises
+        :class:`~sink.errors.SinkClosedError`. A staged commit that fails is raised
+        after the rest is released: its batches stay staged for the next run.
+        """
+        if self._closed:
+            return
+        try:
+            self.flush()
+        finally:
+            self._closed = True
+            stop_listening(self._listeners)
+            unexport(self.metrics)
+            self.metrics_server = None
+            catalogs.close_catalog(self.catalog)
+            logger.info("sink of %s closed", self.config.table)
+
+    def __enter__(self) -> IcebergSink:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SinkClosedError(
+                "the sink is closed",
+                table=self.config.table,
+                hint="build a new IcebergSink (one per streaming job), and close it after awaitTermination()",
+            )
 
     def _evolve(
         self, table: Table, schema: st.StructType, sink_id: str | None, batch_id: int | None
