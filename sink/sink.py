@@ -19,7 +19,6 @@ the flush of staged batches when a query goes idle in :mod:`sink.idle_listener`.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -39,6 +38,7 @@ from sink.config import SchemaEvolution, SinkConfig
 from sink.deadletter import DeadLetterQueue, dead_letter_table_name
 from sink.errors import SinkClosedError
 from sink.idle_listener import FlushOnIdle, listen_for_idle, stop_listening
+from sink.log_context import batch_context, batch_logger
 from sink.metrics import SinkMetrics
 from sink.metrics_server import MetricsServer, export, is_exported, unexport
 from sink.normalize import NormalizedBatch, NormalizeOptions, normalize
@@ -52,7 +52,7 @@ from sink.write_step import BatchWriter
 
 __all__ = ["ArrowSource", "IcebergSink"]
 
-logger = logging.getLogger(__name__)
+logger = batch_logger(__name__)
 
 
 class IcebergSink:
@@ -127,16 +127,19 @@ class IcebergSink:
         self._check_open()
         sink_id = sink_id_of(batch_df, self.config.sink_id)
         name = self.config.table
-        table = catalogs.load_table(self.catalog, name)
-        if table is None:
-            with self.metrics.time_step(name, "schema"):
-                table = catalogs.create_table(self.catalog, self.config, batch_df.schema)
-        state = self._state(table, sink_id, batch_df)
-        self.metrics.begin_batch(name, sink_id, batch_id, state.query_id, table.metadata.current_snapshot_id)
-        if is_exported(self.metrics):
-            watch_active_session(self.metrics)  # progress metrics; once per session
-        with state.lock:
-            self._write_batch(batch_df, batch_id, table, state, arrow_source)
+        with batch_context(name, sink_id, batch_id):  # every log record of the batch names it
+            table = catalogs.load_table(self.catalog, name)
+            if table is None:
+                with self.metrics.time_step(name, "schema"):
+                    table = catalogs.create_table(self.catalog, self.config, batch_df.schema)
+            state = self._state(table, sink_id, batch_df)
+            self.metrics.begin_batch(
+                name, sink_id, batch_id, state.query_id, table.metadata.current_snapshot_id
+            )
+            if is_exported(self.metrics):
+                watch_active_session(self.metrics)  # progress metrics; once per session
+            with state.lock:
+                self._write_batch(batch_df, batch_id, table, state, arrow_source)
 
     def _write_batch(
         self,

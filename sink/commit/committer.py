@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -14,15 +13,17 @@ from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.table import Table, TableProperties
 from pyiceberg.typedef import Record
 
+from sink import failpoints
 from sink.commit import ledger
 from sink.commit.ledger import BatchRange
 from sink.commit.recovery import delete_leftovers
 from sink.commit.staging import StagedBatch
 from sink.config import CommitConfig
 from sink.errors import CommitConflictError, CommitError
+from sink.log_context import batch_logger
 from sink.write.messages import DataFileMessage
 
-logger = logging.getLogger(__name__)
+logger = batch_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -263,6 +264,7 @@ class Committer:
         summary = ledger.summary_properties(self._sink_id, batches, attempts)
         table = _without_inner_retries(self.table)
         merge = table.metadata.properties.get("commit.manifest-merge.enabled", "false").lower() == "true"
+        failpoints.hit("commit.before")
         with table.transaction() as tx:
             if files:
                 update = tx.update_snapshot(snapshot_properties=summary)
@@ -271,6 +273,7 @@ class Committer:
                         append.append_data_file(self._data_file(message))
             marker = ledger.marker_properties(self._sink_id, batches, attempts.get(batches.last, ""))
             tx.set_properties(marker)
+        failpoints.hit("commit.lost")  # landed, but the caller never hears of it
         self.table.metadata, self.table.metadata_location = table.metadata, table.metadata_location
         snapshot = table.current_snapshot()
         return snapshot.snapshot_id if files and snapshot is not None else None

@@ -22,7 +22,6 @@ schema keep reading correctly: ids, not names, decide.
 from __future__ import annotations
 
 import hashlib
-import logging
 import random
 import threading
 import time
@@ -37,6 +36,7 @@ from pyspark.sql import types as st
 
 from sink.config import CommitConfig, SinkConfig
 from sink.errors import CommitConflictError, SchemaError
+from sink.log_context import batch_logger
 from sink.metrics import SinkMetrics
 from sink.schema.diff import (
     AddColumn,
@@ -48,7 +48,7 @@ from sink.schema.diff import (
     diff_schema,
 )
 
-logger = logging.getLogger(__name__)
+logger = batch_logger(__name__)
 
 
 class SchemaCheck(StrEnum):
