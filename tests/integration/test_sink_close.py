@@ -64,6 +64,34 @@ def test_with_block_commits_an_available_now_query(
     assert table_ids(options) == list(range(300))  # nothing left staged when the block ends
 
 
+def test_the_listener_commits_only_once_the_listener_bus_delivers_the_end(
+    spark: SparkSession, catalog_options: dict[str, str], tmp_path: object
+) -> None:
+    """Without close(), the query's end commits the staged batches from Spark's listener bus.
+
+    That bus is asynchronous: ``awaitTermination()`` returns when the query has stopped,
+    not when listeners have heard of it. Waiting for the bus to drain (an internal of
+    Spark's, used here only to show where the commit comes from) makes them visible.
+    """
+    source = f"{tmp_path}/source"
+    spark.range(0, 200).repartition(2).write.parquet(source)
+    options = {**catalog_options, "table": "db.listened", "commit.max-batches": "100"}
+    sink = IcebergSink.from_options(options)
+    query = (
+        spark.readStream.schema("id long")
+        .option("maxFilesPerTrigger", 1)
+        .parquet(source)
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", f"{tmp_path}/checkpoint")
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
+    assert table_ids(options) == list(range(200))
+    sink.close()
+
+
 def test_close_stops_the_metrics_server(spark: SparkSession, catalog_options: dict[str, str]) -> None:
     options = {**catalog_options, "table": "db.served", "metrics.port": "0", "metrics.host": "127.0.0.1"}
     sink = IcebergSink.from_options(options)
