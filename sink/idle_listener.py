@@ -10,6 +10,8 @@ from typing import Any, Protocol
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
+from sink.errors import SinkClosedError
+
 logger = logging.getLogger(__name__)
 
 
@@ -40,6 +42,8 @@ class FlushOnIdle(StreamingQueryListener):
     def _flush(self, query_id: str) -> None:
         try:
             self._sink.flush(query_id)
+        except SinkClosedError:  # an event queued before close() removed the listener
+            return
         except Exception:  # a listener must not kill the listener bus; the next batch retries
             logger.exception("flushing staged batches of query %s failed", query_id)
 

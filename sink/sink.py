@@ -200,9 +200,9 @@ class IcebergSink:
     def flush(self, query_id: str | None = None) -> None:
         """Commit whatever is staged (all sinks, or those of one streaming query).
 
-        Called automatically when a query goes idle or stops; call it yourself after
-        ``awaitTermination()`` of an ``availableNow`` query to make the last staged
-        batches visible at once.
+        Called automatically when a query goes idle or stops, but Spark tells listeners
+        of a query's end only after ``awaitTermination()`` returned: call :meth:`close`
+        (or this) after it to make the last staged batches visible at once.
         """
         self._check_open()
         with self._lock:
