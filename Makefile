@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: env system-deps demo test test-fast test-deploy lint format bench bench-upsert clean
+.PHONY: env system-deps demo test test-fast test-faults test-deploy lint format bench bench-upsert clean
 
 env: $(STAMP)
 
@@ -30,6 +30,11 @@ test: env system-deps
 
 test-fast: env
 	$(PY) -m pytest -q tests/unit $(PYTEST_ARGS)
+
+# Every fault of tests/faults/harness.py in both commit modes at every batch (a seeded
+# selection of them runs in make test).
+test-faults: env
+	$(PY) -m pytest -q -m faults_full tests/faults $(PYTEST_ARGS)
 
 # Real servers on loopback: SeaweedFS (S3 + REST catalog), PostgreSQL, Spark cluster, Spark Connect.
 test-deploy: env system-deps

@@ -114,3 +114,10 @@ def ensure_namespace(catalog: Catalog, namespace: str) -> None:
     except Exception:
         if not catalog.namespace_exists(namespace):
             raise
+
+
+def close_catalog(catalog: Catalog) -> None:
+    """Release what ``catalog`` holds (the SQL catalog's connection pool); it is not used again."""
+    engine = getattr(catalog, "engine", None)
+    if engine is not None:
+        engine.dispose()

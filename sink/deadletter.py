@@ -17,7 +17,6 @@ the dead-letter ledger has it, so its dead letters are not. Exactly once on both
 from __future__ import annotations
 
 import datetime as dt
-import logging
 import threading
 import uuid
 from collections.abc import Callable
@@ -33,6 +32,7 @@ from pyiceberg.types import LongType, NestedField, StringType, TimestamptzType
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
+from sink import failpoints
 from sink.catalog import CREATED_TABLE_PROPERTIES, ensure_namespace
 from sink.commit import ledger
 from sink.commit.committer import Committer
@@ -40,6 +40,7 @@ from sink.commit.ledger import BatchRange
 from sink.commit.recovery import AttemptLog, AttemptRecord, attempt_location
 from sink.config import SinkConfig
 from sink.errors import ConfigError, SchemaError, WriteError
+from sink.log_context import batch_logger
 from sink.metrics import SinkMetrics
 from sink.normalize import BadRecordReason
 from sink.route.routed import RoutedBatch
@@ -48,7 +49,7 @@ from sink.type_mapping import iceberg_to_spark_type
 from sink.write.messages import DataFileMessage, RowCounts
 from sink.write.task import WriteSpec, run_write
 
-logger = logging.getLogger(__name__)
+logger = batch_logger(__name__)
 
 DEAD_LETTER_SUFFIX = "__dlq"
 DEAD_LETTER_SCHEMA = Schema(
@@ -144,6 +145,7 @@ class DeadLetterQueue:
         bad_rows = counts.bad_rows
         if bad_rows == 0:
             return DeadLetterOutcome()
+        failpoints.hit("deadletter")
         table = self._table()
         self._recover(table, sink_id)
         if ledger.is_committed(table, sink_id, batch_id):

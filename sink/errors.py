@@ -144,6 +144,12 @@ class SelfCheckError(SinkError):
     code = "SELF-CHECK"
 
 
+class SinkClosedError(SinkError):
+    """The sink was used after :meth:`~sink.sink.IcebergSink.close`."""
+
+    code = "CLOSED"
+
+
 def _restore(cls: type[SinkError], state: dict[str, Any]) -> SinkError:
     """Rebuild a pickled error without calling its ``__init__`` (subclasses may change its signature)."""
     error = cls.__new__(cls)

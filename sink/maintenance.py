@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot
 
+from sink import failpoints
 from sink._pyiceberg import list_files_with_mtime
 
 logger = logging.getLogger(__name__)
@@ -111,6 +112,7 @@ def remove_orphan_files(
         if path not in referenced and modified < cutoff:
             orphans.append(path)
     if not dry_run:
+        failpoints.hit("maintenance")
         for path in orphans:
             table.io.delete(path)
     logger.info(

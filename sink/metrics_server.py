@@ -281,3 +281,15 @@ def shutdown() -> None:
     with _EXPORTS.lock:
         for registry in _EXPORTS.sinks.registries():
             _EXPORTS.sinks.remove(registry)
+
+
+def unexport(metrics: SinkMetrics) -> None:
+    """Stop exporting ``metrics``; the last exported sink of the process stops the servers and pushers."""
+    with _EXPORTS.lock:
+        if metrics.registry not in _EXPORTS.sinks:
+            return
+        last = _EXPORTS.sinks.registries() == [metrics.registry]
+        if not last:
+            _EXPORTS.sinks.remove(metrics.registry)
+    if last:
+        shutdown()  # pushes the last values first

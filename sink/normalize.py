@@ -22,7 +22,6 @@ executor's message back into a :class:`~sink.errors.BadRecordError`
 
 from __future__ import annotations
 
-import logging
 import re
 import threading
 from collections import OrderedDict
@@ -37,6 +36,7 @@ from pyspark.sql import types as st
 
 from sink.config import BadRecordPolicy, SchemaEvolution, SinkConfig
 from sink.errors import BadRecordError
+from sink.log_context import batch_logger
 from sink.schema.conversion import BadRecordReason, ColumnConverter, Problem
 from sink.spark_session import application_id
 
@@ -49,7 +49,7 @@ __all__ = [
     "normalize",
 ]
 
-logger = logging.getLogger(__name__)
+logger = batch_logger(__name__)
 
 PROBLEM_COLUMN = "__icesink_problem"
 BAD_ROW_COLUMN = "__icesink_bad_row"  # true for a row to dead-letter (see NormalizedBatch.bad_row_flag)

@@ -19,26 +19,28 @@ the flush of staged batches when a query goes idle in :mod:`sink.idle_listener`.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Mapping
 from typing import Any
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as st
 
 from sink import catalog as catalogs
+from sink import failpoints
 from sink.arrow_source import ArrowSource, fusable
 from sink.commit import ledger
 from sink.commit.staging import StagingArea
 from sink.commit.state import state_location
 from sink.config import SchemaEvolution, SinkConfig
 from sink.deadletter import DeadLetterQueue, dead_letter_table_name
-from sink.idle_listener import listen_for_idle
+from sink.errors import SinkClosedError
+from sink.idle_listener import FlushOnIdle, listen_for_idle, stop_listening
+from sink.log_context import batch_context, batch_logger
 from sink.metrics import SinkMetrics
-from sink.metrics_server import MetricsServer, export, is_exported
+from sink.metrics_server import MetricsServer, export, is_exported, unexport
 from sink.normalize import NormalizedBatch, NormalizeOptions, normalize
 from sink.progress import watch_active_session
 from sink.route.routed import RoutedBatch
@@ -50,7 +52,7 @@ from sink.write_step import BatchWriter
 
 __all__ = ["ArrowSource", "IcebergSink"]
 
-logger = logging.getLogger(__name__)
+logger = batch_logger(__name__)
 
 
 class IcebergSink:
@@ -84,6 +86,8 @@ class IcebergSink:
         self._lock = threading.Lock()
         self._states: dict[str, SinkState] = {}
         self._listening: set[int] = set()
+        self._listeners: list[tuple[SparkSession, FlushOnIdle]] = []
+        self._closed = False
 
     def __getstate__(self) -> dict[str, Any]:
         """Only the configuration travels (Spark Connect pickles the ``foreachBatch`` function).
@@ -111,6 +115,7 @@ class IcebergSink:
             PartitionSpecError: ``partition-by`` names a missing column or an impossible transform.
             SchemaError: The stream has a column the table cannot take.
         """
+        self._check_open()
         table = catalogs.load_table(self.catalog, self.config.table)
         if table is None:
             table = catalogs.create_table(self.catalog, self.config, schema)
@@ -130,18 +135,22 @@ class IcebergSink:
         ``arrow_source``, from callers that made ``batch_df`` in Python, says how: the
         write may then run that Python function inside its own tasks (see :class:`ArrowSource`).
         """
+        self._check_open()
         sink_id = sink_id_of(batch_df, self.config.sink_id)
         name = self.config.table
-        table = catalogs.load_table(self.catalog, name)
-        if table is None:
-            with self.metrics.time_step(name, "schema"):
-                table = catalogs.create_table(self.catalog, self.config, batch_df.schema)
-        state = self._state(table, sink_id, batch_df)
-        self.metrics.begin_batch(name, sink_id, batch_id, state.query_id, table.metadata.current_snapshot_id)
-        if is_exported(self.metrics):
-            watch_active_session(self.metrics)  # progress metrics; once per session
-        with state.lock:
-            self._write_batch(batch_df, batch_id, table, state, arrow_source)
+        with batch_context(name, sink_id, batch_id):  # every log record of the batch names it
+            table = catalogs.load_table(self.catalog, name)
+            if table is None:
+                with self.metrics.time_step(name, "schema"):
+                    table = catalogs.create_table(self.catalog, self.config, batch_df.schema)
+            state = self._state(table, sink_id, batch_df)
+            self.metrics.begin_batch(
+                name, sink_id, batch_id, state.query_id, table.metadata.current_snapshot_id
+            )
+            if is_exported(self.metrics):
+                watch_active_session(self.metrics)  # progress metrics; once per session
+            with state.lock:
+                self._write_batch(batch_df, batch_id, table, state, arrow_source)
 
     def _write_batch(
         self,
@@ -159,12 +168,15 @@ class IcebergSink:
             self.metrics.batches.labels(name, sink_id, "replay_skipped").inc()
             return
         # 2. schema, before 1. normalize: new columns and wider types are added to the table first
+        failpoints.hit("schema")
         with self.metrics.time_step(name, "schema"):
             table = self._evolve(table, batch_df.schema, sink_id, batch_id)
         # 1. normalize
+        failpoints.hit("normalize")
         with self.metrics.time_step(name, "normalize"):
             normalized = normalize(batch_df, table.schema(), self._normalize_options)
         # 3. route
+        failpoints.hit("route")
         with self.metrics.time_step(name, "route"):
             routed = self._route(table, state, batch_id, normalized)
         # 4. write (timed inside: the attempt record is written first)
@@ -179,6 +191,7 @@ class IcebergSink:
         boundary = self._commits.stage(state, written)
         # 6. commit, and 7. its metrics
         self._commits.commit_if_due(table, state, written, boundary)
+        failpoints.hit("commit.after")
 
     def _route(
         self, table: Table, state: SinkState, batch_id: int, normalized: NormalizedBatch
@@ -198,10 +211,11 @@ class IcebergSink:
     def flush(self, query_id: str | None = None) -> None:
         """Commit whatever is staged (all sinks, or those of one streaming query).
 
-        Called automatically when a query goes idle or stops; call it yourself after
-        ``awaitTermination()`` of an ``availableNow`` query to make the last staged
-        batches visible at once.
+        Called automatically when a query goes idle or stops, but Spark tells listeners
+        of a query's end only after ``awaitTermination()`` returned: call :meth:`close`
+        (or this) after it to make the last staged batches visible at once.
         """
+        self._check_open()
         with self._lock:
             states = [s for s in self._states.values() if query_id is None or s.query_id == query_id]
         for state in states:
@@ -222,8 +236,43 @@ class IcebergSink:
                 self._commits.recover(table, state)
             self._states[sink_id] = state  # only once recovered: a failed recovery runs again
         if self._commits.stages:
-            listen_for_idle(self, self._listening, self._lock)
+            added = listen_for_idle(self, self._listening, self._lock)
+            if added is not None:
+                self._listeners.append(added)
         return state
+
+    def close(self) -> None:
+        """Commit what is staged, stop exporting metrics, release the catalog.
+
+        Safe to call twice; any other use of the sink afterwards raises
+        :class:`~sink.errors.SinkClosedError`. A staged commit that fails is raised
+        after the rest is released: its batches stay staged for the next run.
+        """
+        if self._closed:
+            return
+        try:
+            self.flush()
+        finally:
+            self._closed = True
+            stop_listening(self._listeners)
+            unexport(self.metrics)
+            self.metrics_server = None
+            catalogs.close_catalog(self.catalog)
+            logger.info("sink of %s closed", self.config.table)
+
+    def __enter__(self) -> IcebergSink:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SinkClosedError(
+                "the sink is closed",
+                table=self.config.table,
+                hint="build a new IcebergSink (one per streaming job), and close it after awaitTermination()",
+            )
 
     def _evolve(
         self, table: Table, schema: st.StructType, sink_id: str | None, batch_id: int | None

@@ -9,10 +9,9 @@ batch of a sink id in a process, what a crashed run left behind is settled first
 
 from __future__ import annotations
 
-import logging
-
 from pyiceberg.table import Table
 
+from sink import failpoints
 from sink.commit import ledger
 from sink.commit.committer import Committer
 from sink.commit.ledger import BatchRange
@@ -20,11 +19,12 @@ from sink.commit.policy import CommitPolicy
 from sink.commit.recovery import AttemptLog
 from sink.commit.staging import StagedBatch
 from sink.config import SinkConfig
+from sink.log_context import batch_logger
 from sink.metrics import SinkMetrics
 from sink.sink_state import SinkState
 from sink.write_step import WrittenBatch
 
-logger = logging.getLogger(__name__)
+logger = batch_logger(__name__)
 
 
 class StagedCommits:
@@ -52,6 +52,7 @@ class StagedCommits:
     def stage(self, state: SinkState, written: WrittenBatch) -> bool:
         """Stage ``written``'s files; whether it is a chunk boundary (an empty batch)."""
         name, sink_id, files = self.config.table, state.sink_id, written.files
+        failpoints.hit("stage")
         if files:
             batch = StagedBatch(written.batch_id, written.attempt, tuple(files), location=written.location)
             if self._policy.stages:

@@ -8,7 +8,6 @@ failure into an error of the sink.
 
 from __future__ import annotations
 
-import logging
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,13 +20,14 @@ from sink.arrow_source import ArrowSource
 from sink.commit.recovery import AttemptLog, AttemptRecord, attempt_location
 from sink.config import SinkConfig
 from sink.errors import BadRecordError, SchemaError, WriteError, find_error_code
+from sink.log_context import batch_logger
 from sink.metrics import SinkMetrics
 from sink.normalize import NormalizedBatch, bad_record_error
 from sink.route.routed import RoutedBatch
 from sink.write.messages import DataFileMessage, RowCounts, WriteResult
 from sink.write.task import ArrowFunction, WriteSpec, run_write
 
-logger = logging.getLogger(__name__)
+logger = batch_logger(__name__)
 
 _TARGET_FILE_SIZE = ("write.target-file-size-bytes", "target_file_size_bytes")
 

@@ -61,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         .start()
     )
     query.awaitTermination()
+    sink.close()  # commits the last staged batches now: the query's end reaches listeners later
     elapsed = time.perf_counter() - started
 
     table = sink.catalog.load_table(TABLE)

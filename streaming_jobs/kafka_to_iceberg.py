@@ -101,8 +101,16 @@ def _run(config: JobConfig, spark: Any) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    sink.flush()
+        _close(sink)
     return 0
+
+
+def _close(sink: IcebergSink) -> None:
+    """Commit what the query staged before the process ends (the next run would, later)."""
+    try:
+        sink.close()
+    except Exception as e:
+        logger.error("staged batches of %s stay staged for the next run: %s", sink.table_name, e)
 
 
 class _StopRequest:

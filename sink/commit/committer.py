@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -16,6 +15,7 @@ from pyiceberg.table.snapshots import Operation
 from pyiceberg.table.update import AssertTableUUID, SetPropertiesUpdate
 from pyiceberg.typedef import Record
 
+from sink import failpoints
 from sink._pyiceberg import commit_table_updates
 from sink.commit import ledger
 from sink.commit.ledger import BatchRange
@@ -24,9 +24,10 @@ from sink.commit.snapshot import SnapshotProducer
 from sink.commit.staging import StagedBatch
 from sink.config import CommitConfig
 from sink.errors import CommitConflictError, CommitError
+from sink.log_context import batch_logger
 from sink.write.messages import DataFileMessage
 
-logger = logging.getLogger(__name__)
+logger = batch_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -277,7 +278,9 @@ class Committer:
         attempts = {b.batch_id: b.attempt for b in staged}
         marker = ledger.marker_properties(self._sink_id, batches, attempts.get(batches.last, ""))
         if not files:
+            failpoints.hit("commit.before")
             self._commit_marker(marker)
+            failpoints.hit("commit.lost")
             return None
         producer = SnapshotProducer(
             self.table,
@@ -288,12 +291,14 @@ class Committer:
         for message in files:
             producer.add_file(self._data_file(message))
         pending = producer.build(self.table.metadata)
+        failpoints.hit("commit.before")
         try:
             commit_table_updates(self.table, pending.updates, pending.requirements)
         except CommitFailedException:
             producer.clean_up()
             raise
         producer.clean_up(keep=pending.files)  # manifests merged into others
+        failpoints.hit("commit.lost")  # landed, but the caller never hears of it
         return producer.snapshot_id
 
     def _commit_marker(self, marker: Mapping[str, str]) -> None:

@@ -40,8 +40,6 @@ shuffled either: its one task writes one file per value, as many as a shuffle gi
 
 from __future__ import annotations
 
-import logging
-
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
@@ -51,6 +49,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from sink.config import DEFAULT_TARGET_FILE_SIZE_BYTES, DistributionMode
+from sink.log_context import batch_logger
 from sink.route.hot_values import count_hot_values, salt_columns, spread
 from sink.route.routed import RoutedBatch, resolve_mode
 from sink.route.self_check import ensure_self_checks
@@ -66,7 +65,7 @@ from sink.spark_session import default_parallelism, num_partitions
 from sink.write.keys import arrow_key_functions
 from sink.write.layout import BucketLayout
 
-logger = logging.getLogger(__name__)
+logger = batch_logger(__name__)
 
 PARTITION_COLUMN_PREFIX = "__icesink_partition_"
 SINGLE_TASK_MAX_BYTES = 16 * 1024 * 1024

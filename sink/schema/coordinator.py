@@ -22,7 +22,6 @@ schema keep reading correctly: ids, not names, decide.
 from __future__ import annotations
 
 import hashlib
-import logging
 import random
 import threading
 import time
@@ -37,6 +36,7 @@ from pyspark.sql import types as st
 
 from sink.config import CommitConfig, SinkConfig
 from sink.errors import CommitConflictError, SchemaError
+from sink.log_context import batch_logger
 from sink.metrics import SinkMetrics
 from sink.schema.diff import (
     AddColumn,
@@ -48,7 +48,7 @@ from sink.schema.diff import (
     diff_schema,
 )
 
-logger = logging.getLogger(__name__)
+logger = batch_logger(__name__)
 
 
 class SchemaCheck(StrEnum):
@@ -198,16 +198,7 @@ class SchemaCoordinator:
                 conflicts += 1
                 if metrics is not None:
                     metrics.schema_commit_conflicts.labels(self.table_name).inc()
-                wait_ms = min(retry.min_wait_ms * 2 ** (attempt - 1), retry.max_wait_ms)
-                wait_ms += random.uniform(0, 0.1 * wait_ms)
-                logger.warning(
-                    "schema commit to %s lost a race (attempt %s): %s; retrying in %.0f ms",
-                    self.table_name,
-                    attempt,
-                    e,
-                    wait_ms,
-                )
-                time.sleep(wait_ms / 1000)
+                self._wait_before_retry(attempt, retry, e)
                 continue
             except (ValueError, TypeError) as e:
                 raise SchemaError(
@@ -222,6 +213,24 @@ class SchemaCoordinator:
             table=self.table_name,
             hint="raise commit.retry.num-retries or reduce the number of writers changing the schema at once",
         )
+
+    def _wait_before_retry(self, attempt: int, retry: CommitConfig, error: Exception) -> None:
+        """Back off before the next attempt (which refreshes and diffs again); none after the last."""
+        if attempt > retry.retries:
+            logger.warning(
+                "schema commit to %s lost a race (attempt %s, the last): %s", self.table_name, attempt, error
+            )
+            return
+        wait_ms = min(retry.min_wait_ms * 2 ** (attempt - 1), retry.max_wait_ms)
+        wait_ms += random.uniform(0, 0.1 * wait_ms)
+        logger.warning(
+            "schema commit to %s lost a race (attempt %s): %s; retrying in %.0f ms",
+            self.table_name,
+            attempt,
+            error,
+            wait_ms,
+        )
+        time.sleep(wait_ms / 1000)
 
     def _remember(self, schema: Schema, force: bool = False) -> None:
         with self._cache_lock:

@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 from pyiceberg.io import FileIO, OutputStream
 from pyiceberg.schema import Schema
 
+from sink import failpoints
 from sink._pyiceberg import StatisticsPlan, footer_statistics, statistics_plan
 from sink.write.messages import DataFileMessage
 from sink.write.protocol import FileWriter
@@ -154,6 +155,7 @@ class ParquetFileWriter(FileWriter[DataFileMessage | None]):
             return
         if self._writer is None:
             self._stream = self._io.new_output(self.path).create(overwrite=False)
+            failpoints.hit("storage.write")  # a storage write error, the file begun
             self._writer = pq.ParquetWriter(
                 self._stream,
                 schema=self._arrow_schema,

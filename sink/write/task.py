@@ -21,6 +21,7 @@ from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.typedef import Record
 
+from sink import failpoints
 from sink._pyiceberg import partition_representation, statistics_plan
 from sink.errors import WriteError
 from sink.type_mapping import iceberg_to_arrow_schema
@@ -129,6 +130,7 @@ def run_write(
 
 def write_function(spec: WriteSpec, before: ArrowFunction | None = None) -> ArrowFunction:
     """The function to hand to ``DataFrame.mapInArrow`` (output schema: ``MESSAGE_SCHEMA``)."""
+    faults = failpoints.for_tasks()
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         if before is not None:
@@ -139,8 +141,9 @@ def write_function(spec: WriteSpec, before: ArrowFunction | None = None) -> Arro
         task_id = context.partitionId() if context else 0
         attempt = context.attemptNumber() if context else 0
         writer = DataTaskWriter(spec, task_id, attempt)
-        with PeakRssSampler() as rss:
+        with PeakRssSampler() as rss, failpoints.armed_in_task(faults):
             messages = writer.write_all(batches)
+            failpoints.hit("write.task")
         messages = [replace(m, task_peak_rss_bytes=rss.peak_bytes) for m in messages]
         yield messages_to_arrow(messages, writer.report)
 

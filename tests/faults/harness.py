@@ -1,0 +1,285 @@
+"""Inject one fault into a run of small batches, restart where Spark would, check every row.
+
+A :class:`Fault` names a failpoint of :mod:`sink.failpoints` (or the catalog going down
+at one, or a storm of conflicting commits), a commit mode and the batch it hits.
+:func:`run_with_fault` drives the sink directly, as ``foreachBatch`` does: batch after
+batch, and when a batch fails, a new sink (the restarted query, same sink id) replays
+it. Then the maintenance run, and :func:`check` reads both tables back.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import json
+import random
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import sqlalchemy
+from pyiceberg.catalog import Catalog
+from pyiceberg.table import Table
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as st
+from sqlalchemy import event
+
+from sink import IcebergSink, failpoints
+from sink.maintenance import referenced_files, remove_orphan_files
+from tests.support.tables import catalog_from_options
+
+BATCHES = 3
+ROWS = 20  # per batch; every 10th row has a value the table's int column cannot take
+TABLE = "db.faults"
+DEAD_LETTERS = f"{TABLE}__dlq"
+RETRIES = 1
+NOW = dt.timedelta(0)  # maintenance takes every unreferenced file, however new
+
+BATCH_POINTS = (
+    "normalize",
+    "schema",
+    "route",
+    "deadletter",
+    "stage",
+    "commit.before",
+    "commit.lost",
+    "commit.after",
+)
+EXECUTOR_POINTS = ("write.task", "storage.write")
+CATALOG_POINTS = ("schema", "stage", "commit.before", "commit.after")
+MODES = ("append", "staged")
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One injected fault.
+
+    Attributes:
+        kind: ``raise`` (an exception at ``point``), ``exit`` (the process of a write
+            task ends), ``catalog-down`` (every catalog call fails from ``point`` until
+            the restart), ``conflicts`` (a concurrent appender wins every commit attempt),
+            ``maintenance`` (the orphan-file run fails before deleting).
+        point: The failpoint.
+        mode: ``append`` (a commit per batch) or ``staged`` (commits of up to 3 batches).
+        batch: The batch the fault hits.
+    """
+
+    kind: str
+    point: str
+    mode: str
+    batch: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}@{self.point}-{self.mode}-b{self.batch}"
+
+
+def matrix() -> list[Fault]:
+    """Every fault the harness knows, in both modes, at every batch."""
+    kinds = [("raise", p) for p in BATCH_POINTS + EXECUTOR_POINTS]
+    kinds += [("exit", "write.task")]
+    kinds += [("catalog-down", p) for p in CATALOG_POINTS]
+    kinds += [("conflicts", "commit.before"), ("maintenance", "maintenance")]
+    return [Fault(k, p, m, b) for k, p in kinds for m in MODES for b in range(BATCHES)]
+
+
+def seeded_selection(seed: int, n: int) -> list[Fault]:
+    """``n`` faults of :func:`matrix`, every kind and point at least once where ``n`` allows."""
+    rng = random.Random(seed)
+    faults = matrix()
+    rng.shuffle(faults)
+    chosen: dict[tuple[str, str], Fault] = {}
+    for fault in faults:
+        chosen.setdefault((fault.kind, fault.point), fault)
+    rest = [f for f in faults if f not in chosen.values()]
+    return sorted([*chosen.values(), *rest][:n], key=lambda f: f.name)
+
+
+SCHEMA = st.StructType([st.StructField("id", st.LongType(), False), st.StructField("n", st.IntegerType())])
+
+
+def frame(spark: SparkSession, batch_id: int) -> DataFrame:
+    """Batch ``batch_id``: ``n`` arrives as text; batch 2 brings a new column (a schema change)."""
+    rows = [(i, "bad" if i % 10 == 3 else str(i)) for i in range(batch_id * ROWS, (batch_id + 1) * ROWS)]
+    df = spark.createDataFrame(rows, "id long, n string").coalesce(1)
+    return df.selectExpr("*", "'e' AS extra") if batch_id >= 2 else df
+
+
+class CatalogOutage:
+    """Every SQL statement of this process fails while :attr:`down` (the catalog's database is gone)."""
+
+    def __init__(self) -> None:
+        self.down = False
+        self.outages = 0
+        event.listen(sqlalchemy.engine.Engine, "before_cursor_execute", self._refuse)
+
+    def _refuse(self, *_args: Any) -> None:
+        if self.down:
+            raise sqlalchemy.exc.OperationalError("catalog", {}, Exception("unable to open database file"))
+
+    def go_down(self, _point: str) -> None:
+        self.down = True
+        self.outages += 1
+
+    def close(self) -> None:
+        self.down = False
+        event.remove(sqlalchemy.engine.Engine, "before_cursor_execute", self._refuse)
+
+
+class ConflictStorm:
+    """Another writer appends rows before every commit attempt of the sink: every attempt conflicts."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        self._catalog = catalog_from_options(options)
+        self._ids = itertools.count(-1, -1)
+        self.appended: list[int] = []
+
+    def append(self, _point: str) -> None:
+        table = self._catalog.load_table(TABLE)
+        ids = [next(self._ids) for _ in range(2)]
+        rows = pa.table({"id": ids}, schema=pa.schema([pa.field("id", pa.int64(), nullable=False)]))
+        table.append(rows)
+        self.appended.extend(ids)
+
+
+@dataclass
+class Outcome:
+    """What a run checked."""
+
+    fault: Fault
+    faults_fired: int = 0
+    restarts: int = 0
+    rows_checked: int = 0
+    lost: list[int] = field(default_factory=list)
+    duplicated: list[int] = field(default_factory=list)
+    missing_files: list[str] = field(default_factory=list)
+    unreferenced_files: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "fault": self.fault.name,
+            "fired": self.faults_fired,
+            "restarts": self.restarts,
+            "rows": self.rows_checked,
+            "lost": len(self.lost),
+            "duplicated": len(self.duplicated),
+            "missing_files": len(self.missing_files),
+            "unreferenced_files": len(self.unreferenced_files),
+        }
+
+
+def options_for(catalog_options: dict[str, str], mode: str) -> dict[str, str]:
+    options = {
+        **catalog_options,
+        "table": TABLE,
+        "sink-id": "faults",
+        "commit.retry.num-retries": str(RETRIES),
+        "commit.retry.min-wait-ms": "1",
+        "commit.retry.max-wait-ms": "2",
+    }
+    if mode == "staged":
+        options["commit.max-batches"] = "3"
+    return options
+
+
+def arm(fault: Fault, outage: CatalogOutage, storm: ConflictStorm) -> None:
+    if fault.kind == "catalog-down":
+        failpoints.arm(fault.point, "call", call=outage.go_down)
+    elif fault.kind == "conflicts":
+        failpoints.arm(fault.point, "call", call=storm.append, times=100)  # every attempt of the batch
+    elif fault.kind in ("raise", "exit"):
+        failpoints.arm(fault.point, fault.kind)
+
+
+def run_with_fault(spark: SparkSession, catalog_options: dict[str, str], fault: Fault) -> Outcome:
+    """Run the batches with ``fault`` injected, restart after it, maintain, and check."""
+    options = options_for(catalog_options, fault.mode)
+    outcome = Outcome(fault)
+    IcebergSink.from_options(options).prepare(SCHEMA)  # the table's n is an int
+    storm = ConflictStorm(options)
+    outage = CatalogOutage()
+    try:
+        sink = IcebergSink.from_options(options)
+        for batch_id in range(BATCHES):
+            if batch_id == fault.batch:
+                arm(fault, outage, storm)
+            try:
+                sink(frame(spark, batch_id), batch_id)
+            except Exception:
+                outcome.restarts += 1
+                failpoints.disarm_all()
+                outage.down = False  # the catalog is back
+                sink = IcebergSink.from_options(options)  # the restarted query replays the batch
+                sink(frame(spark, batch_id), batch_id)
+            failpoints.disarm_all()
+        outcome.restarts += finish(spark, sink, options, outage)
+    finally:
+        failpoints.disarm_all()
+        outage.close()
+    # raised and exits each cost a restart; an outage or a storm may be survived without one
+    called = outage.outages + (1 if storm.appended else 0)
+    outcome.faults_fired = called if fault.kind in ("catalog-down", "conflicts") else outcome.restarts
+    catalog = catalog_from_options(options)
+    outcome.faults_fired += maintain(catalog, fault)
+    check(catalog, outcome, storm.appended)
+    return outcome
+
+
+def finish(spark: SparkSession, sink: IcebergSink, options: dict[str, str], outage: CatalogOutage) -> int:
+    """The end of the query: close the sink; when that fails, the next run's first (empty) batch commits."""
+    try:
+        sink.close()
+        return 0
+    except Exception:
+        outage.down = False
+        with IcebergSink.from_options(options) as restarted:
+            restarted(spark.createDataFrame([], "id long, n string"), BATCHES)
+        return 1
+
+
+def maintain(catalog: Catalog, fault: Fault) -> int:
+    """The maintenance run (``remove_orphan_files``, ``older_than=0``); rerun when it was made to fail."""
+    fired = 0
+    for name in (TABLE, DEAD_LETTERS):
+        if fault.kind == "maintenance" and name == TABLE:
+            failpoints.arm("maintenance")
+            try:
+                remove_orphan_files(catalog.load_table(name), older_than=NOW)
+            except failpoints.InjectedFault:
+                fired += 1
+            failpoints.disarm_all()
+        remove_orphan_files(catalog.load_table(name), older_than=NOW)
+    return fired
+
+
+def check(catalog: Catalog, outcome: Outcome, appended: list[int]) -> None:
+    """Every input row once in the table or the dead-letter table; files and folders agree."""
+    table, dead = catalog.load_table(TABLE), catalog.load_table(DEAD_LETTERS)
+    ids = Counter(table.scan().to_arrow().column("id").to_pylist())
+    for row in dead.scan().to_arrow().column("original_row").to_pylist():
+        ids[json.loads(row)["id"]] += 1
+    expected = [*range(BATCHES * ROWS), *appended]
+    outcome.rows_checked = len(expected)
+    outcome.lost = [i for i in expected if ids[i] == 0]
+    outcome.duplicated = sorted(i for i, n in ids.items() if n > 1)
+    outcome.lost += sorted(set(ids) - set(expected))  # rows that came from nowhere count as wrong too
+    for t in (table, dead):
+        referenced = referenced_data_files(t)
+        outcome.missing_files += sorted(p for p in referenced if not Path(_local(p)).exists())
+        outcome.unreferenced_files += sorted(p for p in data_files_on_disk(t) if p not in referenced)
+
+
+def referenced_data_files(table: Table) -> set[str]:
+    return {p for p in referenced_files(table) if "/data/" in p}
+
+
+def data_files_on_disk(table: Table) -> Iterator[str]:
+    data = Path(_local(table.location())) / "data"
+    return (f"file://{p}" for p in data.rglob("*") if p.is_file())
+
+
+def _local(uri: str) -> str:
+    return uri.removeprefix("file://")
