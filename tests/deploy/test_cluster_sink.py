@@ -43,7 +43,7 @@ JOB_TIMEOUT_S = 600.0
 
 
 def write_input(folder: Path) -> list[int]:
-    """Parquet files of distinct ids, ``FILES_PER_BATCH`` per micro-batch, big enough that a batch takes seconds."""
+    """Parquet files of distinct ids, ``FILES_PER_BATCH`` per micro-batch; a batch takes seconds to write."""
     folder.mkdir()
     rows_per_file = ROWS_PER_BATCH // FILES_PER_BATCH
     for number in range(BATCHES * FILES_PER_BATCH):

@@ -1,11 +1,12 @@
-"""A streaming driver on a standalone cluster that writes through the sink, run as a script.
+"""A streaming driver that writes through the sink (on a standalone cluster or local), run as a script.
 
 Reads its arguments as JSON from standard input: ``master``, ``input`` (a folder of Parquet
-files, ``files_per_trigger`` per micro-batch), ``checkpoint``, ``options``, ``ui_port``, optionally ``files_per_trigger`` (the sink's options) and
+files, ``files_per_trigger`` per micro-batch, default 1), ``checkpoint``, ``options`` (the
+sink's options), ``ui_port`` (the driver's UI, whose REST API is read at the end), and
 optionally ``log_file`` (Python logging at DEBUG goes there) and ``metrics_file`` (the
 ``/metrics`` text of the sink's registry is written there at the end). Prints one JSON line:
-the sink's counters, the number of failed task attempts Spark saw (from the driver's UI
-REST API), the application's Spark settings and the SQL executions' descriptions.
+the sink's counters, the number of failed task attempts Spark saw, the application's and
+the session's Spark settings, and the UI's jobs, SQL executions and environment as text.
 """
 
 from __future__ import annotations
