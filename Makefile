@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: env system-deps demo test test-fast test-faults test-deploy lint format bench bench-upsert clean
+.PHONY: env system-deps demo demo-cluster test test-fast test-faults test-deploy lint format bench bench-upsert clean
 
 env: $(STAMP)
 
@@ -23,6 +23,10 @@ system-deps:
 
 demo: env
 	$(PY) -m streaming_jobs.demo
+
+# SeaweedFS (S3 + REST catalog) and a two-worker Spark cluster on loopback, stopped at the end.
+demo-cluster: env
+	$(PY) -m streaming_jobs.demo_cluster
 
 # pytest exits 5 when it collects no test; make (and so CI) fails on that as on any failure.
 test: env system-deps

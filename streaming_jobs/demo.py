@@ -12,6 +12,9 @@ import shutil
 import time
 from pathlib import Path
 
+import pyarrow.compute as pc
+from pyiceberg.table import Table
+
 from icesink import IcebergSink
 from streaming_jobs.spark import get_spark
 from streaming_jobs.taxi_workload import PARTITION_BY, write_files
@@ -64,28 +67,37 @@ def main(argv: list[str] | None = None) -> int:
     sink.close()  # commits the last staged batches now: the query's end reaches listeners later
     elapsed = time.perf_counter() - started
 
-    table = sink.catalog.load_table(TABLE)
+    print_report(sink.catalog.load_table(TABLE), elapsed, args.files)
+    spark.stop()
+    return 0
+
+
+def print_report(table: Table, elapsed_s: float, batches: int) -> None:
+    """What the stream wrote, read back from the table: rows, files, snapshots, rows per day."""
     files = [task.file for task in table.scan().plan_files()]
     rows = sum(f.record_count for f in files)
     sizes = sorted(f.file_size_in_bytes for f in files)
+    snapshot = table.current_snapshot()
     print()
     print(f"rows written     {rows:,}")
-    print(f"elapsed          {elapsed:.1f} s  ({rows / elapsed:,.0f} rows/s, {args.files} micro-batches)")
+    print(f"elapsed          {elapsed_s:.1f} s  ({rows / elapsed_s:,.0f} rows/s, {batches} micro-batches)")
     print(
         f"data files       {len(files)}  (min {sizes[0] / 1e6:.2f} MB, "
         f"median {sizes[len(sizes) // 2] / 1e6:.2f} MB, max {sizes[-1] / 1e6:.2f} MB)"
     )
     print(f"snapshots        {len(table.snapshots())}")
+    if snapshot is not None and snapshot.summary is not None:
+        summary = snapshot.summary
+        print(
+            f"current snapshot {snapshot.snapshot_id}  ({summary.operation.value}, "
+            f"total-records {summary['total-records']}, total-data-files {summary['total-data-files']})"
+        )
     print(f"table location   {table.location()}")
     days = table.scan(selected_fields=("tpep_pickup_datetime",)).to_arrow().column(0)
-    import pyarrow.compute as pc
-
     counts = pc.value_counts(pc.strftime(days, "%Y-%m-%d", locale="C"))
     print("rows per pickup day (read back):")
     for entry in sorted(counts.to_pylist(), key=lambda e: e["values"]):
         print(f"  {entry['values']}  {entry['counts']:>10,}")
-    spark.stop()
-    return 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,1 @@
+"""Servers on loopback for ``make demo-cluster`` and the deployment tests: SeaweedFS, a Spark cluster."""
