@@ -49,7 +49,7 @@ from pyiceberg.types import (
 )
 
 from sink.errors import UpsertError
-from sink.schema.convert import iceberg_to_arrow_schema
+from sink.type_mapping import iceberg_to_arrow_schema
 from sink.upsert.messages import LookupTask
 
 logger = logging.getLogger(__name__)

@@ -78,7 +78,8 @@ def duckdb_read(
     location = metadata_location.removeprefix("file://")
     con = connect(s3)
     try:
-        con.execute("CREATE VIEW t AS SELECT * FROM iceberg_scan(?)", [location])
+        quoted = location.replace("'", "''")  # a view cannot take a prepared parameter
+        con.execute(f"CREATE VIEW t AS SELECT * FROM iceberg_scan('{quoted}')")
         return con.execute(sql).fetch_arrow_table()
     finally:
         con.close()
