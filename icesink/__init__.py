@@ -43,7 +43,9 @@ if TYPE_CHECKING:
         WriteError,
     )
     from sink.maintenance import (
+        CompactionReport,
         MaintenanceReport,
+        compact,
         expire_snapshots,
         remove_orphan_files,
     )
@@ -75,7 +77,9 @@ _EXPORTS = {
     "SelfCheckError": "sink.errors",
     "SinkError": "sink.errors",
     "WriteError": "sink.errors",
+    "CompactionReport": "sink.maintenance",
     "MaintenanceReport": "sink.maintenance",
+    "compact": "sink.maintenance",
     "expire_snapshots": "sink.maintenance",
     "remove_orphan_files": "sink.maintenance",
     "SinkMetrics": "sink.metrics",
@@ -89,6 +93,7 @@ __all__ = [
     "CommitConfig",
     "CommitConflictError",
     "CommitError",
+    "CompactionReport",
     "ConfigError",
     "DeadLetterConfig",
     "DistributionMode",
@@ -105,6 +110,7 @@ __all__ = [
     "SinkMetrics",
     "WriteConfig",
     "WriteError",
+    "compact",
     "expire_snapshots",
     "remove_orphan_files",
 ]
