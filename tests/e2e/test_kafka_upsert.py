@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +37,9 @@ def debezium(n: int, op: str, before: dict[str, Any] | None, after: dict[str, An
 
 
 def test_a_debezium_topic_becomes_an_upserted_table(
-    spark: Any, kafka_broker: TansuBroker, tmp_path: Path, metrics_exports: None, topic_name: str
+    spark: Any, kafka_broker: TansuBroker, tmp_path: Path, metrics_exports: None
 ) -> None:
+    topic_name = f"debezium-{os.getpid()}"
     kafka_broker.create_topic(topic_name, 1)
     records = [(0, None, debezium(n, *event)) for n, event in enumerate(EVENTS)]
     kafka_broker.produce(topic_name, records)
