@@ -53,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"--catalog-option {item!r} is not KEY=VALUE", hint="e.g. --catalog-option type=sql"
             )
         properties[key.strip()] = value
-    table = load_catalog(args.catalog_name, **properties).load_table(args.table)
+    name = properties.pop("name", args.catalog_name)  # as the sink's catalog.name
+    table = load_catalog(name, **properties).load_table(args.table)
     report = compact(table, target_file_size_bytes=args.target_file_size_bytes, min_files=args.min_files)
     print(json.dumps({"table": args.table, **dataclasses.asdict(report)}, default=str), flush=True)
     return 1 if report.given_up else 0
