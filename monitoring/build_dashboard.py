@@ -259,6 +259,18 @@ def build() -> model.Dashboard:
             width=24,
         )
     )
+    board = board.with_panel(
+        graph(
+            "Upserts per second",
+            "suffix: /s",
+            "write.mode=upsert: keys inserted or replaced, keys deleted, position delete files committed "
+            "(many delete files slow every reader: compact the table).",
+            (f"sum by (table) ({rate('icesink_upserted_keys_total')})", "upserted keys {{table}}"),
+            (f"sum by (table) ({rate('icesink_deleted_keys_total')})", "deleted keys {{table}}"),
+            (f"sum by (table) ({rate('icesink_delete_files_total')})", "delete files {{table}}"),
+            width=24,
+        )
+    )
 
     board = board.with_row(dash.Row("Data files"))
     board = board.with_panel(

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import logging
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
+from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyspark.sql import types as st
 
@@ -85,6 +86,8 @@ def create_table(catalog: Catalog, config: SinkConfig, spark_schema: st.StructTy
     """
     check_new_table_names(spark_schema, config.table_schema.case_sensitive, config.table)
     schema = spark_to_iceberg_schema(spark_schema)
+    if config.upsert.enabled:  # position deletes need format v2; the keys identify a row
+        schema = _with_identifier_fields(schema, config.upsert.key_columns, config.table)
     spec = build_partition_spec(parse_partition_by(config.partition_by), schema)
     if config.write.distribution_mode is DistributionMode.BUCKET and not spec.fields:
         raise ConfigError(
@@ -95,12 +98,29 @@ def create_table(catalog: Catalog, config: SinkConfig, spark_schema: st.StructTy
         )
     ensure_namespace(catalog, config.table.rsplit(".", 1)[0])
     properties = {**CREATED_TABLE_PROPERTIES, **config.table_properties}
+    if config.upsert.enabled:
+        properties["format-version"] = "2"
     try:
         table = catalog.create_table(config.table, schema=schema, partition_spec=spec, properties=properties)
     except TableAlreadyExistsError:
         return catalog.load_table(config.table)
     logger.info("created table %s (spec %s, schema id %s)", config.table, spec, table.schema().schema_id)
     return table
+
+
+def _with_identifier_fields(schema: Schema, key_columns: Sequence[str], table: str) -> Schema:
+    """``schema`` with the key columns required and as its identifier fields."""
+    names = {field.name: field for field in schema.fields}
+    missing = [name for name in key_columns if name not in names]
+    if missing:
+        raise ConfigError(
+            f"upsert.key-columns names {missing}, not columns of the stream ({sorted(names)})",
+            table=table,
+            hint="set upsert.key-columns to top-level columns of the stream",
+        )
+    fields = [f.model_copy(update={"required": True}) if f.name in key_columns else f for f in schema.fields]
+    ids = [names[name].field_id for name in key_columns]
+    return Schema(*fields, schema_id=schema.schema_id, identifier_field_ids=ids)
 
 
 def ensure_namespace(catalog: Catalog, namespace: str) -> None:

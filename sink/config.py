@@ -35,6 +35,7 @@ from pydantic import (
 from pyiceberg.transforms import BucketTransform
 
 from sink.config_options import option_tree
+from sink.config_upsert import UpsertConfig, check_upsert
 from sink.errors import ConfigError, PartitionSpecError
 from sink.partitioning import check_terms, parse_partition_by
 from sink.secrets import hidden, redact
@@ -205,6 +206,7 @@ class SinkConfig(_Frozen):
         dead_letter: Rows that cannot be converted.
         state_location: Where the sink keeps its attempt records and staged batches
             (``state-location``; see :mod:`sink.commit.state`), outside every table's location.
+        upsert: Append or upsert (``write.mode``, ``upsert.*``).
     """
 
     table: str
@@ -218,6 +220,7 @@ class SinkConfig(_Frozen):
     table_schema: SchemaConfig = Field(default_factory=SchemaConfig)
     dead_letter: DeadLetterConfig = Field(default_factory=DeadLetterConfig)
     state_location: str | None = Field(default=None, min_length=1)
+    upsert: UpsertConfig = Field(default_factory=UpsertConfig)
 
     @field_validator("table")
     @classmethod
@@ -239,6 +242,8 @@ class SinkConfig(_Frozen):
         _check_partitioning(self)
         _check_commit(self.commit)
         _check_write(self.write)
+        staged = {"target_bytes", "interval_s", "max_batches"} & self.commit.model_fields_set
+        check_upsert(self.upsert, bool(staged))
         return self
 
     @classmethod
@@ -318,6 +323,8 @@ def _from_options(cls: type[SinkConfig], options: Mapping[str, Any]) -> SinkConf
 def _accepted_hint(loc: tuple[str, ...]) -> str:
     if loc and loc[-1] == "distribution_mode":
         return f"use one of {[m.value for m in DistributionMode]}"
+    if loc == ("upsert", "mode"):
+        return "use one of ['append', 'upsert']"
     if loc and loc[-1] == "evolution":
         return f"use one of {[m.value for m in SchemaEvolution]}"
     if loc and loc[-1] == "on_bad_record":

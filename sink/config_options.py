@@ -38,6 +38,10 @@ _OPTION_FIELDS: dict[str, tuple[str | None, str]] = {
     "commit.target-bytes": ("commit", "target_bytes"),
     "commit.interval-s": ("commit", "interval_s"),
     "commit.max-batches": ("commit", "max_batches"),
+    "write.mode": ("upsert", "mode"),
+    "upsert.key-columns": ("upsert", "key_columns"),
+    "upsert.op-column": ("upsert", "op_column"),
+    "upsert.order-column": ("upsert", "order_column"),
 }
 _PREFIXES = ("catalog.", "table-property.")
 

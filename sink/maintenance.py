@@ -1,4 +1,4 @@
-"""Table maintenance for long-running streams: expire snapshots, delete orphaned files.
+"""Table maintenance for long-running streams: expire snapshots, delete orphaned files, compact.
 
 Both keep the replay check intact: the ledger's marker is a table property, which
 snapshot expiration does not touch, so a batch replayed after its snapshot has been
@@ -9,6 +9,7 @@ Run them from any process, e.g. a daily job::
     from sink.maintenance import expire_snapshots, remove_orphan_files
     expire_snapshots(table, retain_last=10)
     remove_orphan_files(table, older_than=timedelta(days=1))
+    compact(table)  # upserted tables: small files and position deletes rewritten
 """
 
 from __future__ import annotations
@@ -16,13 +17,19 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
+from pyiceberg.manifest import DataFileContent
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot
 
 from sink import failpoints
 from sink._pyiceberg import list_files_with_mtime
+from sink.errors import RewriteConflictError
+from sink.upsert.compaction import DEFAULT_TARGET_FILE_SIZE_BYTES, CompactionResult, compact_partition
 
 logger = logging.getLogger(__name__)
 
@@ -134,3 +141,90 @@ def _files_with_mtime(table: Table, location: str) -> list[tuple[str, dt.datetim
         else:
             result.append((path, mtime if mtime.tzinfo else mtime.replace(tzinfo=dt.UTC)))
     return result
+
+
+@dataclass(frozen=True)
+class CompactionReport:
+    """What :func:`compact` did.
+
+    Attributes:
+        partitions: Partitions compacted (one ``replace`` snapshot each).
+        rewritten_data_files: Old data files removed.
+        removed_delete_files: Delete files removed.
+        added_data_files: New data files.
+        rows: Live rows rewritten.
+        given_up: Partitions left as they were because a concurrent commit changed them.
+    """
+
+    partitions: int = 0
+    rewritten_data_files: int = 0
+    removed_delete_files: int = 0
+    added_data_files: int = 0
+    rows: int = 0
+    given_up: tuple[tuple[Any, ...], ...] = ()
+
+
+def compact(
+    table: Table,
+    target_file_size_bytes: int = DEFAULT_TARGET_FILE_SIZE_BYTES,
+    min_files: int = 2,
+    partitions: Iterable[tuple[Any, ...]] | None = None,
+) -> CompactionReport:
+    """Rewrite partitions' data files with their position deletes applied (see :mod:`sink.upsert.compaction`).
+
+    Safe while a stream writes: a partition whose files a concurrent commit changed is
+    left as it was (reported in ``given_up``; run again later), never half rewritten.
+
+    Args:
+        table: The table (format v2).
+        target_file_size_bytes: Size at which the new files roll.
+        min_files: A partition is compacted when it has a delete file or at least this
+            many data files smaller than the target.
+        partitions: The partitions (values in spec order, e.g. ``(3,)``); default:
+            every partition of the default spec that qualifies.
+    """
+    todo = (
+        list(partitions)
+        if partitions is not None
+        else _partitions_to_compact(table, target_file_size_bytes, min_files)
+    )
+    results: list[CompactionResult] = []
+    given_up: list[tuple[Any, ...]] = []
+    for partition in todo:
+        try:
+            results.append(compact_partition(table, partition, target_file_size_bytes, min_files))
+        except RewriteConflictError as e:
+            logger.warning("compaction of partition %s of %s given up: %s", partition, table.name(), e)
+            given_up.append(partition)
+    done = [r for r in results if r.snapshot_id is not None]
+    return CompactionReport(
+        len(done),
+        sum(r.rewritten_data_files for r in done),
+        sum(r.removed_delete_files for r in done),
+        sum(r.added_data_files for r in done),
+        sum(r.rows for r in done),
+        tuple(given_up),
+    )
+
+
+def _partitions_to_compact(
+    table: Table, target_file_size_bytes: int, min_files: int
+) -> list[tuple[Any, ...]]:
+    """Partitions of the default spec with a delete file or at least ``min_files`` small data files."""
+    snapshot = table.current_snapshot()
+    if snapshot is None:
+        return []
+    small: Counter[tuple[Any, ...]] = Counter()
+    with_deletes: set[tuple[Any, ...]] = set()
+    for manifest in snapshot.manifests(table.io):
+        if manifest.partition_spec_id != table.metadata.default_spec_id:
+            continue
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+            file = entry.data_file
+            values = tuple(file.partition[i] for i in range(len(file.partition)))
+            if file.content != DataFileContent.DATA:
+                with_deletes.add(values)
+            elif file.file_size_in_bytes < target_file_size_bytes:
+                small[values] += 1
+    chosen = with_deletes | {p for p, n in small.items() if n >= min_files}
+    return sorted(chosen, key=repr)

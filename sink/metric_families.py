@@ -61,6 +61,7 @@ class MetricFamilies:
         self._define_state_metrics()
         self._define_schema_metrics()
         self._define_progress_metrics()
+        self._define_upsert_metrics()
 
     def _define_write_metrics(self) -> None:
         r = self.registry
@@ -263,6 +264,27 @@ class MetricFamilies:
             "icesink_source_offsets_behind_latest",
             "Kafka offsets between the end of the last micro-batch and the latest offsets, "
             "summed over partitions (where the source reports them)",
+            ["table", "sink_id"],
+            registry=r,
+        )
+
+    def _define_upsert_metrics(self) -> None:
+        r = self.registry
+        self.upserted_keys = Counter(
+            "icesink_upserted_keys_total",
+            "Keys inserted or replaced by committed upsert batches",
+            ["table", "sink_id"],
+            registry=r,
+        )
+        self.deleted_keys = Counter(
+            "icesink_deleted_keys_total",
+            "Keys whose last change in a committed upsert batch was a delete",
+            ["table", "sink_id"],
+            registry=r,
+        )
+        self.delete_files = Counter(
+            "icesink_delete_files_total",
+            "Position delete files committed by upsert batches",
             ["table", "sink_id"],
             registry=r,
         )

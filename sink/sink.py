@@ -1,5 +1,7 @@
 """The ``foreachBatch`` sink: one micro-batch, step by step.
 
+0. changes    - upsert mode: the last change per key, rows   (:mod:`sink.upsert_step`)
+                with a null key or an unknown op set aside
 1. normalize  - align the batch to the table's schema, bad  (:mod:`sink.normalize`,
                 rows to the dead-letter table                 :mod:`sink.deadletter`)
 2. schema     - create the table on first use, evolve it    (:mod:`sink.catalog`,
@@ -11,6 +13,9 @@
 6. commit     - one atomic snapshot, exactly once           (:mod:`sink.staged_commit`,
                                                               :mod:`sink.commit.committer`)
 7. metrics    - every step is counted and timed             (:mod:`sink.metrics`)
+
+In upsert mode, 5 and 6 are one: the batch's data files and the position deletes of
+the rows they replace or delete, committed at once (:mod:`sink.upsert_step`).
 
 :meth:`IcebergSink._write_batch` is that list as code: one call per step, each taking
 what the step before returned. The state kept per sink id is in :mod:`sink.sink_state`,
@@ -48,6 +53,7 @@ from sink.route.router import BucketRouter
 from sink.schema.coordinator import coordinator_for
 from sink.sink_state import SinkState, query_id_of, sink_id_of
 from sink.staged_commit import StagedCommits
+from sink.upsert_step import ChangeBatch, UpsertStep
 from sink.write_step import BatchWriter
 
 __all__ = ["ArrowSource", "IcebergSink"]
@@ -83,6 +89,7 @@ class IcebergSink:
         self._normalize_options = NormalizeOptions.from_config(config, dead_letter_table_name(config))
         self._writer = BatchWriter(config, self.metrics)
         self._commits = StagedCommits(config, self.metrics)
+        self._upsert = UpsertStep(config, self.metrics)  # write.mode=upsert; a no-op otherwise
         self._lock = threading.Lock()
         self._states: dict[str, SinkState] = {}
         self._listening: set[int] = set()
@@ -116,9 +123,11 @@ class IcebergSink:
             SchemaError: The stream has a column the table cannot take.
         """
         self._check_open()
+        schema = self._upsert.stored_schema(schema)
         table = catalogs.load_table(self.catalog, self.config.table)
         if table is None:
             table = catalogs.create_table(self.catalog, self.config, schema)
+        self._upsert.check_table(table)
         table = self._evolve(table, schema, sink_id=None, batch_id=None)
         empty = _empty_frame_like(schema)
         if empty is not None:
@@ -142,7 +151,10 @@ class IcebergSink:
             table = catalogs.load_table(self.catalog, name)
             if table is None:
                 with self.metrics.time_step(name, "schema"):
-                    table = catalogs.create_table(self.catalog, self.config, batch_df.schema)
+                    table = catalogs.create_table(
+                        self.catalog, self.config, self._upsert.stored_schema(batch_df.schema)
+                    )
+            self._upsert.check_table(table)  # upsert mode: before anything is written
             state = self._state(table, sink_id, batch_df)
             self.metrics.begin_batch(
                 name, sink_id, batch_id, state.query_id, table.metadata.current_snapshot_id
@@ -167,6 +179,24 @@ class IcebergSink:
             self.metrics.replays_skipped.labels(name, sink_id).inc()
             self.metrics.batches.labels(name, sink_id, "replay_skipped").inc()
             return
+        # 0. changes (upsert mode): the last change per key; rejected changes set aside
+        changes = self._upsert.split(batch_df)
+        try:
+            fusable_source = None if self._upsert.enabled else arrow_source  # its rows are not changes
+            self._write_changes(changes, batch_id, table, state, fusable_source)
+        finally:
+            changes.release()
+
+    def _write_changes(
+        self,
+        changes: ChangeBatch,
+        batch_id: int,
+        table: Table,
+        state: SinkState,
+        arrow_source: ArrowSource | None,
+    ) -> None:
+        """Steps 1 to 7 of the batch's rows (append mode: all of them)."""
+        name, sink_id, batch_df = self.config.table, state.sink_id, changes.rows
         # 2. schema, before 1. normalize: new columns and wider types are added to the table first
         failpoints.hit("schema")
         with self.metrics.time_step(name, "schema"):
@@ -186,7 +216,12 @@ class IcebergSink:
         state.routing.record(written.files)  # sizes the next batch's shuffle
         # 1b. dead letters: committed before the batch's data, so a replay cannot repeat them.
         rows = sum(f.record_count for f in written.files)
-        self._dead_letters.deliver(lambda: normalized.dead_letters, sink_id, batch_id, rows, written.counts)
+        dead_letters, counts = self._upsert.dead_letters(changes, normalized, written.counts)
+        if not self._dead_letters.deliver(dead_letters, sink_id, batch_id, rows, counts).skipped_replay:
+            self._upsert.count_rejected(changes)
+        if self._upsert.enabled:  # 5 and 6 in one: the row delta, committed at once
+            self._upsert.commit(table, sink_id, changes, normalized, written)
+            return
         # 5. stage
         boundary = self._commits.stage(state, written)
         # 6. commit, and 7. its metrics

@@ -50,6 +50,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--value-schema", metavar="DDL", help="value.schema, e.g. 'id BIGINT, name STRING'")
     p.add_argument("--no-metadata-columns", action="store_true", help="value.metadata-columns: false")
     p.add_argument("--table", help="sink.table, e.g. analytics.orders")
+    p.add_argument(
+        "--upsert-key",
+        metavar="COLS",
+        help="upsert by these key columns (sink write.mode=upsert, upsert.key-columns=COLS)",
+    )
     p.add_argument("--sink-option", action="append", default=[], metavar="KEY=VALUE", help="a sink option")
     p.add_argument("--metrics-port", help="sink metrics.port (default 9408; 0: any free port)")
     p.add_argument("--trigger-interval", help="trigger.interval, e.g. '30 seconds'")
@@ -88,6 +93,8 @@ def _flag_values(args: argparse.Namespace) -> list[tuple[list[str], Any]]:
         value = getattr(args, name)
         if value is not None:
             values.append((path, value))
+    if args.upsert_key is not None:
+        values += [(["sink", "write.mode"], "upsert"), (["sink", "upsert.key-columns"], args.upsert_key)]
     if args.no_metadata_columns:
         values.append((["value", "metadata-columns"], False))
     if args.trigger_interval is not None:

@@ -62,6 +62,7 @@ from pydantic import (
 
 from icesink import ConfigError, SinkConfig
 from streaming_jobs.kafka.decode import DdlError, DecodeOptions, ValueFormat, parse_ddl
+from streaming_jobs.kafka.decode.debezium import SOURCE_TS_COLUMN
 from streaming_jobs.kafka.source.kafka_options import KafkaSourceOptions, check_client_config
 
 DEFAULT_METRICS_PORT = 9408  # what monitoring/prometheus/prometheus.yml scrapes
@@ -367,7 +368,9 @@ class JobConfig(_Section):
         """The IcebergSink options, with the job's defaults.
 
         ``metrics.port`` is 9408 unless set (``null`` turns it off); with a fixed value
-        schema, ``schema.evolution`` is ``off`` unless set.
+        schema, ``schema.evolution`` is ``off`` unless set; upserting Debezium events,
+        ``upsert.order-column`` is ``_source_ts`` unless set (the change's time in the
+        source database orders the changes of one key within a batch).
         """
         options = dict(self.sink)
         given = {k.strip().lower() for k in options}
@@ -375,6 +378,10 @@ class JobConfig(_Section):
             options["metrics.port"] = str(DEFAULT_METRICS_PORT)
         if self.value.schema_ddl is not None and "schema.evolution" not in given:
             options["schema.evolution"] = "off"
+        lowered = {k.strip().lower(): v for k, v in options.items()}
+        upsert = str(lowered.get("write.mode") or "").strip().lower() == "upsert"
+        if upsert and self.value.format is ValueFormat.DEBEZIUM_JSON and "upsert.order-column" not in given:
+            options["upsert.order-column"] = SOURCE_TS_COLUMN
         return options
 
 

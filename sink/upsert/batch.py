@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 from pyiceberg.table import Table
@@ -47,6 +47,7 @@ class UpsertOutcome:
         report: What the last lookup read and found.
         delete_files: Position delete files committed.
         redos: Lookups redone after a conflict.
+        delete_paths: The committed delete files' paths.
     """
 
     commit: RowDeltaOutcome
@@ -54,6 +55,7 @@ class UpsertOutcome:
     report: LookupReport
     delete_files: int
     redos: int
+    delete_paths: tuple[str, ...] = ()
 
 
 class UpsertApplier:
@@ -91,7 +93,12 @@ class UpsertApplier:
         return self._committer.table
 
     def apply(
-        self, keys: pa.Table, data_files: Sequence[DataFileMessage], batch_id: int, attempt: str
+        self,
+        keys: pa.Table,
+        data_files: Sequence[DataFileMessage],
+        batch_id: int,
+        attempt: str,
+        location: str | None = None,
     ) -> UpsertOutcome:
         """Delete the current rows of ``keys`` and add ``data_files``, in one snapshot.
 
@@ -100,6 +107,7 @@ class UpsertApplier:
             data_files: The batch's new row versions, already written.
             batch_id: The micro-batch.
             attempt: The batch's write attempt (unique per attempt; names its delete files).
+            location: The folder for the delete files (``None``: next to each data file).
         """
         batches = BatchRange(batch_id, batch_id)
         for redo in range(self._redos + 1):
@@ -114,12 +122,8 @@ class UpsertApplier:
                 empty = LookupPlan(None, (), 0, keys.num_rows)
                 return UpsertOutcome(RowDeltaOutcome(None, 1, 0, True), empty, LookupReport(), 0, redo)
             plan = self._planner.plan(self.table.metadata, keys)
-            spec = LookupSpec(
-                self._spec.table,
-                self._spec.io_properties,
-                f"{self._spec.file_prefix}-{attempt}-r{redo}",
-                self._spec.compression,
-            )
+            prefix = f"{self._spec.file_prefix}-{attempt}-r{redo}"
+            spec = replace(self._spec, file_prefix=prefix, location=location or self._spec.location)
             result = self._run_lookup(list(plan.tasks), spec)
             try:
                 outcome = self._committer.commit(
@@ -140,5 +144,6 @@ class UpsertApplier:
                 continue
             if outcome.skipped_replay:
                 delete_uncommitted(self.table, result.delete_files)
-            return UpsertOutcome(outcome, plan, result.report, len(result.delete_files), redo)
+            paths = () if outcome.skipped_replay else tuple(f.path for f in result.delete_files)
+            return UpsertOutcome(outcome, plan, result.report, len(result.delete_files), redo, paths)
         raise AssertionError("unreachable")

@@ -43,12 +43,15 @@ class LookupSpec:
         io_properties: Catalog/FileIO properties to open the file system on the executor.
         file_prefix: Start of every delete file name, unique per batch attempt.
         compression: Parquet codec of the delete files.
+        location: The folder of every delete file (the batch attempt's own, so crash
+            recovery finds them by one listing); ``None``: next to each data file.
     """
 
     table: str
     io_properties: dict[str, str]
     file_prefix: str
     compression: str = "zstd"
+    location: str | None = None
 
 
 @dataclass(frozen=True)
@@ -106,7 +109,7 @@ def lookup_and_write(
     rows, report = find_rows(task, io)
     if rows.num_rows == 0:
         return None, report
-    folder = posixpath.dirname(task.data_file)
+    folder = spec.location.rstrip("/") if spec.location else posixpath.dirname(task.data_file)
     writer = PositionDeleteWriter(
         io,
         f"{folder}/{spec.file_prefix}-deletes-{task.index:05d}.parquet",

@@ -41,6 +41,20 @@ def _install_crash(point: str, batch: int) -> None:
 
     committer.Committer.commit_batches = commit_batches  # type: ignore[method-assign]
 
+    from sink.upsert import row_delta  # upsert mode commits through the row delta
+
+    real_row_delta = row_delta.RowDeltaCommitter.commit
+
+    def commit(self: Any, data_files: Any, delete_files: Any, start: Any, batches: Any, attempts: Any) -> Any:
+        if point == "after-write" and batches.last >= batch:
+            os.kill(os.getpid(), signal.SIGKILL)  # data files and position deletes written, not committed
+        outcome = real_row_delta(self, data_files, delete_files, start, batches, attempts)
+        if point == "after-commit" and batches.last >= batch:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return outcome
+
+    row_delta.RowDeltaCommitter.commit = commit  # type: ignore[method-assign,assignment]
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
@@ -87,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
             "icesink_orphan_files_total",
             "icesink_commit_conflicts_total",
             "icesink_commits_total",
+            "icesink_deleted_keys_total",
+            "icesink_delete_files_total",
         )
     }
     print("ICESINK_JOB_RESULT " + json.dumps(counters), flush=True)

@@ -7,7 +7,9 @@ envelope under ``"payload"`` next to a ``"schema"``. Unwrapping keeps:
 - the row: ``after``, or ``before`` for a delete (op ``d``), so a delete keeps its key;
   a truncate (op ``t``) has neither and keeps only its operation;
 - :data:`OP_COLUMN`: the operation (``c`` create, ``u`` update, ``d`` delete, ``r``
-  snapshot read, ``t`` truncate); deletes stay rows until the sink has an upsert mode;
+  snapshot read, ``t`` truncate); with the sink's ``write.mode=upsert`` it drives the
+  table (``c``, ``r``, ``u`` insert or replace the key's row, ``d`` deletes it), in
+  append mode every event stays a row;
 - :data:`SOURCE_TS_COLUMN`: ``source.ts_ms``, when the change happened in the source
   database, as a UTC timestamp.
 

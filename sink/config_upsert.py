@@ -1,0 +1,98 @@
+"""The upsert section of the sink's configuration (``write.mode``, ``upsert.*``).
+
+Kept apart from :mod:`sink.config` so that module stays one screenful per section; the
+model is a section of :class:`~sink.config.SinkConfig` like the others.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from sink.errors import ConfigError
+
+DEFAULT_OP_COLUMN = "_op"
+
+
+class WriteMode(StrEnum):
+    """What a batch does to the table (``write.mode``)."""
+
+    APPEND = "append"  # every row is a new row
+    UPSERT = "upsert"  # the last change per key replaces or deletes the key's row
+
+
+class UpsertConfig(BaseModel):
+    """How change rows are applied in upsert mode.
+
+    Attributes:
+        mode: ``append`` (default) or ``upsert`` (``write.mode``).
+        key_columns: The key columns (``upsert.key-columns``, a comma list); required in
+            upsert mode. They become the table's identifier fields.
+        op_column: The change's operation (``upsert.op-column``): ``c``, ``r``, ``u``
+            insert or replace, ``d`` deletes; a batch without it is all insert-or-replace.
+        order_column: Orders the changes of one key within a batch (``upsert.order-column``);
+            without it the last row in the batch's order wins.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    mode: WriteMode = WriteMode.APPEND
+    key_columns: tuple[str, ...] = ()
+    op_column: str = Field(default=DEFAULT_OP_COLUMN, min_length=1)
+    order_column: str | None = Field(default=None, min_length=1)
+
+    @field_validator("key_columns", mode="before")
+    @classmethod
+    def _comma_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            names = [name.strip() for name in value.split(",")]
+            if any(not name for name in names):
+                raise ValueError("must be a comma-separated list of column names, e.g. 'id' or 'tenant,id'")
+            return tuple(names)
+        return value
+
+    @property
+    def enabled(self) -> bool:
+        """Whether batches are upserted."""
+        return self.mode is WriteMode.UPSERT
+
+    @property
+    def change_columns(self) -> tuple[str, ...]:
+        """The columns that describe a change and are not stored in the table."""
+        return (self.op_column,) + ((self.order_column,) if self.order_column else ())
+
+
+def check_upsert(upsert: UpsertConfig, staged_commits: bool) -> None:
+    """Upsert mode: key columns given, not among the change columns, and no commit cadence.
+
+    Raises:
+        ConfigError: Naming the option, its value and the fix.
+    """
+    if not upsert.enabled:
+        if upsert.key_columns:
+            raise ConfigError(
+                f"option 'upsert.key-columns' is {','.join(upsert.key_columns)!r} "
+                "but 'write.mode' is 'append'",
+                hint="set write.mode=upsert to upsert by these keys, or remove upsert.key-columns",
+            )
+        return
+    if not upsert.key_columns:
+        raise ConfigError(
+            "option 'write.mode' is 'upsert' but 'upsert.key-columns' is not set",
+            hint="set upsert.key-columns to the key column(s), e.g. upsert.key-columns=id",
+        )
+    clash = sorted(set(upsert.key_columns) & set(upsert.change_columns))
+    if clash:
+        raise ConfigError(
+            f"option 'upsert.key-columns' names {clash}, which is the op or order column",
+            hint="the op and order columns describe a change and are not stored: pick other key columns",
+        )
+    if staged_commits:
+        raise ConfigError(
+            "options 'commit.target-bytes', 'commit.interval-s' and 'commit.max-batches' cannot be used "
+            "with write.mode=upsert",
+            hint="remove the commit.* cadence options: in upsert mode every batch is committed, because "
+            "the lookup of a batch's keys only sees committed snapshots",
+        )

@@ -1,0 +1,77 @@
+"""The Kafka job with ``--upsert-key`` on a Debezium topic of the real broker: each key's last change."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pyiceberg.manifest import DataFileContent
+
+from streaming_jobs.kafka_cli import load_config
+from streaming_jobs.kafka_to_iceberg import run
+from tests.e2e.test_kafka_to_iceberg import job_config
+from tests.support.duckdb_reader import duckdb_read
+from tests.support.tables import catalog_from_options
+from tests.support.tansu import TansuBroker
+
+pytestmark = [pytest.mark.e2e]
+
+# (op, before, after): create 1 and 2, update 1, delete 2, create 3, create 2 again.
+EVENTS = [
+    ("c", None, {"id": 1, "name": "a"}),
+    ("c", None, {"id": 2, "name": "b"}),
+    ("u", {"id": 1, "name": "a"}, {"id": 1, "name": "a2"}),
+    ("d", {"id": 2, "name": "b"}, None),
+    ("c", None, {"id": 3, "name": "c"}),
+    ("c", None, {"id": 2, "name": "b again"}),
+]
+
+
+def debezium(n: int, op: str, before: dict[str, Any] | None, after: dict[str, Any] | None) -> bytes:
+    event = {"before": before, "after": after, "op": op, "source": {"ts_ms": 1_714_564_800_000 + n}}
+    return json.dumps(event).encode()
+
+
+def test_a_debezium_topic_becomes_an_upserted_table(
+    spark: Any, kafka_broker: TansuBroker, tmp_path: Path, metrics_exports: None
+) -> None:
+    topic_name = f"debezium-{os.getpid()}"
+    kafka_broker.create_topic(topic_name, 1)
+    records = [(0, None, debezium(n, *event)) for n, event in enumerate(EVENTS)]
+    kafka_broker.produce(topic_name, records)
+    table_name = "e2e.customers"
+    config_file = tmp_path / "job.yaml"
+    # Two events per micro-batch: the update and the delete land in later batches than their create.
+    config_file.write_text(yaml.safe_dump(job_config(kafka_broker, topic_name, tmp_path, table_name, 2)))
+    config = load_config(
+        [
+            "--config",
+            str(config_file),
+            "--value-format",
+            "debezium-json",
+            "--value-schema",
+            "id BIGINT, name STRING",
+            "--no-metadata-columns",
+            "--upsert-key",
+            "id",
+        ]
+    )
+    assert run(config, spark) == 0
+
+    options = {k: str(v) for k, v in config.sink_options().items()}
+    table = catalog_from_options(options).load_table(table_name)
+    expected = {1: "a2", 2: "b again", 3: "c"}
+    assert {r["id"]: r["name"] for r in table.scan().to_arrow().to_pylist()} == expected
+    assert {r["id"]: r["name"] for r in duckdb_read(table.metadata_location).to_pylist()} == expected
+    assert table.schema().column_names == ["id", "name"]  # _op and _source_ts describe changes only
+    assert len(table.snapshots()) == 3
+    snapshot = table.current_snapshot()
+    assert snapshot is not None
+    contents = {
+        e.data_file.content for m in snapshot.manifests(table.io) for e in m.fetch_manifest_entry(table.io)
+    }
+    assert DataFileContent.POSITION_DELETES in contents and DataFileContent.EQUALITY_DELETES not in contents
