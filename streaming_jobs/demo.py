@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 from pyiceberg.table import Table
+from pyspark.sql import SparkSession
 
 from icesink import IcebergSink
 from streaming_jobs.spark import get_spark
@@ -50,26 +51,35 @@ def main(argv: list[str] | None = None) -> int:
             "write.target-file-size-bytes": str(128 * 1024 * 1024),
         }
     )
-    schema = spark.read.parquet(str(source)).schema
-    sink.prepare(schema)
     print(f"streaming into {TABLE} (partition-by {PARTITION_BY}) ...", flush=True)
-    started = time.perf_counter()
-    query = (
-        spark.readStream.schema(schema)
-        .option("maxFilesPerTrigger", 1)
-        .parquet(str(source))
-        .writeStream.foreachBatch(sink)
-        .option("checkpointLocation", str(root / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
-    sink.close()  # commits the last staged batches now: the query's end reaches listeners later
-    elapsed = time.perf_counter() - started
+    elapsed = stream_files(spark, sink, source, root / "checkpoint")
 
     print_report(sink.catalog.load_table(TABLE), elapsed, args.files)
     spark.stop()
     return 0
+
+
+def stream_files(spark: SparkSession, sink: IcebergSink, source: Path, checkpoint: Path) -> float:
+    """Stream the Parquet files of ``source`` through ``sink``, one per micro-batch; the seconds taken.
+
+    The sink is closed once the query ends: that commits its last staged batches now (the
+    query's end reaches its listener only later) and stops its metrics.
+    """
+    schema = spark.read.parquet(str(source)).schema
+    sink.prepare(schema)
+    started = time.perf_counter()
+    with sink:
+        query = (
+            spark.readStream.schema(schema)
+            .option("maxFilesPerTrigger", 1)
+            .parquet(str(source))
+            .writeStream.foreachBatch(sink)
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+    return time.perf_counter() - started
 
 
 def print_report(table: Table, elapsed_s: float, batches: int) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from icesink import IcebergSink
-from streaming_jobs.demo import print_report
+from streaming_jobs.demo import print_report, stream_files
 from streaming_jobs.local_servers.seaweedfs import WAREHOUSE_BUCKET, SeaweedFS
 from streaming_jobs.local_servers.spark_cluster import EXECUTOR_MEMORY, SparkCluster
 from streaming_jobs.local_servers.spark_home import spark_environment
@@ -93,21 +93,8 @@ def run(seaweedfs: SeaweedFS, cluster: SparkCluster, root: Path, files: int, row
         print(f"generating {files} x {rows_per_file:,} taxi rows in {root / 'input'} ...", flush=True)
         source = write_files(spark, root / "input", files, rows_per_file)
         sink = IcebergSink.from_options(sink_options(seaweedfs))
-        schema = spark.read.parquet(str(source)).schema
-        sink.prepare(schema)
         print(f"streaming into {TABLE} on the REST catalog (partition-by {PARTITION_BY}) ...", flush=True)
-        started = time.perf_counter()
-        query = (
-            spark.readStream.schema(schema)
-            .option("maxFilesPerTrigger", 1)
-            .parquet(str(source))
-            .writeStream.foreachBatch(sink)
-            .option("checkpointLocation", str(root / "checkpoint"))
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination()
-        elapsed = time.perf_counter() - started
+        elapsed = stream_files(spark, sink, source, root / "checkpoint")
         print_report(sink.catalog.load_table(TABLE), elapsed, files)
     finally:
         spark.stop()

@@ -9,15 +9,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from pyiceberg.exceptions import CommitFailedException
-from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation
 from pyiceberg.table.update import AssertTableUUID, SetPropertiesUpdate
-from pyiceberg.typedef import Record
 
 from sink import failpoints
 from sink._pyiceberg import commit_table_updates
 from sink.commit import ledger
+from sink.commit.data_files import data_file_from_message
 from sink.commit.ledger import BatchRange
 from sink.commit.recovery import delete_leftovers
 from sink.commit.snapshot import SnapshotProducer
@@ -310,27 +310,7 @@ class Committer:
         )
 
     def _data_file(self, message: DataFileMessage) -> DataFile:
-        data_file = DataFile.from_args(
-            _table_format_version=self.table.format_version,
-            content=DataFileContent.DATA,
-            file_path=message.path,
-            file_format=FileFormat.PARQUET,
-            partition=Record(*message.partition),
-            record_count=message.record_count,
-            file_size_in_bytes=message.file_size_bytes,
-            column_sizes=message.column_sizes,
-            value_counts=message.value_counts,
-            null_value_counts=message.null_value_counts,
-            nan_value_counts=message.nan_value_counts,
-            lower_bounds=message.lower_bounds,
-            upper_bounds=message.upper_bounds,
-            split_offsets=list(message.split_offsets) or None,
-            sort_order_id=None,
-            equality_ids=None,
-            key_metadata=None,
-        )
-        data_file.spec_id = message.spec_id  # not a field of the manifest's struct
-        return data_file
+        return data_file_from_message(message, self.table.format_version)
 
     def delete_files(self, files: Sequence[DataFileMessage]) -> None:
         """Delete data files that no commit references."""

@@ -35,9 +35,9 @@ from pyiceberg.table.delete_file_index import DeleteFileIndex
 from pyiceberg.table.snapshots import Operation
 
 from sink._pyiceberg import commit_table_updates
+from sink.commit.data_files import data_file_from_message
 from sink.commit.snapshot import SnapshotProducer, require_format_v2
 from sink.errors import RewriteConflictError, UpsertError
-from sink.upsert.row_delta import data_file_from_message
 from sink.upsert.validate import conflicting_data_files
 from sink.write.messages import DataFileMessage
 from sink.write.task import DataTaskWriter, WriteSpec

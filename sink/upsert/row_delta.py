@@ -23,13 +23,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pyiceberg.exceptions import CommitFailedException
-from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation
-from pyiceberg.typedef import Record
 
 from sink._pyiceberg import commit_table_updates
 from sink.commit import ledger
+from sink.commit.data_files import data_file_from_message
 from sink.commit.ledger import BatchRange
 from sink.commit.snapshot import SnapshotProducer, require_format_v2
 from sink.config import CommitConfig
@@ -217,31 +216,6 @@ def referenced_data_files(delete_files: Iterable[DataFileMessage]) -> set[str]:
             raise ValueError(f"{message.path} is not a position delete file of one data file")
         paths.add(lower.decode())
     return paths
-
-
-def data_file_from_message(message: DataFileMessage, format_version: int) -> DataFile:
-    """A pyiceberg ``DataFile`` (data or position deletes) from an executor's message."""
-    data_file = DataFile.from_args(
-        _table_format_version=format_version,  # type: ignore[arg-type]
-        content=DataFileContent(message.content),
-        file_path=message.path,
-        file_format=FileFormat.PARQUET,
-        partition=Record(*message.partition),
-        record_count=message.record_count,
-        file_size_in_bytes=message.file_size_bytes,
-        column_sizes=message.column_sizes,
-        value_counts=message.value_counts,
-        null_value_counts=message.null_value_counts,
-        nan_value_counts=message.nan_value_counts,
-        lower_bounds=message.lower_bounds,
-        upper_bounds=message.upper_bounds,
-        split_offsets=list(message.split_offsets) or None,
-        sort_order_id=None,
-        equality_ids=None,
-        key_metadata=None,
-    )
-    data_file.spec_id = message.spec_id  # not a field of the manifest's struct
-    return data_file
 
 
 def delete_uncommitted(table: Table, files: Iterable[DataFileMessage]) -> None:

@@ -9,9 +9,9 @@ import pytest
 from pyiceberg.table.snapshots import Operation
 
 from sink._pyiceberg import commit_table_updates
+from sink.commit.data_files import data_file_from_message
 from sink.commit.snapshot import SnapshotProducer
 from sink.errors import UpsertError
-from sink.upsert.row_delta import data_file_from_message
 from sink.upsert.validate import conflicting_data_files
 from sink.write.messages import CONTENT_POSITION_DELETES
 from tests.support.duckdb_reader import duckdb_read

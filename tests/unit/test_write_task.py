@@ -1,0 +1,128 @@
+"""The executor side of a write (``sink/write/task.py``), run in process: no Spark needed.
+
+Each test writes real Parquet files into a folder of ``tmp_path`` and reads them back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.transforms import BucketTransform
+from pyiceberg.types import LongType, NestedField, StringType
+
+from sink.errors import WriteError, find_error_code
+from sink.type_mapping import iceberg_to_arrow_schema
+from sink.write.messages import WriteResult
+from sink.write.task import DataTaskWriter, WriteSpec, write_function
+
+BUCKETS = 4
+SCHEMA = Schema(
+    NestedField(1, "id", LongType(), required=False),
+    NestedField(2, "v", StringType(), required=False),
+)
+SPEC = PartitionSpec(PartitionField(source_id=1, field_id=1000, transform=BucketTransform(BUCKETS), name="b"))
+
+
+def _spec(tmp_path: Path, **changes: object) -> WriteSpec:
+    spec = WriteSpec(
+        table="db.t",
+        schema=SCHEMA,
+        partition_spec=SPEC,
+        data_location=f"file://{tmp_path / 'data'}",
+        io_properties={},
+        table_properties={},
+        file_prefix="sink-b7-attempt",
+        target_file_size_bytes=64 << 20,
+        row_group_size_bytes=8 << 20,
+        memory_budget_bytes=64 << 20,
+        compression="zstd",
+        num_data_columns=2,
+        partition_values_in_task=True,  # the task computes the bucket of each row itself
+    )
+    return replace(spec, **changes)  # type: ignore[arg-type]
+
+
+def _rows(ids: range, bad: set[int] | None = None) -> pa.RecordBatch:
+    arrays: list[pa.Array] = [pa.array(list(ids), pa.int64()), pa.array([f"v{i}" for i in ids])]
+    schema = iceberg_to_arrow_schema(SCHEMA)
+    if bad is not None:
+        arrays.append(pa.array([i in bad for i in ids]))
+        schema = schema.append(pa.field("__bad", pa.bool_()))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _bucket(key: int) -> int:
+    bucket = BucketTransform(BUCKETS).transform(LongType())(key)
+    assert bucket is not None
+    return int(bucket)
+
+
+def _parquet_files(tmp_path: Path) -> list[Path]:
+    return sorted((tmp_path / "data").rglob("*.parquet"))
+
+
+def test_each_file_holds_the_rows_of_its_own_bucket(tmp_path: Path) -> None:
+    writer = DataTaskWriter(_spec(tmp_path), task_id=3, attempt=1)
+    messages = writer.write_all(iter([_rows(range(0, 60)), _rows(range(60, 100))]))
+
+    assert sum(m.record_count for m in messages) == 100
+    assert writer.report.input_rows == 100 and writer.report.bad_rows == 0
+    assert len(messages) == len({m.partition for m in messages}) == BUCKETS  # one file per bucket here
+    seen: list[int] = []
+    for message in messages:
+        path = Path(message.path.removeprefix("file://"))
+        name = path.name
+        assert name.startswith("sink-b7-attempt-00003-1-") and name.endswith(".parquet")
+        assert path.parent.name == f"b={message.partition[0]}"
+        ids = pq.read_table(path).column("id").to_pylist()
+        assert {_bucket(i) for i in ids} == {message.partition[0]}
+        assert len(ids) == message.record_count and message.file_size_bytes == path.stat().st_size
+        seen.extend(ids)
+    assert sorted(seen) == list(range(100))
+    assert sorted(Path(m.path.removeprefix("file://")) for m in messages) == _parquet_files(tmp_path)
+
+
+def test_rows_flagged_bad_are_counted_and_not_written(tmp_path: Path) -> None:
+    bad = {3, 17, 42, 99}
+    writer = DataTaskWriter(_spec(tmp_path, bad_row_flag=True), task_id=0, attempt=0)
+    messages = writer.write_all(iter([_rows(range(100), bad)]))
+
+    assert writer.report.input_rows == 100 and writer.report.bad_rows == len(bad)
+    written = [i for f in _parquet_files(tmp_path) for i in pq.read_table(f).column("id").to_pylist()]
+    assert sorted(written) == sorted(set(range(100)) - bad)
+    assert sum(m.record_count for m in messages) == 100 - len(bad)
+    assert all("__bad" not in pq.read_schema(f).names for f in _parquet_files(tmp_path))
+
+
+def test_a_failing_input_leaves_no_file_and_names_the_task(tmp_path: Path) -> None:
+    def batches() -> Iterator[pa.RecordBatch]:
+        for start in range(0, 400, 50):
+            yield _rows(range(start, start + 50))
+        raise RuntimeError("the input broke")
+
+    # A tiny target rolls files while the input still arrives: finished files exist before the error.
+    writer = DataTaskWriter(_spec(tmp_path, target_file_size_bytes=1, row_group_size_bytes=1), 5, 0)
+    with pytest.raises(WriteError) as raised:
+        writer.write_all(batches())
+
+    assert find_error_code(str(raised.value)) is WriteError
+    assert "the input broke" in str(raised.value) and raised.value.context["task"] == 5
+    assert _parquet_files(tmp_path) == []
+
+
+def test_the_task_function_yields_its_files_then_its_report(tmp_path: Path) -> None:
+    run = write_function(_spec(tmp_path, bad_row_flag=True))
+    output = list(run(iter([_rows(range(30), {0, 1})])))
+
+    texts = [t for batch in output for t in batch.column(0).to_pylist()]
+    result = WriteResult.from_json(texts)
+    assert result.counts.input_rows == 30 and result.counts.bad_rows == 2
+    assert sum(f.record_count for f in result.files) == 28
+    assert {Path(f.path.removeprefix("file://")) for f in result.files} == set(_parquet_files(tmp_path))
