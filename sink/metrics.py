@@ -104,6 +104,9 @@ class SinkMetrics(MetricFamilies):
             self.commit_attempts,
             self.commit_conflicts,
             self.input_rows,
+            self.upserted_keys,
+            self.deleted_keys,
+            self.delete_files,
         ):
             counter.labels(table, sink_id).inc(0)
         for outcome in BATCH_OUTCOMES:

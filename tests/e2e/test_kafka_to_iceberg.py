@@ -31,6 +31,7 @@ import yaml
 
 from icesink import ConfigError
 from sink import metrics_server
+from sink import sink as sink_module
 from streaming_jobs.kafka.source.kafka_select import kafka_format
 from streaming_jobs.kafka_config import validate
 from streaming_jobs.kafka_to_iceberg import run
@@ -153,21 +154,34 @@ def check_schema_evolved(options: dict[str, str], table_name: str) -> None:
 
 
 def test_job_ingests_every_message_once_and_evolves_the_schema(
-    spark: Any, kafka_broker: TansuBroker, events: Produced, tmp_path: Path, metrics_exports: None
+    spark: Any,
+    kafka_broker: TansuBroker,
+    events: Produced,
+    tmp_path: Path,
+    metrics_exports: None,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     table = "e2e.events_once"
     config = validate(job_config(kafka_broker, events.topic, tmp_path, table, max_offsets=50_000))
+    served: dict[str, float] = defaultdict(float)
+    real_unexport = sink_module.unexport
+
+    def unexport(metrics: Any) -> None:  # the job closes its sinks at the end: read what they served then
+        if served:
+            return real_unexport(metrics)  # the first close saw every exported sink's metrics
+        for family in metrics_server.served_registry().collect():
+            for sample in family.samples:
+                if sample.labels.get("table") == table:
+                    served[sample.name] += sample.value  # summed over the other labels (sink id, ...)
+        real_unexport(metrics)
+
+    monkeypatch.setattr(sink_module, "unexport", unexport)
     started = time.monotonic()
     assert run(config, spark) == 0
     print(f"\n{MESSAGES:,} messages in {time.monotonic() - started:.0f} s")  # for the record, not asserted
     options = {k: str(v) for k, v in config.sink_options().items()}
     check_exactly_once(options, table, events)
     check_schema_evolved(options, table)
-    served: dict[str, float] = defaultdict(float)
-    for family in metrics_server.served_registry().collect():
-        for sample in family.samples:
-            if sample.labels.get("table") == table:
-                served[sample.name] += sample.value  # summed over the other labels (sink id, ...)
     assert served["icesink_rows_written_total"] == MESSAGES - len(events.malformed)
     assert served["icesink_dead_letter_rows_total"] == len(events.malformed)
 

@@ -177,7 +177,7 @@ def test_files_committed_after_another_writer_evolved_are_read_by_field_id(
     sink_b = IcebergSink.from_options({**base, "sink-id": "b"})
     sink_a(spark.createDataFrame([(1, 10, "one")], "id bigint, qty int, label string"), 0)
 
-    real_commit = Committer.commit
+    real_commit = Committer.commit_batches
     interleaved = threading.Event()
 
     def commit(self: Committer, *args: Any, **kwargs: Any) -> Any:
@@ -194,7 +194,7 @@ def test_files_committed_after_another_writer_evolved_are_read_by_field_id(
             table.update_schema().rename_column("label", "title").commit()
         return real_commit(self, *args, **kwargs)
 
-    monkeypatch.setattr(Committer, "commit", commit)
+    monkeypatch.setattr(Committer, "commit_batches", commit)
     sink_a(spark.createDataFrame([(3, 30, "three")], "id bigint, qty int, label string"), 1)
     assert interleaved.is_set()
     # A's next batch still says "label": that is a new column now, with a new field id.

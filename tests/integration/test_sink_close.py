@@ -87,7 +87,7 @@ def test_the_listener_commits_only_once_the_listener_bus_delivers_the_end(
         .start()
     )
     query.awaitTermination()
-    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
+    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(120_000)  # a busy shared session drains slowly
     assert table_ids(options) == list(range(200))
     sink.close()
 
