@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as st
 
 from icesink import IcebergSink
-from sink.progress import unwatch_progress
+from sink.progress import unwatch_progress, watch_progress
 from streaming_jobs.kafka.source.kafka import register_kafka_source
 from tests.e2e.conftest import DASHBOARD, RULES
 from tests.e2e.monitoring_files import alert_rules, dashboard_queries, for_grafana_variables
@@ -135,6 +135,9 @@ def test_stream_metrics_reach_prometheus(
 
     started = time.time()
     try:
+        # On the session that starts the query: the sink's own registration goes to the session
+        # active in the batch's thread, which earlier jobs of this test process may have changed.
+        watch_progress(spark, sink.metrics)
         _run_stream(spark, kafka_broker, topic, write_batch, tmp_path / "checkpoint")
         truth = _table_truth(sink)
         assert truth["rows"] == ROWS
