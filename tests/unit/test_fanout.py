@@ -134,8 +134,8 @@ def test_a_failed_background_close_is_raised_and_leaves_no_partial_file(
             raise OSError("disk full")
 
     monkeypatch.setattr(ParquetFileWriter, "close", close)
-    fanout.finish([(0,), (1,)])
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(OSError, match="disk full"):  # from finish() or close(): the background close races
+        fanout.finish([(0,), (1,)])
         fanout.close()
     closed = fanout.abort()
     remaining = {f"file://{p}" for p in tmp_path.iterdir()}
