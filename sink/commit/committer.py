@@ -181,8 +181,7 @@ class Committer:
         )
 
     def _backoff_ms(self, attempt_no: int) -> float:
-        wait_ms = float(min(self._config.min_wait_ms * 2 ** (attempt_no - 1), self._config.max_wait_ms))
-        return wait_ms + random.uniform(0, 0.1 * wait_ms)
+        return backoff_ms(self._config, attempt_no)
 
     def _log_conflict(self, batches: BatchRange, attempt_no: int, tries: int, error: Exception) -> None:
         logger.warning(
@@ -321,3 +320,9 @@ class Committer:
     @property
     def _name(self) -> str:
         return ".".join(self.table.name())
+
+
+def backoff_ms(config: CommitConfig, attempt_no: int) -> float:
+    """The wait before retrying after attempt ``attempt_no`` conflicted: exponential, capped, with jitter."""
+    wait_ms = float(min(config.min_wait_ms * 2 ** (attempt_no - 1), config.max_wait_ms))
+    return wait_ms + random.uniform(0, 0.1 * wait_ms)

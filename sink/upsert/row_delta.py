@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import random
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from pyiceberg.table.snapshots import Operation
 
 from sink._pyiceberg import commit_table_updates
 from sink.commit import ledger
+from sink.commit.committer import backoff_ms
 from sink.commit.data_files import data_file_from_message
 from sink.commit.ledger import BatchRange
 from sink.commit.snapshot import SnapshotProducer, require_format_v2
@@ -150,8 +150,7 @@ class RowDeltaCommitter:
         try:
             commit_table_updates(self.table, pending.updates, pending.requirements)
         except CommitFailedException as e:
-            wait_ms = min(self._config.min_wait_ms * 2 ** (attempt_no - 1), self._config.max_wait_ms)
-            wait_ms += random.uniform(0, 0.1 * wait_ms)
+            wait_ms = backoff_ms(self._config, attempt_no)
             logger.warning(
                 "row delta of batches %s (sink %s, table %s) conflicted (attempt %s): %s; retry in %.0f ms",
                 batches,
