@@ -135,8 +135,8 @@ def test_stream_metrics_reach_prometheus(
 
     started = time.time()
     try:
-        # On the session that starts the query: the sink's own registration goes to the session
-        # active in the batch's thread, which earlier jobs of this test process may have changed.
+        # The way for jobs to name the session that starts their queries; the sink registers on
+        # that session by itself as well (tests/integration/test_progress.py), once per session.
         watch_progress(spark, sink.metrics)
         _run_stream(spark, kafka_broker, topic, write_batch, tmp_path / "checkpoint")
         truth = _table_truth(sink)

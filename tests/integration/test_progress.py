@@ -1,0 +1,105 @@
+"""sink.progress: a sink records its query's progress by itself, whichever session is active.
+
+pyspark keeps one active session per process, replaced by every ``createDataFrame``:
+after a ``foreachBatch`` function made a DataFrame on its batch's session (as the upsert
+lookup does), the active session is that query's clone, whose listeners hear of no query.
+Two Kafka queries in a row on the tests' shared session: the second one's sink records
+the progress, its Kafka lag included, without anyone registering a listener.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from icesink import IcebergSink
+from sink.spark_session import session_key
+from streaming_jobs.kafka.source.kafka import register_kafka_source
+from tests.support.processes import wait_until
+from tests.support.tansu import TansuBroker
+
+RECORDS_PER_PARTITION = {0: 130, 1: 110}
+ROWS = sum(RECORDS_PER_PARTITION.values())
+ROWS_PER_BATCH = 100
+QUERY_TIMEOUT_S = 120
+LISTENER_TIMEOUT_S = 60.0  # bounds a wait: the listener bus delivers progress asynchronously
+
+
+def _run(
+    spark: Any, broker: TansuBroker, topic: str, write: Callable[[Any, int], None], checkpoint: Path
+) -> None:
+    fmt = register_kafka_source(spark)
+    query = (
+        spark.readStream.format(fmt)
+        .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(ROWS_PER_BATCH))
+        .load()
+        .select(F.col("partition"), F.col("offset"), F.col("value").cast("string").alias("value"))
+        .writeStream.foreachBatch(write)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        assert query.awaitTermination(QUERY_TIMEOUT_S), f"the stream did not finish in {QUERY_TIMEOUT_S}s"
+    finally:
+        query.stop()
+    assert query.exception() is None, query.exception()
+
+
+def _sample(sink: IcebergSink, name: str) -> float:
+    return sum(s.value for m in sink.metrics.registry.collect() for s in m.samples if s.name == name)
+
+
+def test_the_next_query_records_its_progress_and_kafka_lag_without_registering_a_listener(
+    spark: Any, kafka_broker: TansuBroker, topic_name: str, catalog_options: dict[str, str], tmp_path: Path
+) -> None:
+    kafka_broker.create_topic(topic_name, partitions=len(RECORDS_PER_PARTITION))
+    records = [
+        (p, str(i).encode(), json.dumps({"id": p * 10_000 + i}).encode())
+        for p, count in RECORDS_PER_PARTITION.items()
+        for i in range(count)
+    ]
+    kafka_broker.produce(topic_name, records, linger_ms=20)
+
+    def makes_a_frame_on_its_batch_session(batch_df: Any, batch_id: int) -> None:
+        batch_df.sparkSession.createDataFrame([(batch_id,)], "batch_id long").collect()
+
+    _run(spark, kafka_broker, topic_name, makes_a_frame_on_its_batch_session, tmp_path / "first")
+    active = SparkSession.getActiveSession()
+    assert active is not None and session_key(active) != session_key(spark)  # the first query's clone
+
+    sink = IcebergSink.from_options({**catalog_options, "table": "db.events", "metrics.port": "0"})
+    lags: list[float] = []
+
+    def write(batch_df: Any, batch_id: int) -> None:
+        if batch_id == 1:  # batch 0's progress (Kafka lag above zero) arrives after batch 0 ended
+            lags.append(
+                wait_until(
+                    lambda: _sample(sink, "icesink_source_offsets_behind_latest"),
+                    LISTENER_TIMEOUT_S,
+                    "the lag after the first batch",
+                )
+            )
+        sink(batch_df, batch_id)
+
+    try:
+        _run(spark, kafka_broker, topic_name, write, tmp_path / "second")
+        wait_until(
+            lambda: _sample(sink, "icesink_input_rows_total") == ROWS,
+            LISTENER_TIMEOUT_S,
+            f"{ROWS} input rows in the progress metrics",
+        )
+        batches = _sample(sink, "icesink_batch_duration_seconds_count")
+    finally:
+        sink.close()
+    assert len(lags) == 1 and lags[0] > 0  # the lag after batch 0 (Tansu may report one offset more)
+    assert batches == -(-ROWS // ROWS_PER_BATCH)  # one progress report per micro-batch
+    assert sink.catalog.load_table("db.events").scan().to_arrow().num_rows == ROWS
