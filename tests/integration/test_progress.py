@@ -10,48 +10,23 @@ the progress, its Kafka lag included, without anyone registering a listener.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import types as st
 
 from icesink import IcebergSink
 from sink.spark_session import session_key
-from streaming_jobs.kafka.source.kafka import register_kafka_source
+from tests.support.kafka_streams import run_json_topic
 from tests.support.processes import wait_until
 from tests.support.tansu import TansuBroker
 
 RECORDS_PER_PARTITION = {0: 130, 1: 110}
 ROWS = sum(RECORDS_PER_PARTITION.values())
 ROWS_PER_BATCH = 100
-QUERY_TIMEOUT_S = 120
+VALUE_SCHEMA = st.StructType([st.StructField("id", st.LongType())])
 LISTENER_TIMEOUT_S = 60.0  # bounds a wait: the listener bus delivers progress asynchronously
-
-
-def _run(
-    spark: Any, broker: TansuBroker, topic: str, write: Callable[[Any, int], None], checkpoint: Path
-) -> None:
-    fmt = register_kafka_source(spark)
-    query = (
-        spark.readStream.format(fmt)
-        .option("kafka.bootstrap.servers", broker.bootstrap_servers)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", str(ROWS_PER_BATCH))
-        .load()
-        .select(F.col("partition"), F.col("offset"), F.col("value").cast("string").alias("value"))
-        .writeStream.foreachBatch(write)
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    try:
-        assert query.awaitTermination(QUERY_TIMEOUT_S), f"the stream did not finish in {QUERY_TIMEOUT_S}s"
-    finally:
-        query.stop()
-    assert query.exception() is None, query.exception()
 
 
 def _sample(sink: IcebergSink, name: str) -> float:
@@ -72,7 +47,15 @@ def test_the_next_query_records_its_progress_and_kafka_lag_without_registering_a
     def makes_a_frame_on_its_batch_session(batch_df: Any, batch_id: int) -> None:
         batch_df.sparkSession.createDataFrame([(batch_id,)], "batch_id long").collect()
 
-    _run(spark, kafka_broker, topic_name, makes_a_frame_on_its_batch_session, tmp_path / "first")
+    run_json_topic(
+        spark,
+        kafka_broker,
+        topic_name,
+        VALUE_SCHEMA,
+        makes_a_frame_on_its_batch_session,
+        tmp_path / "first",
+        rows_per_batch=ROWS_PER_BATCH,
+    )
     active = SparkSession.getActiveSession()
     assert active is not None and session_key(active) != session_key(spark)  # the first query's clone
 
@@ -91,7 +74,15 @@ def test_the_next_query_records_its_progress_and_kafka_lag_without_registering_a
         sink(batch_df, batch_id)
 
     try:
-        _run(spark, kafka_broker, topic_name, write, tmp_path / "second")
+        run_json_topic(
+            spark,
+            kafka_broker,
+            topic_name,
+            VALUE_SCHEMA,
+            write,
+            tmp_path / "second",
+            rows_per_batch=ROWS_PER_BATCH,
+        )
         wait_until(
             lambda: _sample(sink, "icesink_input_rows_total") == ROWS,
             LISTENER_TIMEOUT_S,
