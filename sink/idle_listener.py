@@ -7,11 +7,11 @@ import logging
 import threading
 from typing import Any, Protocol
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from sink.errors import SinkClosedError
-from sink.spark_session import is_connect
+from sink.spark_session import query_session, session_key
 
 logger = logging.getLogger(__name__)
 
@@ -50,25 +50,28 @@ class FlushOnIdle(StreamingQueryListener):
 
 
 def listen_for_idle(
-    sink: Flushable, listening: set[int], lock: threading.Lock
+    sink: Flushable, batch_df: DataFrame, listening: set[str], lock: threading.Lock
 ) -> tuple[SparkSession, FlushOnIdle] | None:
-    """Flush ``sink``'s staged batches when a query goes idle or stops (once per session).
+    """Flush ``sink``'s staged batches when ``batch_df``'s query goes idle or stops (once per session).
 
-    Registered on the active session: the session handed to ``foreachBatch`` is a
-    clone whose listeners never hear of any query. ``listening`` holds the ids of the
-    sessions ``sink`` already listens on, guarded by ``lock``.
+    Registered on the session that started the query
+    (:func:`~sink.spark_session.query_session`): the session handed to ``foreachBatch`` is
+    a clone whose listeners never hear of any query. None under Spark Connect, where a
+    listener would run a copy of the sink elsewhere. ``listening`` holds the JVM identities
+    of the sessions ``sink`` already listens on, guarded by ``lock``.
 
     Returns:
         The session and the listener added to it (``None`` when there was nothing to add),
         for :func:`stop_listening`.
     """
-    spark = SparkSession.getActiveSession()
-    if spark is None or is_connect(spark):  # a Connect listener would run a copy of the sink elsewhere
+    spark = query_session(batch_df)
+    if spark is None:
         return None
+    key = session_key(spark)
     with lock:
-        if id(spark) in listening:
+        if key in listening:
             return None
-        listening.add(id(spark))
+        listening.add(key)
     listener = FlushOnIdle(sink)
     spark.streams.addListener(listener)
     return spark, listener

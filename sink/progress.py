@@ -9,9 +9,12 @@ reports into ``icesink_input_rows_total``, ``icesink_input_rows_per_second``,
 query writes through (the sink binds each query id to them at its first batch).
 
 A listener must be added to the session that started the query: the session handed
-to ``foreachBatch`` is a clone whose listeners never hear of the query. The sink
-therefore watches :meth:`SparkSession.getActiveSession`; jobs that run several
-sessions call :func:`watch_progress` with the right one.
+to ``foreachBatch`` is a clone whose listeners never hear of the query, and the
+process's active session may be any session, a clone of an earlier query's among them.
+The sink therefore watches the session its query's own record names
+(:func:`watch_query`, through :func:`~sink.spark_session.query_session`), once per
+session and metrics; a session whose application stopped is forgotten. Jobs may also
+call :func:`watch_progress` with the session that starts their queries.
 """
 
 from __future__ import annotations
@@ -23,16 +26,17 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from sink.metrics import SinkMetrics
-from sink.spark_session import is_connect
+from sink.spark_session import is_stopped, query_session, session_key
 
 logger = logging.getLogger(__name__)
 
 _lock = threading.Lock()
-_watched: dict[tuple[str, int], ProgressMetricsListener] = {}
+_watched: dict[tuple[str, int], tuple[SparkSession, ProgressMetricsListener]] = {}
+"""The listeners added, by the session's JVM identity and the metrics they record into."""
 
 
 class ProgressMetricsListener(StreamingQueryListener):
@@ -153,35 +157,31 @@ def watch_progress(spark: SparkSession, metrics: SinkMetrics) -> ProgressMetrics
         spark: The session that starts the streaming queries.
         metrics: The sink's metrics.
     """
-    key = (_session_key(spark), id(metrics))
+    key = (session_key(spark), id(metrics))
     with _lock:
-        listener = _watched.get(key)
-        if listener is None:
-            listener = ProgressMetricsListener(metrics)
-            spark.streams.addListener(listener)
-            _watched[key] = listener
+        for stopped in [k for k, (session, _) in _watched.items() if is_stopped(session)]:
+            del _watched[stopped]  # its listener bus is gone; a new one gets new listeners
+        watched = _watched.get(key)
+        if watched is None:
+            watched = _watched[key] = (spark, ProgressMetricsListener(metrics))
+            spark.streams.addListener(watched[1])
             logger.info("streaming progress of session %s recorded as metrics", key[0])
-    return listener
+    return watched[1]
 
 
-def watch_active_session(metrics: SinkMetrics) -> ProgressMetricsListener | None:
-    """:func:`watch_progress` on the active session, if there is one."""
-    spark = SparkSession.getActiveSession()
-    if spark is None or is_connect(spark):  # a Connect listener would count in another process
-        return None
-    return watch_progress(spark, metrics)
+def watch_query(batch_df: DataFrame, metrics: SinkMetrics) -> ProgressMetricsListener | None:
+    """:func:`watch_progress` on the session that started ``batch_df``'s streaming query, if any.
+
+    ``None`` outside a streaming query and under Spark Connect (a listener there would count
+    in another process).
+    """
+    spark = query_session(batch_df)
+    return None if spark is None else watch_progress(spark, metrics)
 
 
 def unwatch_progress(spark: SparkSession, metrics: SinkMetrics) -> None:
     """Remove the listener :func:`watch_progress` added (no-op when there is none)."""
     with _lock:
-        listener = _watched.pop((_session_key(spark), id(metrics)), None)
-    if listener is not None:
-        spark.streams.removeListener(listener)
-
-
-def _session_key(spark: SparkSession) -> str:
-    try:
-        return str(spark._jsparkSession.sessionUUID())
-    except Exception:
-        return f"python-{id(spark)}"
+        watched = _watched.pop((session_key(spark), id(metrics)), None)
+    if watched is not None:
+        spark.streams.removeListener(watched[1])

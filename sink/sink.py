@@ -47,7 +47,7 @@ from sink.log_context import batch_context, batch_logger
 from sink.metrics import SinkMetrics
 from sink.metrics_server import MetricsServer, export, is_exported, unexport
 from sink.normalize import NormalizedBatch, NormalizeOptions, normalize
-from sink.progress import watch_active_session
+from sink.progress import watch_query
 from sink.route.routed import RoutedBatch
 from sink.route.router import BucketRouter
 from sink.schema.coordinator import coordinator_for
@@ -92,7 +92,7 @@ class IcebergSink:
         self._upsert = UpsertStep(config, self.metrics)  # write.mode=upsert; a no-op otherwise
         self._lock = threading.Lock()
         self._states: dict[str, SinkState] = {}
-        self._listening: set[int] = set()
+        self._listening: set[str] = set()
         self._listeners: list[tuple[SparkSession, FlushOnIdle]] = []
         self._closed = False
 
@@ -160,7 +160,7 @@ class IcebergSink:
                 name, sink_id, batch_id, state.query_id, table.metadata.current_snapshot_id
             )
             if is_exported(self.metrics):
-                watch_active_session(self.metrics)  # progress metrics; once per session
+                watch_query(batch_df, self.metrics)  # progress metrics, on the query's own session
             with state.lock:
                 self._write_batch(batch_df, batch_id, table, state, arrow_source)
 
@@ -271,7 +271,7 @@ class IcebergSink:
                 self._commits.recover(table, state)
             self._states[sink_id] = state  # only once recovered: a failed recovery runs again
         if self._commits.stages:
-            added = listen_for_idle(self, self._listening, self._lock)
+            added = listen_for_idle(self, batch_df, self._listening, self._lock)
             if added is not None:
                 self._listeners.append(added)
         return state

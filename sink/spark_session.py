@@ -10,13 +10,19 @@ question the sink asks has a classic answer (unchanged) and a Connect answer her
   ``spark.default.parallelism`` when set, else ``spark.sql.shuffle.partitions``;
 - the streaming query's id: a local property of the query's thread, which Connect does
   not expose, so the ``sink-id`` option is required there;
+- the session that started the query (the one whose listeners hear of it): the query's
+  record, shared by the application's sessions; none under Connect;
 - the number of partitions of a batch: unknown without planning it through ``rdd``, so
   ``None`` (the rule that needs it is skipped).
 """
 
 from __future__ import annotations
 
+import logging
+
 from pyspark.sql import DataFrame, SparkSession
+
+logger = logging.getLogger(__name__)
 
 _QUERY_ID_PROPERTY = "sql.streaming.queryId"
 
@@ -59,3 +65,46 @@ def query_id_of(batch_df: DataFrame) -> str | None:
     if is_connect(spark):
         return None
     return spark.sparkContext.getLocalProperty(_QUERY_ID_PROPERTY)
+
+
+def query_session(batch_df: DataFrame) -> SparkSession | None:
+    """The session that started the streaming query of ``batch_df``: the one whose listeners hear of it.
+
+    A session's streaming listeners hear only of the queries that session started.
+    ``foreachBatch`` hands each batch over on a clone of that session, made for the query,
+    and ``SparkSession.getActiveSession()`` is no answer either: pyspark keeps one active
+    session per process, replaced by every ``createDataFrame`` on any session, so after a
+    ``foreachBatch`` function made a DataFrame on its batch's session it is that clone, a
+    clone of an earlier query's session as likely as not. The query's own record, shared
+    by every session of the application, names the session that started it.
+
+    ``None`` outside a streaming query, once the query stopped, and under Spark Connect.
+    """
+    query_id = query_id_of(batch_df)
+    if query_id is None:
+        return None
+    spark = batch_df.sparkSession
+    try:
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        queries = spark._jsparkSession.sharedState().activeStreamingQueries()
+        execution = queries.get(jvm.java.util.UUID.fromString(query_id))
+        if execution is None:
+            return None
+        return SparkSession(spark.sparkContext, execution.sparkSession())
+    except Exception:  # internals of Spark: a version without them only loses the listeners
+        logger.warning("the session that started query %s was not found", query_id, exc_info=True)
+        return None
+
+
+def session_key(spark: SparkSession) -> str:
+    """The identity of ``spark``'s session in the JVM (Python wrappers of one session come and go)."""
+    try:
+        return str(spark._jsparkSession.sessionUUID())
+    except Exception:
+        return f"python-{id(spark)}"
+
+
+def is_stopped(spark: SparkSession) -> bool:
+    """Whether ``spark``'s application has stopped (its listeners went with it)."""
+    return spark.sparkContext._jsc is None

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import random
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -17,6 +15,7 @@ from pyiceberg.table.update import AssertTableUUID, SetPropertiesUpdate
 from sink import failpoints
 from sink._pyiceberg import commit_table_updates
 from sink.commit import ledger
+from sink.commit.backoff import Backoff
 from sink.commit.data_files import data_file_from_message
 from sink.commit.ledger import BatchRange
 from sink.commit.recovery import delete_leftovers
@@ -69,6 +68,7 @@ class Committer:
         sink_id: The sink's identity in the ledger.
         config: Retry settings.
         delete_file: Deletes a data file by path (the table's FileIO by default).
+        sleep: Waits between attempts (``time.sleep`` by default).
     """
 
     def __init__(
@@ -77,10 +77,12 @@ class Committer:
         sink_id: str,
         config: CommitConfig,
         delete_file: Callable[[str], None] | None = None,
+        sleep: Callable[[float], None] | None = None,
     ) -> None:
         self.table = table
         self._sink_id = sink_id
         self._config = config
+        self._backoff = Backoff(config, sleep)
         self._delete_file = delete_file or table.io.delete
 
     def commit(
@@ -115,9 +117,8 @@ class Committer:
                 so the files are kept for the ledger to decide later.
         """
         conflicts = 0
-        tries = self._config.retries + 1
         pending = list(staged)
-        for attempt_no in range(1, tries + 1):
+        for attempt_no in self._backoff.attempts():
             self.table.refresh()
             record = ledger.last_commit(self.table, self._sink_id)
             last = -1 if record is None else record.last_batch_id
@@ -136,9 +137,7 @@ class Committer:
                 snapshot_id = self._commit_once(pending, todo)
             except CommitFailedException as e:
                 conflicts += 1
-                self._log_conflict(todo, attempt_no, tries, e)
-                if attempt_no < tries:
-                    time.sleep(self._backoff_ms(attempt_no) / 1000)
+                self._log_conflict(todo, attempt_no, e)
                 continue
             except Exception as e:
                 raise CommitError(
@@ -173,24 +172,21 @@ class Committer:
             self.delete_files(files)  # every attempt was refused: no snapshot references them
             fate = f"its {len(files)} data files were deleted"
         raise CommitConflictError(
-            f"commit still conflicting after {self._config.retries + 1} attempts; {fate}",
+            f"commit still conflicting after {self._backoff.tries} attempts; {fate}",
             table=self._name,
             batches=str(batches),
             sink_id=self._sink_id,
             hint="raise commit.retry.num-retries or reduce the number of concurrent writers",
         )
 
-    def _backoff_ms(self, attempt_no: int) -> float:
-        return backoff_ms(self._config, attempt_no)
-
-    def _log_conflict(self, batches: BatchRange, attempt_no: int, tries: int, error: Exception) -> None:
+    def _log_conflict(self, batches: BatchRange, attempt_no: int, error: Exception) -> None:
         logger.warning(
             "commit of batches %s (sink %s, table %s) conflicted (attempt %s of %s): %s",
             batches,
             self._sink_id,
             self._name,
             attempt_no,
-            tries,
+            self._backoff.tries,
             error,
         )
 
@@ -320,9 +316,3 @@ class Committer:
     @property
     def _name(self) -> str:
         return ".".join(self.table.name())
-
-
-def backoff_ms(config: CommitConfig, attempt_no: int) -> float:
-    """The wait before retrying after attempt ``attempt_no`` conflicted: exponential, capped, with jitter."""
-    wait_ms = float(min(config.min_wait_ms * 2 ** (attempt_no - 1), config.max_wait_ms))
-    return wait_ms + random.uniform(0, 0.1 * wait_ms)

@@ -22,7 +22,6 @@ schema keep reading correctly: ids, not names, decide.
 from __future__ import annotations
 
 import hashlib
-import random
 import threading
 import time
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from pyiceberg.table import Table
 from pyiceberg.table.update.schema import UpdateSchema
 from pyspark.sql import types as st
 
+from sink.commit.backoff import Backoff
 from sink.config import CommitConfig, SinkConfig
 from sink.errors import CommitConflictError, SchemaError
 from sink.log_context import batch_logger
@@ -185,7 +185,8 @@ class SchemaCoordinator:
     ) -> EvolutionOutcome:
         """Refresh, diff again, commit what is still missing; retry lost races (lock held)."""
         conflicts = 0
-        for attempt in range(1, retry.retries + 2):
+        backoff = Backoff(retry)
+        for attempt in backoff.attempts():
             table.refresh()
             pending = diff_schema(table.schema(), batch_schema, case_sensitive=case_sensitive)
             if not pending:
@@ -198,7 +199,13 @@ class SchemaCoordinator:
                 conflicts += 1
                 if metrics is not None:
                     metrics.schema_commit_conflicts.labels(self.table_name).inc()
-                self._wait_before_retry(attempt, retry, e)
+                logger.warning(
+                    "schema commit to %s lost a race (attempt %s of %s): %s",
+                    self.table_name,
+                    attempt,
+                    backoff.tries,
+                    e,
+                )
                 continue
             except (ValueError, TypeError) as e:
                 raise SchemaError(
@@ -209,28 +216,10 @@ class SchemaCoordinator:
                 ) from e
             return EvolutionOutcome(table, SchemaCheck.EVOLVED, tuple(pending), conflicts)
         raise CommitConflictError(
-            f"schema commit still conflicting after {retry.retries + 1} attempts",
+            f"schema commit still conflicting after {backoff.tries} attempts",
             table=self.table_name,
             hint="raise commit.retry.num-retries or reduce the number of writers changing the schema at once",
         )
-
-    def _wait_before_retry(self, attempt: int, retry: CommitConfig, error: Exception) -> None:
-        """Back off before the next attempt (which refreshes and diffs again); none after the last."""
-        if attempt > retry.retries:
-            logger.warning(
-                "schema commit to %s lost a race (attempt %s, the last): %s", self.table_name, attempt, error
-            )
-            return
-        wait_ms = min(retry.min_wait_ms * 2 ** (attempt - 1), retry.max_wait_ms)
-        wait_ms += random.uniform(0, 0.1 * wait_ms)
-        logger.warning(
-            "schema commit to %s lost a race (attempt %s): %s; retrying in %.0f ms",
-            self.table_name,
-            attempt,
-            error,
-            wait_ms,
-        )
-        time.sleep(wait_ms / 1000)
 
     def _remember(self, schema: Schema, force: bool = False) -> None:
         with self._cache_lock:

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pyiceberg.exceptions import CommitFailedException
@@ -27,7 +26,7 @@ from pyiceberg.table.snapshots import Operation
 
 from sink._pyiceberg import commit_table_updates
 from sink.commit import ledger
-from sink.commit.committer import backoff_ms
+from sink.commit.backoff import Backoff
 from sink.commit.data_files import data_file_from_message
 from sink.commit.ledger import BatchRange
 from sink.commit.snapshot import SnapshotProducer, require_format_v2
@@ -64,13 +63,20 @@ class RowDeltaCommitter:
         table: The table (refreshed as needed).
         sink_id: The sink's identity in the ledger.
         config: Retry settings (``commit.retry.*``).
+        sleep: Waits between attempts (``time.sleep`` by default).
     """
 
-    def __init__(self, table: Table, sink_id: str, config: CommitConfig) -> None:
+    def __init__(
+        self,
+        table: Table,
+        sink_id: str,
+        config: CommitConfig,
+        sleep: Callable[[float], None] | None = None,
+    ) -> None:
         require_format_v2(table)
         self.table = table
         self._sink_id = sink_id
-        self._config = config
+        self._backoff = Backoff(config, sleep)
 
     def commit(
         self,
@@ -118,7 +124,7 @@ class RowDeltaCommitter:
         start_snapshot_id: int | None,
         batches: BatchRange,
     ) -> RowDeltaOutcome:
-        for attempt_no in range(1, self._config.retries + 2):
+        for attempt_no in self._backoff.attempts():
             conflicts = attempt_no - 1  # every earlier attempt was refused by the catalog
             self.table.refresh()
             if self.table.metadata.snapshot_by_id(producer.snapshot_id) is not None:
@@ -137,7 +143,7 @@ class RowDeltaCommitter:
             if self._try_commit(producer, batches, attempt_no):
                 return RowDeltaOutcome(producer.snapshot_id, attempt_no, conflicts)
         raise CommitConflictError(
-            f"row delta still conflicting after {self._config.retries + 1} attempts",
+            f"row delta still conflicting after {self._backoff.tries} attempts",
             table=self._name,
             batches=str(batches),
             sink_id=self._sink_id,
@@ -145,22 +151,20 @@ class RowDeltaCommitter:
         )
 
     def _try_commit(self, producer: SnapshotProducer, batches: BatchRange, attempt_no: int) -> bool:
-        """One attempt on the refreshed table: ``False`` (after a backoff) when the catalog refused it."""
+        """One attempt on the refreshed table: ``False`` when the catalog refused it."""
         pending = producer.build(self.table.metadata)
         try:
             commit_table_updates(self.table, pending.updates, pending.requirements)
         except CommitFailedException as e:
-            wait_ms = backoff_ms(self._config, attempt_no)
             logger.warning(
-                "row delta of batches %s (sink %s, table %s) conflicted (attempt %s): %s; retry in %.0f ms",
+                "row delta of batches %s (sink %s, table %s) conflicted (attempt %s of %s): %s",
                 batches,
                 self._sink_id,
                 self._name,
                 attempt_no,
+                self._backoff.tries,
                 e,
-                wait_ms,
             )
-            time.sleep(wait_ms / 1000)
             return False
         except Exception as e:
             raise CommitError(

@@ -30,6 +30,13 @@ class FanoutWriter:
     rows of other values keep arriving. The writers being finished hold at most a
     quarter of the budget; :meth:`finish` waits for the oldest ones beyond that.
 
+    A failed close breaks the writer. A background close fails on its own thread, so
+    its error is raised by the first call of :meth:`write`, :meth:`finish`,
+    :meth:`close` or :meth:`result` after the failure (:meth:`close` waits for every
+    background close: at the latest there), and again by every later one, so that no
+    caller carries on as if the file had been written. Only :meth:`abort` is left,
+    which deletes what the failed file left behind.
+
     Args:
         new_writer: Creates the rolling writer of a partition value.
         memory_budget_bytes: Most Arrow bytes all open writers may buffer together.
@@ -51,13 +58,19 @@ class FanoutWriter:
         self._pending_bytes = 0
         self._pool: ThreadPoolExecutor | None = None
         self._closed = False
+        self._close_error: BaseException | None = None
         self._buffered = 0
         self.budget_closes = 0
         self.open_writers_peak = 0
         self.buffered_bytes_peak = 0
 
     def write(self, partition: tuple[object, ...], batch: pa.RecordBatch, nbytes: int | None = None) -> None:
-        """Append rows that all belong to ``partition`` (``nbytes``: their Arrow size, if known)."""
+        """Append rows that all belong to ``partition`` (``nbytes``: their Arrow size, if known).
+
+        Raises:
+            Exception: What a failed close raised (see the class docstring).
+        """
+        self._raise_close_error()
         writer = self._writers.get(partition)
         if writer is None:
             writer = self._new_writer(partition)
@@ -88,8 +101,9 @@ class FanoutWriter:
         Rows of such a value that arrive later all the same go to a new writer (and file).
 
         Raises:
-            Exception: What an earlier background close raised.
+            Exception: What a failed close raised (see the class docstring).
         """
+        self._raise_close_error()
         for partition in partitions:
             writer = self._writers.pop(partition, None)
             if writer is None:
@@ -97,7 +111,9 @@ class FanoutWriter:
             nbytes = writer.buffered_bytes()
             self._buffered -= nbytes
             self._finished.append(writer)
-            self._pending.append((self._executor().submit(writer.close), nbytes))
+            future = self._executor().submit(writer.close)
+            future.add_done_callback(self._note_close_error)
+            self._pending.append((future, nbytes))
             self._pending_bytes += nbytes
         while self._pending and (self._pending_bytes > self._budget // 4 or self._pending[0][0].done()):
             self._wait_oldest()
@@ -111,7 +127,20 @@ class FanoutWriter:
     def _wait_oldest(self) -> None:
         future, nbytes = self._pending.popleft()
         self._pending_bytes -= nbytes
-        future.result()
+        self._note_close_error(future)
+        self._raise_close_error()
+
+    def _note_close_error(self, future: Future[None]) -> None:
+        """Keep the first error of a close (on the thread that ran it, or when waited for)."""
+        if future.cancelled():  # by abort(): never started
+            return
+        error = future.exception()  # waits; the callback only runs once it is done
+        if error is not None and self._close_error is None:
+            self._close_error = error
+
+    def _raise_close_error(self) -> None:
+        if self._close_error is not None:
+            raise self._close_error
 
     def buffered_bytes(self) -> int:
         """Arrow bytes buffered by all open writers (kept as a running total)."""
@@ -122,8 +151,13 @@ class FanoutWriter:
         return len(self._writers)
 
     def close(self) -> None:
-        """Close every writer; safe to call twice."""
+        """Close every writer; safe to call twice.
+
+        Raises:
+            Exception: What a failed close raised, now or in an earlier call.
+        """
         if self._closed:
+            self._raise_close_error()
             return
         self._closed = True
         try:
@@ -137,6 +171,10 @@ class FanoutWriter:
             else:
                 for _ in self._executor().map(RollingFileWriter.close, writers):
                     pass
+        except Exception as e:
+            if self._close_error is None:
+                self._close_error = e
+            raise
         finally:
             self._shut_pool()
 
@@ -149,6 +187,7 @@ class FanoutWriter:
         """Messages of every file written, by partition value."""
         if not self._closed:
             raise RuntimeError("result() before close()")
+        self._raise_close_error()
         return [m for w in (*self._finished, *self._writers.values()) for m in w.result()]
 
     def abort(self) -> list[str]:

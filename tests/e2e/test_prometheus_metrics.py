@@ -11,20 +11,18 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pyspark.sql import functions as F
 from pyspark.sql import types as st
 
 from icesink import IcebergSink
 from sink.progress import unwatch_progress, watch_progress
-from streaming_jobs.kafka.source.kafka import register_kafka_source
 from tests.e2e.conftest import DASHBOARD, RULES
 from tests.e2e.monitoring_files import alert_rules, dashboard_queries, for_grafana_variables
 from tests.e2e.servers import PrometheusServer, wait_until
+from tests.support.kafka_streams import run_json_topic
 from tests.support.tansu import TansuBroker
 
 pytestmark = pytest.mark.e2e
@@ -33,7 +31,6 @@ TABLE = "e2e.events"
 RECORDS_PER_PARTITION = {0: 260, 1: 190}
 ROWS = sum(RECORDS_PER_PARTITION.values())
 ROWS_PER_BATCH = 160
-QUERY_TIMEOUT_S = 120
 SCRAPE_TIMEOUT_S = 120.0  # bounds a wait: a busy listener bus of the shared session delivers late
 VALUE_SCHEMA = st.StructType(
     [
@@ -52,33 +49,6 @@ def _produce(broker: TansuBroker, topic: str) -> None:
             value = {"id": key, "kind": f"k{key % 7}", "amount": key / 4}
             records.append((partition, str(key).encode(), json.dumps(value).encode()))
     broker.produce(topic, records, linger_ms=20)
-
-
-def _run_stream(
-    spark: Any, broker: TansuBroker, topic: str, write_batch: Callable[[Any, int], None], checkpoint: Path
-) -> None:
-    fmt = register_kafka_source(spark)
-    stream = (
-        spark.readStream.format(fmt)
-        .option("kafka.bootstrap.servers", broker.bootstrap_servers)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", str(ROWS_PER_BATCH))
-        .load()
-        .select(F.from_json(F.col("value").cast("string"), VALUE_SCHEMA).alias("v"))
-        .select("v.*")
-    )
-    query = (
-        stream.writeStream.foreachBatch(write_batch)
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    try:
-        assert query.awaitTermination(QUERY_TIMEOUT_S), f"the stream did not finish in {QUERY_TIMEOUT_S}s"
-    finally:
-        query.stop()
-    assert query.exception() is None, query.exception()
 
 
 def _table_truth(sink: IcebergSink) -> dict[str, Any]:
@@ -135,10 +105,18 @@ def test_stream_metrics_reach_prometheus(
 
     started = time.time()
     try:
-        # On the session that starts the query: the sink's own registration goes to the session
-        # active in the batch's thread, which earlier jobs of this test process may have changed.
+        # The way for jobs to name the session that starts their queries; the sink registers on
+        # that session by itself as well (tests/integration/test_progress.py), once per session.
         watch_progress(spark, sink.metrics)
-        _run_stream(spark, kafka_broker, topic, write_batch, tmp_path / "checkpoint")
+        run_json_topic(
+            spark,
+            kafka_broker,
+            topic,
+            VALUE_SCHEMA,
+            write_batch,
+            tmp_path / "checkpoint",
+            rows_per_batch=ROWS_PER_BATCH,
+        )
         truth = _table_truth(sink)
         assert truth["rows"] == ROWS
         assert truth["snapshots"] >= 3, "maxOffsetsPerTrigger should have made several micro-batches"

@@ -24,6 +24,7 @@ from sink.upsert.row_delta import RowDeltaCommitter
 from sink.write.task import run_write
 from tests.support.duckdb_reader import duckdb_read
 from tests.support.upserts import (
+    CHANGE_BATCHES,
     UpsertDriver,
     bucket_of,
     changes,
@@ -34,31 +35,6 @@ from tests.support.upserts import (
     write_data_files,
     write_spec,
 )
-
-BATCHES = [
-    # inserts
-    changes(*[(i, f"n{i}", i, "c", 0) for i in range(40)]),
-    # updates, deletes, new keys
-    changes(
-        *[(i, f"u{i}", i * 10, "u", 1) for i in range(0, 40, 3)],
-        *[(i, None, None, "d", 1) for i in range(1, 40, 7)],
-        *[(i, f"n{i}", i, "c", 1) for i in range(40, 50)],
-    ),
-    # re-insert of deleted keys; several changes of one key, out of order by seq
-    changes(
-        (1, "back", 1, "c", 2),
-        (8, "back", 8, "r", 2),
-        (5, "first", 1, "u", 3),
-        (5, "third", 3, "u", 5),
-        (5, None, None, "d", 4),
-        (6, "x", 1, "u", 2),
-        (6, None, None, "d", 2),  # same seq: the later row wins
-        (45, None, None, "d", 2),
-        (99, None, None, "d", 2),  # a delete of a key that never existed
-    ),
-    # an update of a key updated in the previous batch, and a delete then re-insert in one batch
-    changes((5, "fourth", 4, "u", 6), (0, None, None, "d", 6), (0, "again", 0, "c", 7)),
-]
 
 
 def _all_entries(table: Table) -> list[Any]:
@@ -85,7 +61,7 @@ def test_changes_read_back_through_pyiceberg_and_duckdb(tmp_path: Path) -> None:
     driver = UpsertDriver(table)
     state: dict[int, tuple[str | None, int | None]] = {}
     outcomes = []
-    for batch in BATCHES:
+    for batch in CHANGE_BATCHES:
         outcomes.append(driver.apply(batch))
         expected_state(state, batch)
         table.refresh()
@@ -107,9 +83,9 @@ def test_changes_read_back_through_pyiceberg_and_duckdb(tmp_path: Path) -> None:
     )
     assert summary["total-records"] == str(40 + 22)
     assert summary["total-position-deletes"] == "18"
-    assert table.metadata.properties["icesink.sink.s1.last-batch-id"] == str(len(BATCHES) - 1)
+    assert table.metadata.properties["icesink.sink.s1.last-batch-id"] == str(len(CHANGE_BATCHES) - 1)
     # Sequence numbers: one per snapshot, and every delete file has its snapshot's.
-    assert [s.sequence_number for s in snapshots] == list(range(1, len(BATCHES) + 1))
+    assert [s.sequence_number for s in snapshots] == list(range(1, len(CHANGE_BATCHES) + 1))
     for content, entry in _all_entries(table):
         if content == ManifestContent.DELETES:
             assert entry.sequence_number == _sequence_number(table, entry.snapshot_id)
@@ -121,7 +97,7 @@ def test_manifests_are_merged_and_every_delete_still_applies(tmp_path: Path) -> 
     driver = UpsertDriver(table)
     state: dict[int, tuple[str | None, int | None]] = {}
     more = [changes(*[(k, f"m{n}", n, "u", 10 + n) for k in range(n, 50, 4)]) for n in range(4)]
-    for batch in [*BATCHES, *more]:
+    for batch in [*CHANGE_BATCHES, *more]:
         driver.apply(batch)
         expected_state(state, batch)
         table.refresh()
@@ -158,8 +134,8 @@ def test_lookup_reads_only_the_files_of_the_keys_buckets(tmp_path: Path) -> None
 def test_replayed_batch_is_skipped_and_deletes_nothing(tmp_path: Path) -> None:
     table = create_table(sql_catalog(tmp_path))
     driver = UpsertDriver(table)
-    driver.apply(BATCHES[0])
-    change = BATCHES[1]
+    driver.apply(CHANGE_BATCHES[0])
+    change = CHANGE_BATCHES[1]
     first = driver.apply(change)
     snapshot = table.current_snapshot()
     # Spark replays batch 1: same id, a new attempt.
@@ -221,15 +197,15 @@ class _ConcurrentAfterLookup:
 
 def test_conflict_names_the_removed_file_and_the_lookup_is_redone(tmp_path: Path) -> None:
     table = create_table(sql_catalog(tmp_path))
-    UpsertDriver(table, sink_id="loader").apply(BATCHES[0])
+    UpsertDriver(table, sink_id="loader").apply(CHANGE_BATCHES[0])
     table.refresh()
     lookup = _ConcurrentAfterLookup(table, "rewrite")
     driver = UpsertDriver(table, run_lookup=lookup)
-    outcome = driver.apply(BATCHES[1])
+    outcome = driver.apply(CHANGE_BATCHES[1])
 
     table.refresh()
     state: dict[int, tuple[str | None, int | None]] = {}
-    for batch in BATCHES[:2]:
+    for batch in CHANGE_BATCHES[:2]:
         expected_state(state, batch)
     assert outcome.redos == 1 and lookup.calls == 2
     assert rows_of(table.scan().to_arrow()) == state
@@ -238,7 +214,7 @@ def test_conflict_names_the_removed_file_and_the_lookup_is_redone(tmp_path: Path
 
 def test_row_delta_refuses_when_a_referenced_file_was_removed(tmp_path: Path) -> None:
     table = create_table(sql_catalog(tmp_path))
-    UpsertDriver(table, sink_id="loader").apply(BATCHES[0])
+    UpsertDriver(table, sink_id="loader").apply(CHANGE_BATCHES[0])
     table.refresh()
     start = table.current_snapshot()
     assert start is not None
@@ -261,7 +237,7 @@ def test_row_delta_refuses_when_a_referenced_file_was_removed(tmp_path: Path) ->
 
 def test_concurrent_upsert_of_the_same_key_is_redone_last_writer_wins(tmp_path: Path) -> None:
     table = create_table(sql_catalog(tmp_path))
-    UpsertDriver(table, sink_id="loader").apply(BATCHES[0])
+    UpsertDriver(table, sink_id="loader").apply(CHANGE_BATCHES[0])
     table.refresh()
     other = UpsertDriver(table.catalog.load_table(table.name()), sink_id="other")
     first = changes((3, "other", 1, "u", 1))
@@ -278,7 +254,7 @@ def test_concurrent_upsert_of_the_same_key_is_redone_last_writer_wins(tmp_path: 
     outcome = UpsertDriver(table, run_lookup=other_upserts_first).apply(mine)
 
     state: dict[int, tuple[str | None, int | None]] = {}
-    for batch in (BATCHES[0], first, mine):
+    for batch in (CHANGE_BATCHES[0], first, mine):
         expected_state(state, batch)
     table.refresh()
     assert outcome.redos == 1
@@ -288,14 +264,14 @@ def test_concurrent_upsert_of_the_same_key_is_redone_last_writer_wins(tmp_path: 
 
 def test_concurrent_append_is_not_a_conflict(tmp_path: Path) -> None:
     table = create_table(sql_catalog(tmp_path))
-    UpsertDriver(table, sink_id="loader").apply(BATCHES[0])
+    UpsertDriver(table, sink_id="loader").apply(CHANGE_BATCHES[0])
     table.refresh()
     lookup = _ConcurrentAfterLookup(table, "append")
-    outcome = UpsertDriver(table, run_lookup=lookup).apply(BATCHES[1])
+    outcome = UpsertDriver(table, run_lookup=lookup).apply(CHANGE_BATCHES[1])
 
     table.refresh()
     state: dict[int, tuple[str | None, int | None]] = {1000: ("a", 1), 1001: ("b", 2)}
-    for batch in BATCHES[:2]:
+    for batch in CHANGE_BATCHES[:2]:
         expected_state(state, batch)
     assert outcome.redos == 0 and lookup.calls == 1
     assert rows_of(table.scan().to_arrow()) == state
@@ -306,7 +282,7 @@ def test_commit_refused_by_the_catalog_is_rebuilt_on_the_new_snapshot(
 ) -> None:
     table = create_table(sql_catalog(tmp_path))
     driver = UpsertDriver(table)
-    driver.apply(BATCHES[0])
+    driver.apply(CHANGE_BATCHES[0])
     real_commit = row_delta.commit_table_updates
     calls: list[int] = []
 
@@ -323,11 +299,11 @@ def test_commit_refused_by_the_catalog_is_rebuilt_on_the_new_snapshot(
         real_commit(*args)
 
     monkeypatch.setattr(row_delta, "commit_table_updates", append_first)
-    outcome = driver.apply(BATCHES[1])
+    outcome = driver.apply(CHANGE_BATCHES[1])
 
     table.refresh()
     state: dict[int, tuple[str | None, int | None]] = {1000: ("a", 1)}
-    for batch in BATCHES[:2]:
+    for batch in CHANGE_BATCHES[:2]:
         expected_state(state, batch)
     assert (outcome.commit.attempts, outcome.commit.conflicts, len(calls)) == (2, 1, 2)
     _assert_reads(table, state)
@@ -352,7 +328,7 @@ def test_batches_in_spark_end_to_end(tmp_path: Path, spark: Any) -> None:
     table = create_table(sql_catalog(tmp_path))
     driver = UpsertDriver(table, run_lookup=lambda tasks, spec: run_lookup(spark, tasks, spec, parallelism=2))
     state: dict[int, tuple[str | None, int | None]] = {}
-    for batch_id, batch in enumerate(BATCHES):
+    for batch_id, batch in enumerate(CHANGE_BATCHES):
         frames = change_frames(spark.createDataFrame(batch.to_pandas()), ["id"], "_op", "seq")
         spec = write_spec(table, f"spark-b{batch_id}")
         written = run_write(frames.rows.select("id", "name", "v"), spec)

@@ -21,35 +21,15 @@ from streaming_jobs.compact import main as compact_job
 from tests.integration.test_crash_recovery import job_result, run_job
 from tests.support.duckdb_reader import duckdb_read
 from tests.support.tables import catalog_from_options
-from tests.support.upserts import changes, expected_state, rows_of
+from tests.support.upserts import CHANGE_BATCHES, changes, expected_state, rows_of
 
 State = dict[int, tuple[str | None, int | None]]
 
 BATCHES = [
-    # inserts
-    changes(*[(i, f"n{i}", i, "c", 0) for i in range(40)]),
-    # updates, deletes, new keys
-    changes(
-        *[(i, f"u{i}", i * 10, "u", 1) for i in range(0, 40, 3)],
-        *[(i, None, None, "d", 1) for i in range(1, 40, 7)],
-        *[(i, f"n{i}", i, "c", 1) for i in range(40, 50)],
-    ),
-    # re-insert of deleted keys; several changes of one key, out of order by seq;
-    # a null key and an unknown op (dead letters)
-    changes(
-        (1, "back", 1, "c", 2),
-        (8, "back", 8, "r", 2),
-        (5, "first", 1, "u", 3),
-        (5, "third", 3, "u", 5),
-        (5, None, None, "d", 4),
-        (6, "x", 1, "u", 2),
-        (6, None, None, "d", 2),  # same seq: the later row wins
-        (None, "no key", 1, "u", 2),
-        (7, "bad op", 1, "x", 2),
-        (99, None, None, "d", 2),  # a delete of a key that never existed
-    ),
-    # an update of a key updated in the previous batch, a delete then re-insert in one batch
-    changes((5, "fourth", 4, "u", 6), (0, None, None, "d", 6), (0, "again", 0, "c", 7)),
+    *CHANGE_BATCHES[:2],
+    # and two changes the sink rejects to the dead-letter table: a null key, an unknown op
+    pa.concat_tables([CHANGE_BATCHES[2], changes((None, "no key", 1, "u", 2), (7, "bad op", 1, "x", 2))]),
+    *CHANGE_BATCHES[3:],
 ]
 REJECTED = {("null_key", "id"), ("unknown_op", "_op")}
 
@@ -122,7 +102,7 @@ def test_changes_through_the_sink_then_compaction(
     assert_reads(table, state)
     counters = _counters(sink)
     assert counters["icesink_replays_skipped_total"] == 1
-    assert counters["icesink_deleted_keys_total"] == 6 + 2  # batch 1, batch 2 (6 and 99)
+    assert counters["icesink_deleted_keys_total"] == 6 + 3  # batch 1, batch 2 (6, 45 and 99)
     assert counters["icesink_delete_files_total"] >= 3
     assert counters["icesink_upserted_keys_total"] == 40 + 22 + 3 + 2
 

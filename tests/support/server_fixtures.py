@@ -3,10 +3,10 @@
 The root ``tests/conftest.py`` lists this module in ``pytest_plugins``: a server starts on
 the first test that asks for it, at most once per run, and stops with its scope (and with
 the test process, whatever kills it). SeaweedFS (S3 and an Iceberg REST catalog) and
-PostgreSQL are shared by the whole run. The Spark cluster and the Spark Connect server are
-JVMs holding memory while they idle, and one module uses each: they stop at the end of
-that module (scope them by session again when a second module needs them). Start times are
-printed in the test summary.
+PostgreSQL are shared by the whole run, and so is the Spark Connect server (two modules use
+it). The Spark cluster is JVMs holding memory while they idle, and one module uses it: it
+stops at the end of that module (scope it by session when a second module needs it). Start
+times are printed in the test summary.
 
 Import nothing from here into a conftest: a fixture imported into a conftest as well would
 start its server twice.
@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Literal, Protocol, TypeVar
 
 import pytest
 
@@ -37,44 +39,72 @@ def timed_start(name: str) -> Iterator[None]:
     START_SECONDS[name] = time.monotonic() - started
 
 
-@pytest.fixture(scope="session")
-def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedFS]:
-    """One SeaweedFS for the run: S3 with the buckets ``warehouse`` and ``iceberg-tables``, a REST catalog."""
-    with timed_start("seaweedfs"):
-        server = SeaweedFS(tmp_path_factory.mktemp("seaweedfs"))
-        server.start()
-    yield server
-    server.stop()
+class Server(Protocol):
+    """What a fixture needs of a server: start it, stop it."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
 
 
-@pytest.fixture(scope="session")
-def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
-    """One PostgreSQL for the run (initdb included); its ``sqlalchemy_uri()`` is a SQL catalog's ``uri``."""
-    with timed_start("postgresql"):
-        server = PostgresServer(tmp_path_factory.mktemp("postgresql"))
-        server.start()
-    yield server
-    server.stop()
+ServerT = TypeVar("ServerT", bound=Server)
 
 
-@pytest.fixture(scope="module")
-def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
-    """A standalone Master with two 1-core, 1 GiB Workers; drivers run as subprocesses."""
-    cluster = SparkCluster(tmp_path_factory.mktemp("spark-cluster"), workers=2)
-    with timed_start("spark cluster (master + 2 workers)"):
-        cluster.start()
-    yield cluster
-    cluster.stop()
+def server_fixture(
+    name: str,
+    make: Callable[[Path], ServerT],
+    *,
+    title: str,
+    doc: str,
+    scope: Literal["session", "module"] = "session",
+) -> Any:
+    """A fixture ``name``: a server made in a temp folder of its own, started, stopped with ``scope``.
+
+    Args:
+        name: The fixture's name (and its temp folder's).
+        make: The server, from its folder.
+        title: How the test summary names it among the start times.
+        doc: What the fixture gives (``pytest --fixtures`` shows it).
+        scope: When it stops.
+    """
+
+    def fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerT]:
+        with timed_start(title):
+            server = make(tmp_path_factory.mktemp(name))
+            server.start()
+        yield server
+        server.stop()
+
+    fixture.__name__ = fixture.__qualname__ = name
+    fixture.__doc__ = doc
+    return pytest.fixture(scope=scope, name=name)(fixture)
 
 
-@pytest.fixture(scope="module")
-def spark_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkConnectServer]:
-    """A Spark Connect server on ``local[2]``; clients run as subprocesses."""
-    with timed_start("spark connect"):
-        server = SparkConnectServer(tmp_path_factory.mktemp("spark-connect"))
-        server.start()
-    yield server
-    server.stop()
+seaweedfs = server_fixture(
+    "seaweedfs",
+    SeaweedFS,
+    title="seaweedfs",
+    doc="One SeaweedFS for the run: S3 (buckets ``warehouse``, ``iceberg-tables``) and a REST catalog.",
+)
+postgres = server_fixture(
+    "postgres",
+    PostgresServer,
+    title="postgresql",
+    doc="One PostgreSQL for the run (initdb included); its ``sqlalchemy_uri()`` is a SQL catalog's ``uri``.",
+)
+spark_cluster = server_fixture(
+    "spark_cluster",
+    lambda folder: SparkCluster(folder, workers=2),
+    title="spark cluster (master + 2 workers)",
+    doc="A standalone Master with two 1-core, 1 GiB Workers; drivers run as subprocesses.",
+    scope="module",
+)
+spark_connect = server_fixture(
+    "spark_connect",
+    SparkConnectServer,
+    title="spark connect",
+    doc="One Spark Connect server on ``local[2]`` for the run; clients run as subprocesses.",
+)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -85,6 +85,33 @@ def changes(*rows: tuple[int | None, str | None, int | None, str | None, int | N
     return pa.Table.from_pylist([dict(zip(CHANGE_SCHEMA.names, r, strict=True)) for r in rows], CHANGE_SCHEMA)
 
 
+CHANGE_BATCHES = [
+    # inserts
+    changes(*[(i, f"n{i}", i, "c", 0) for i in range(40)]),
+    # updates, deletes, new keys
+    changes(
+        *[(i, f"u{i}", i * 10, "u", 1) for i in range(0, 40, 3)],
+        *[(i, None, None, "d", 1) for i in range(1, 40, 7)],
+        *[(i, f"n{i}", i, "c", 1) for i in range(40, 50)],
+    ),
+    # re-insert of deleted keys; several changes of one key, out of order by seq
+    changes(
+        (1, "back", 1, "c", 2),
+        (8, "back", 8, "r", 2),
+        (5, "first", 1, "u", 3),
+        (5, "third", 3, "u", 5),
+        (5, None, None, "d", 4),
+        (6, "x", 1, "u", 2),
+        (6, None, None, "d", 2),  # same seq: the later row wins
+        (45, None, None, "d", 2),
+        (99, None, None, "d", 2),  # a delete of a key that never existed
+    ),
+    # an update of a key updated in the previous batch, and a delete then re-insert in one batch
+    changes((5, "fourth", 4, "u", 6), (0, None, None, "d", 6), (0, "again", 0, "c", 7)),
+]
+"""A sequence of four change batches, in order, every change valid (batch ids 0 to 3)."""
+
+
 def write_data_files(table: Table, rows: pa.Table, prefix: str) -> list[DataFileMessage]:
     """Write ``rows`` (the table's columns) with the sink's write task, in this process."""
     if rows.num_rows == 0:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +13,7 @@ from pyarrow import fs as pafs
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.table import Table
+from pyiceberg.table.update import AddSnapshotUpdate
 
 from sink.catalog import CREATED_TABLE_PROPERTIES
 from sink.commit.recovery import attempt_location
@@ -84,6 +86,33 @@ def sound_ids(table: Table) -> list[int]:
     assert {p for p in referenced if not Path(p.removeprefix("file://")).exists()} == set()
     assert data_files_on_disk(table) == referenced, "unreferenced data files left behind"
     return sorted(table.scan().to_arrow().column("id").to_pylist())
+
+
+def before_each_data_commit(catalog: Catalog, action: Callable[[], object]) -> None:
+    """Run ``action`` (another writer's commit) just before each data commit through ``catalog``."""
+    real = catalog.commit_table
+
+    def commit(table: Table, requirements: Any, updates: Any) -> Any:
+        if any(isinstance(u, AddSnapshotUpdate) for u in updates):
+            action()
+        return real(table, requirements, updates)
+
+    catalog.commit_table = commit  # type: ignore[method-assign]
+
+
+def concurrent_appends(table: Table) -> tuple[Callable[[], None], list[int]]:
+    """Another writer appending three rows (negative ids, other columns null) per call, and its ids."""
+    other = type(table.catalog)(table.catalog.name, **table.catalog.properties)
+    ids = itertools.count(-1, -1)
+    appended: list[int] = []
+
+    def append() -> None:
+        new = [next(ids) for _ in range(3)]
+        target = other.load_table(table.name())
+        target.append(pa.Table.from_pylist([{"id": i} for i in new], schema=target.schema().as_arrow()))
+        appended.extend(new)
+
+    return append, appended
 
 
 class CountingHandler(pafs.FileSystemHandler):

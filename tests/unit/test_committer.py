@@ -3,23 +3,20 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-import pyarrow as pa
 import pytest
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
-from pyiceberg.table.update import AddSnapshotUpdate
 
-from sink.commit import committer as committer_module
 from sink.commit.committer import Committer
 from sink.commit.ledger import BatchRange, attempt_of_batch
 from sink.errors import CommitConflictError, CommitError
 from tests.unit.commit_fixtures import (
     FAST_RETRIES,
     SINK_ID,
+    before_each_data_commit,
+    concurrent_appends,
     data_files_on_disk,
     make_table,
     sink_config,
@@ -34,37 +31,9 @@ def catalog_and_table(tmp_path: Path) -> tuple[Catalog, Table]:
 
 
 @pytest.fixture()
-def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    waits: list[float] = []
-    monkeypatch.setattr(committer_module.time, "sleep", waits.append)
-    return waits
-
-
-def before_each_data_commit(catalog: Catalog, action: Callable[[], object]) -> None:
-    """Run ``action`` (another writer's commit) just before each data commit through ``catalog``."""
-    real = catalog.commit_table
-
-    def commit(table: Table, requirements: Any, updates: Any) -> Any:
-        if any(isinstance(u, AddSnapshotUpdate) for u in updates):
-            action()
-        return real(table, requirements, updates)
-
-    catalog.commit_table = commit  # type: ignore[method-assign]
-
-
-def concurrent_appends(table: Table) -> tuple[Callable[[], None], list[int]]:
-    """Another writer appending three rows per call, and the ids it appended."""
-    other = type(table.catalog)(table.catalog.name, **table.catalog.properties)
-    ids = itertools.count(-1, -1)
-    appended: list[int] = []
-
-    def append() -> None:
-        new = [next(ids) for _ in range(3)]
-        target = other.load_table(table.name())
-        target.append(pa.table({"id": new, "v": ["x"] * 3}, schema=target.schema().as_arrow()))
-        appended.extend(new)
-
-    return append, appended
+def sleeps() -> list[float]:
+    """The waits of the committers given ``sleep=sleeps.append``, in seconds."""
+    return []
 
 
 def test_staged_commit_that_gives_up_keeps_every_file_and_does_not_sleep_after_the_last_try(
@@ -75,7 +44,9 @@ def test_staged_commit_that_gives_up_keeps_every_file_and_does_not_sleep_after_t
     append, appended = concurrent_appends(table)
     before_each_data_commit(catalog, append)
     with pytest.raises(CommitConflictError, match="stay staged"):
-        Committer(table, SINK_ID, FAST_RETRIES).commit_batches(staged, BatchRange(0, 2), durable=True)
+        Committer(table, SINK_ID, FAST_RETRIES, sleep=sleeps.append).commit_batches(
+            staged, BatchRange(0, 2), durable=True
+        )
     assert len(appended) == 3 * 3  # three tries, each lost to the other writer
     assert len(sleeps) == 2  # between tries only
     assert data_files_on_disk(table) >= {f.path for b in staged for f in b.files}
@@ -89,8 +60,11 @@ def test_commit_that_gives_up_deletes_files_nothing_else_holds(
     append, appended = concurrent_appends(table)
     before_each_data_commit(catalog, append)
     with pytest.raises(CommitConflictError, match="were deleted"):
-        Committer(table, SINK_ID, FAST_RETRIES).commit_batches([batch], BatchRange(0, 0), durable=False)
+        Committer(table, SINK_ID, FAST_RETRIES, sleep=sleeps.append).commit_batches(
+            [batch], BatchRange(0, 0), durable=False
+        )
     assert sound_ids(table) == sorted(appended)
+    assert len(sleeps) == 2
 
 
 def test_conflict_is_retried_and_commits_once(
@@ -101,8 +75,11 @@ def test_conflict_is_retried_and_commits_once(
     append, appended = concurrent_appends(table)
     calls = itertools.count()
     before_each_data_commit(catalog, lambda: append() if next(calls) == 0 else None)
-    outcome = Committer(table, SINK_ID, FAST_RETRIES).commit_batches([batch], BatchRange(0, 0))
+    outcome = Committer(table, SINK_ID, FAST_RETRIES, sleep=sleeps.append).commit_batches(
+        [batch], BatchRange(0, 0)
+    )
     assert (outcome.attempts, outcome.conflicts, outcome.skipped_replay) == (2, 1, False)
+    assert len(sleeps) == 1
     assert sound_ids(table) == sorted([*appended, *range(10)])
 
 
@@ -119,7 +96,9 @@ def test_retry_finds_the_batch_committed_by_another_attempt_and_deletes_only_its
     before_each_data_commit(
         catalog, lambda: other.commit_batches([theirs], BatchRange(0, 0)) if next(calls) == 0 else None
     )
-    outcome = Committer(table, SINK_ID, FAST_RETRIES).commit_batches([ours], BatchRange(0, 0))
+    outcome = Committer(table, SINK_ID, FAST_RETRIES, sleep=sleeps.append).commit_batches(
+        [ours], BatchRange(0, 0)
+    )
     assert outcome.skipped_replay and set(outcome.discarded_files) == {f.path for f in ours.files}
     assert sound_ids(table) == list(range(10))
     assert attempt_of_batch(table, SINK_ID, 0) == "theirs"
