@@ -15,7 +15,7 @@ from pyspark.sql import types as st
 
 from icesink import IcebergSink
 from sink import failpoints
-from sink.errors import CommitError
+from sink.errors import BadRecordError, CommitError
 from tests.support.tables import catalog_from_options, check_data_files, data_files, table_rows
 
 EVENTS = st.StructType(
@@ -75,6 +75,11 @@ def test_rows_go_to_their_own_tables_with_their_own_columns(
     with _sink(catalog_options, **{"write.target-file-size-bytes": "4096"}) as sink:
         sink(_events(spark, ["click", "view", "buy"], 50), 0)
     catalog = catalog_from_options(catalog_options)
+    registry = sink.metrics.registry
+    for kind in COLUMNS:  # each table under its own label
+        labels = {"table": f"ev.{kind}", "sink_id": "routed"}
+        assert registry.get_sample_value("icesink_rows_written_total", labels) == 50
+        assert registry.get_sample_value("icesink_commits_total", {**labels, "outcome": "committed"}) == 1
     for kind, own in COLUMNS.items():
         table = catalog.load_table(f"ev.{kind}")
         assert _columns(catalog, f"ev.{kind}") == ["id", "type", *own]
@@ -230,3 +235,23 @@ def test_a_crash_between_two_tables_commits_replays_only_the_rest(
 
 def _parquet_files(warehouse: Path) -> set[str]:
     return {f"file://{p}" for p in warehouse.rglob("*.parquet") if "/data/" in str(p)}
+
+
+def test_routed_by_topic_with_on_bad_record_fail_commits_nothing_of_a_bad_batch(
+    spark: SparkSession, catalog_options: dict[str, str]
+) -> None:
+    longs = st.StructType([st.StructField("topic", st.StringType()), st.StructField("n", st.LongType())])
+    texts = st.StructType([st.StructField("topic", st.StringType()), st.StructField("n", st.StringType())])
+    options = {"route.by": "topic", "route.table-template": "raw.{topic}", "on-bad-record": "fail"}
+    with IcebergSink.from_options({**catalog_options, "sink-id": "topics", **options}) as sink:
+        sink(spark.createDataFrame([("Orders-EU", 1), ("payments", 2)], longs), 0)
+        catalog = catalog_from_options(catalog_options)
+        assert sorted(t[1] for t in catalog.list_tables("raw")) == ["orders_eu", "payments"]
+        names = ("raw.orders_eu", "raw.payments")
+        before = {t: catalog.load_table(t).metadata.current_snapshot_id for t in names}
+        with pytest.raises(
+            BadRecordError, match=r"'x' of column 'n' cannot be written to table raw\.orders_eu"
+        ):
+            sink(spark.createDataFrame([("Orders-EU", "x"), ("payments", "3")], texts), 1)
+    assert {t: catalog.load_table(t).metadata.current_snapshot_id for t in names} == before
+    assert not catalog.table_exists("raw.routed__dlq")
