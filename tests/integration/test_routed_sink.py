@@ -201,8 +201,9 @@ def test_replay_of_a_committed_batch_writes_nothing(
     assert _parquet_files(warehouse) == files
 
 
+@pytest.mark.parametrize("restart", [False, True], ids=["same-sink", "new-sink"])
 def test_a_crash_between_two_tables_commits_replays_only_the_rest(
-    spark: SparkSession, catalog_options: dict[str, str], warehouse: Path
+    spark: SparkSession, catalog_options: dict[str, str], warehouse: Path, restart: bool
 ) -> None:
     hits = []
 
@@ -212,16 +213,21 @@ def test_a_crash_between_two_tables_commits_replays_only_the_rest(
             raise failpoints.InjectedFault("the commit of the second table fails")
 
     df = _events(spark, ["click", "view", "buy"], 10)
-    with _sink(catalog_options) as sink:
-        failpoints.arm("commit.before", "call", times=2, call=second_fails)
-        try:
-            with pytest.raises(CommitError):
-                sink(df, 0)
-        finally:
-            failpoints.disarm_all()
-        catalog = catalog_from_options(catalog_options)
-        committed = {k for k in COLUMNS if catalog.load_table(f"ev.{k}").current_snapshot() is not None}
-        assert committed == {"buy"}  # tables commit in name order: buy, click, view
+    sink = _sink(catalog_options)
+    failpoints.arm("commit.before", "call", times=2, call=second_fails)
+    try:
+        with pytest.raises(CommitError):
+            sink(df, 0)
+    finally:
+        failpoints.disarm_all()
+    catalog = catalog_from_options(catalog_options)
+    committed = {k for k in COLUMNS if catalog.load_table(f"ev.{k}").current_snapshot() is not None}
+    assert committed == {"buy"}  # tables commit in name order: buy, click, view
+    assert len(_parquet_files(warehouse)) > len(data_files(catalog.load_table("ev.buy")))  # left behind
+    if restart:
+        sink.close()
+        sink = _sink(catalog_options)
+    with sink:
         sink(df, 0)  # the replay
     referenced = set()
     for kind in COLUMNS:
