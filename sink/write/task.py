@@ -7,26 +7,21 @@ the task; never touches the catalog; yields one JSON message per data file writt
 from __future__ import annotations
 
 import dataclasses
-import itertools
+import functools
 import logging
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyiceberg.io import FileIO, load_file_io
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
-from pyiceberg.typedef import Record
 
 from sink import failpoints
-from sink._pyiceberg import partition_representation, statistics_plan
 from sink.errors import WriteError
-from sink.type_mapping import iceberg_to_arrow_schema
 from sink.write.fanout import FanoutWriter
-from sink.write.keys import KeyFunction, arrow_key_functions
 from sink.write.layout import BucketLayout
 from sink.write.memory import PeakRssSampler
 from sink.write.messages import (
@@ -37,9 +32,9 @@ from sink.write.messages import (
     WriteResult,
     messages_to_arrow,
 )
-from sink.write.parquet import CompressionEstimator, ParquetFileWriter
 from sink.write.rolling import RollingFileWriter
 from sink.write.split import arrow_bytes, chunked, split_by_key
+from sink.write.table_files import TableFiles
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -130,6 +125,22 @@ def run_write(
 
 def write_function(spec: WriteSpec, before: ArrowFunction | None = None) -> ArrowFunction:
     """The function to hand to ``DataFrame.mapInArrow`` (output schema: ``MESSAGE_SCHEMA``)."""
+    return task_function(functools.partial(DataTaskWriter, spec), before)
+
+
+class TaskWriter(Protocol):
+    """What a write task runs: every file of its rows, and the rows it received and dropped."""
+
+    @property
+    def report(self) -> TaskReport: ...
+
+    def write_all(self, batches: Iterator[pa.RecordBatch]) -> list[DataFileMessage]: ...
+
+
+def task_function(
+    make_writer: Callable[[int, int], TaskWriter], before: ArrowFunction | None = None
+) -> ArrowFunction:
+    """A ``mapInArrow`` function writing each task's rows with ``make_writer(task id, attempt)``."""
     faults = failpoints.for_tasks()
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -140,7 +151,7 @@ def write_function(spec: WriteSpec, before: ArrowFunction | None = None) -> Arro
         context = TaskContext.get()
         task_id = context.partitionId() if context else 0
         attempt = context.attemptNumber() if context else 0
-        writer = DataTaskWriter(spec, task_id, attempt)
+        writer = make_writer(task_id, attempt)
         with PeakRssSampler() as rss, failpoints.armed_in_task(faults):
             messages = writer.write_all(batches)
             failpoints.hit("write.task")
@@ -156,69 +167,51 @@ class DataTaskWriter:
     def __init__(self, spec: WriteSpec, task_id: int, attempt: int) -> None:
         self._spec = spec
         self._task_id = task_id
-        self._attempt = attempt
-        self._io: FileIO = load_file_io(spec.io_properties, spec.data_location)
-        self._arrow_schema = iceberg_to_arrow_schema(spec.schema)
-        self._estimator = CompressionEstimator()
-        self._stats_plan = statistics_plan(spec.schema, spec.table_properties)
-        self._file_seq = itertools.count(1)
-        self._source_types = [
-            spec.schema.find_field(f.source_id).field_type for f in spec.partition_spec.fields
-        ]
-        self._row_group_bytes = min(
-            spec.row_group_size_bytes, max(spec.target_file_size_bytes // 4, 64 * 1024)
+        self._files = TableFiles(spec, task_id, attempt)
+        self._arrow_schema = self._files.arrow_schema
+        self._fanout, self._chunk_bytes = task_fanout(
+            self._files.new_rolling_writer, spec.memory_budget_bytes
         )
-        self._key_functions = self._task_key_functions()
-        self._chunk_bytes = min(CHUNK_BYTES, spec.memory_budget_bytes // CHUNKS_PER_BUDGET)
-        threads = min(CLOSE_THREADS, os.cpu_count() or 1)
-        self._fanout = FanoutWriter(self._new_rolling_writer, spec.memory_budget_bytes, close_threads=threads)
-        self._input_rows = 0
-        self._bad_rows = 0
+        self._rows = RowTally(task_id)
 
     @property
     def report(self) -> TaskReport:
         """The rows received and dropped as bad so far (all of them after :meth:`write_all`)."""
-        return TaskReport(self._task_id, self._input_rows, self._bad_rows)
+        return self._rows.report
 
     def write_all(self, batches: Iterator[pa.RecordBatch]) -> list[DataFileMessage]:
         """Write every batch; on failure delete what was written and raise :class:`WriteError`."""
         n = self._spec.num_data_columns
         buckets = _BucketSequence(self._spec.sequential_buckets)
+        width = len(self._arrow_schema)
         try:
             for received in chunked(batches, self._chunk_bytes):
-                batch = self._without_bad_rows(received)
+                flag = len(self._arrow_schema) if self._spec.bad_row_flag else None
+                batch = self._rows.without_bad_rows(received, flag)
                 if batch.num_rows == 0:
                     continue
-                rows = self._to_file_batch(batch)
-                if self._key_functions is None:
+                rows = self._files.to_file_batch([batch.column(i) for i in range(width)])
+                if self._files.key_functions is None:
                     keys = [batch.column(i) for i in range(n, batch.num_columns)]
                 else:
-                    keys = [key(rows) for key in self._key_functions]
+                    keys = [key(rows) for key in self._files.key_functions]
                 bytes_per_row = arrow_bytes(rows) / rows.num_rows
                 for key, part in split_by_key(keys, rows):
-                    partition = self._partition_record(key)
+                    partition = self._files.partition_record(key)
                     self._fanout.write(partition, part, int(part.num_rows * bytes_per_row))
                     buckets.wrote(key, partition)
                 self._fanout.finish(buckets.complete(keys))
             self._fanout.close()
         except Exception as e:
             for path in self._fanout.abort():
-                self._io.delete(path)
+                self._files.io.delete(path)
             raise WriteError(
                 f"writing data files failed: {type(e).__name__}: {e}",
                 table=self._spec.table,
                 task=self._task_id,
                 file_prefix=self._spec.file_prefix,
             ) from e
-        messages = [
-            replace(
-                m,
-                task_id=self._task_id,
-                open_writers_peak=self._fanout.open_writers_peak,
-                buffered_bytes_peak=self._fanout.buffered_bytes_peak,
-            )
-            for m in self._fanout.result()
-        ]
+        messages = with_task_peaks(self._fanout, self._task_id)
         logger.info(
             "task %s wrote %s files, %s rows (table=%s prefix=%s)",
             self._task_id,
@@ -229,71 +222,52 @@ class DataTaskWriter:
         )
         return messages
 
-    def _without_bad_rows(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        """``batch`` without the rows flagged bad, counted with the rows received."""
+
+class RowTally:
+    """The rows a task received, and of those the rows flagged bad, dropped and counted."""
+
+    def __init__(self, task_id: int) -> None:
+        self._task_id = task_id
+        self._input_rows = 0
+        self._bad_rows = 0
+
+    @property
+    def report(self) -> TaskReport:
+        return TaskReport(self._task_id, self._input_rows, self._bad_rows)
+
+    def without_bad_rows(self, batch: pa.RecordBatch, flag_column: int | None) -> pa.RecordBatch:
+        """``batch`` without the rows its boolean ``flag_column`` flags (none without one), counted."""
         self._input_rows += batch.num_rows
-        if not self._spec.bad_row_flag:
+        if flag_column is None:
             return batch
-        flag = batch.column(len(self._arrow_schema))
+        flag = batch.column(flag_column)
         bad = flag.true_count
         if bad == 0:
             return batch
         self._bad_rows += bad
         return batch.filter(pc.invert(flag))
 
-    def _task_key_functions(self) -> list[KeyFunction] | None:
-        """The functions computing partition values here, or ``None`` when the input carries them."""
-        spec = self._spec
-        if not spec.partition_values_in_task:
-            return None
-        functions = arrow_key_functions(spec.partition_spec, spec.schema)
-        if functions is None:  # the driver checked the same spec and schema
-            raise WriteError(
-                f"partition values of spec {spec.partition_spec} cannot be computed in the write task",
-                table=spec.table,
-                hint="this is a bug in icesink's routing; please report it with the table's spec",
-            )
-        return functions
 
-    def _to_file_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        """The table columns of ``batch`` with the file schema (field ids, UTC, ...)."""
-        arrays = []
-        for i, field in enumerate(self._arrow_schema):
-            column = batch.column(i)
-            arrays.append(column if column.type.equals(field.type) else column.cast(field.type))
-        return pa.RecordBatch.from_arrays(arrays, schema=self._arrow_schema)
+def task_fanout(
+    new_writer: Callable[[tuple[object, ...]], RollingFileWriter], memory_budget_bytes: int
+) -> tuple[FanoutWriter, int]:
+    """A task's fanout within ``memory_budget_bytes``, and the Arrow bytes its input is split by."""
+    threads = min(CLOSE_THREADS, os.cpu_count() or 1)
+    fanout = FanoutWriter(new_writer, memory_budget_bytes, close_threads=threads)
+    return fanout, min(CHUNK_BYTES, memory_budget_bytes // CHUNKS_PER_BUDGET)
 
-    def _partition_record(self, key: tuple[Any, ...]) -> tuple[Any, ...]:
-        return tuple(
-            partition_representation(source_type, value) if value is not None else None
-            for source_type, value in zip(self._source_types, key, strict=True)
+
+def with_task_peaks(fanout: FanoutWriter, task_id: int) -> list[DataFileMessage]:
+    """The messages of a closed fanout's files, with the task's id and the fanout's peaks."""
+    return [
+        replace(
+            m,
+            task_id=task_id,
+            open_writers_peak=fanout.open_writers_peak,
+            buffered_bytes_peak=fanout.buffered_bytes_peak,
         )
-
-    def _new_rolling_writer(self, partition: tuple[object, ...]) -> RollingFileWriter:
-        spec = self._spec
-        folder = spec.data_location.rstrip("/")
-        if spec.partition_spec.fields:
-            folder += "/" + spec.partition_spec.partition_to_path(Record(*partition), spec.schema)
-
-        def new_file() -> ParquetFileWriter:
-            name = (
-                f"{spec.file_prefix}-{self._task_id:05d}-{self._attempt}-{next(self._file_seq):05d}.parquet"
-            )
-            return ParquetFileWriter(
-                io=self._io,
-                path=f"{folder}/{name}",
-                schema=spec.schema,
-                arrow_schema=self._arrow_schema,
-                partition=tuple(partition),
-                spec_id=spec.partition_spec.spec_id,
-                row_group_size_bytes=self._row_group_bytes,
-                estimator=self._estimator,
-                compression=spec.compression,
-                table_properties=spec.table_properties,
-                stats_plan=self._stats_plan,
-            )
-
-        return RollingFileWriter(new_file, spec.target_file_size_bytes, self._estimator)
+        for m in fanout.result()
+    ]
 
 
 class _BucketSequence:
