@@ -6,7 +6,8 @@ it) and put in place of ``{value}`` (or ``{topic}``). Sanitizing is deterministi
 one to one: two values that make the same name would share a table, so
 :class:`DestinationNames` remembers every value it named for the sink's lifetime and
 refuses a second value for a name. With ``route.tables`` only the values it lists have
-a table; any other value (and a null value) is unroutable, a dead letter.
+a table; any other value is unroutable, a dead letter, and so are a null and an empty value
+(neither names a table).
 """
 
 from __future__ import annotations
@@ -63,10 +64,12 @@ class DestinationNames:
         """Why ``value`` has no table, for its dead letter and logs."""
         if value is None:
             return "null destination value"
+        if not value:
+            return "empty destination value"
         return f"value {value!r} is not a key of route.tables"
 
     def tables_of(self, values: Iterable[str | None]) -> dict[str | None, str | None]:
-        """Each value's table, ``None`` for an unroutable value (null, or not in ``route.tables``).
+        """Each value's table, ``None`` for an unroutable value (null, empty, or not in ``route.tables``).
 
         Raises:
             ConfigError: Two values (of this call, or one named earlier) make the same table
@@ -75,7 +78,7 @@ class DestinationNames:
         result: dict[str | None, str | None] = {}
         with self._lock:
             for value in values:
-                result[value] = None if value is None else self._table_of(value)
+                result[value] = self._table_of(value) if value else None
         taken = sorted((v, t) for v, t in result.items() if t is not None and t.lower() in self._reserved)
         if taken:
             value, table = taken[0]

@@ -151,6 +151,21 @@ def test_unmapped_and_bad_values_are_dead_letters_and_no_row_is_lost(
     assert len(clicks) + len(views) + len(dead) == len(rows)
 
 
+def test_empty_and_null_values_under_a_template_are_dead_letters(
+    spark: SparkSession, catalog_options: dict[str, str]
+) -> None:
+    rows = [_event(k, kind) for k, kind in enumerate(["click", "view"] * 3)]
+    rows += [{**_event(50, "click"), "type": ""}, {**_event(51, "view"), "type": None}]
+    with _sink(catalog_options) as sink:
+        sink(spark.createDataFrame(rows, EVENTS), 0)
+    catalog = catalog_from_options(catalog_options)
+    assert sorted(r["id"] for r in table_rows(catalog.load_table("ev.click"))) == [0, 2, 4]
+    assert sorted(r["id"] for r in table_rows(catalog.load_table("ev.view"))) == [1, 3, 5]
+    dead = table_rows(catalog.load_table("ev.routed__dlq"))
+    assert sorted(d["reason"] for d in dead) == ["unroutable", "unroutable"]
+    assert {str(d["value"]) for d in dead} == {"", "null"}
+
+
 def test_table_options_partition_the_matching_tables(
     spark: SparkSession, catalog_options: dict[str, str]
 ) -> None:

@@ -35,6 +35,12 @@ def test_sanitize_refuses_an_empty_value() -> None:
         sanitize("")
 
 
+def test_an_empty_value_is_unroutable_not_an_error() -> None:
+    names = _names(**{"route.table-template": "raw.{topic}"})
+    assert names.tables_of(["orders", ""]) == {"orders": "raw.orders", "": None}
+    assert names.describe_unroutable("") == "empty destination value"
+
+
 def test_template_puts_the_part_in_place_of_value_or_topic() -> None:
     assert from_template("raw.{topic}", "Web-Clicks") == "raw.web_clicks"
     assert from_template("events.{value}_v1", "9lives") == "events.t_9lives_v1"
