@@ -3,8 +3,9 @@
 pyiceberg (0.12) has no public API for some of what a distributed writer needs:
 Parquet footer statistics in Iceberg form, the partition value representation and
 the schema conversion from Arrow without ids, manifests of delete files, a commit of
-prepared metadata updates. Everything of that kind is imported
-here, so a pyiceberg upgrade that moves them breaks in one place.
+prepared metadata updates, the SQL catalog's table row (a commit on metadata already
+parsed, swapped in by compare-and-swap). Everything of that kind is imported here, so a
+pyiceberg upgrade that moves them breaks in one place.
 """
 
 from __future__ import annotations
