@@ -22,6 +22,7 @@ and kept.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import statistics
@@ -47,8 +48,18 @@ MIB = 1024 * 1024
 class _Recorder:
     """The ``foreachBatch`` function: the sink's batch, maintenance, then the processes' RSS."""
 
-    def __init__(self, sink: IcebergSink, jvm_pid: int, expire_every: int, trace_at: int | None) -> None:
+    def __init__(
+        self,
+        sink: IcebergSink,
+        jvm_pid: int,
+        expire_every: int,
+        trace_at: int | None,
+        trim: bool,
+        noop: bool = False,
+    ) -> None:
         self.sink = sink
+        self.noop = noop
+        self.trim = ctypes.CDLL("libc.so.6").malloc_trim if trim else None
         self.trace_at = trace_at
         self.traced: tracemalloc.Snapshot | None = None
         self.jvm_pid = jvm_pid
@@ -59,9 +70,14 @@ class _Recorder:
         self.threads: list[int] = []
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
-        self.sink(df, batch_id)
-        if self.expire_every and (batch_id + 1) % self.expire_every == 0:
+        if self.noop:  # the control: the same query and batches, written by Spark's noop sink
+            df.write.format("noop").mode("overwrite").save()
+        else:
+            self.sink(df, batch_id)
+        if not self.noop and self.expire_every and (batch_id + 1) % self.expire_every == 0:
             expire_snapshots(self.sink.catalog.load_table(TABLE), retain_last=10)
+        if self.trim is not None:
+            self.trim(0)  # give the C heap's free pages back: what stays is in use
         self.python_rss.append(rss_bytes(os.getpid()))
         self.jvm_rss.append(rss_bytes(self.jvm_pid))
         self.arrow_allocated.append(pa.total_allocated_bytes())
@@ -98,7 +114,8 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     )
     if args.trace:
         tracemalloc.start(args.trace)
-    recorder = _Recorder(sink, _jvm_pid(spark), args.expire_every, args.warmup if args.trace else None)
+    trace_at = args.warmup if args.trace else None
+    recorder = _Recorder(sink, _jvm_pid(spark), args.expire_every, trace_at, args.malloc_trim, args.noop)
     query = (
         stream.writeStream.foreachBatch(recorder)
         .option("checkpointLocation", str(root / "checkpoint"))
@@ -124,6 +141,8 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         "arrow_allocated": _growth(recorder.arrow_allocated[:batches], args.warmup),
         "python_threads": [recorder.threads[args.warmup - 1], recorder.threads[batches - 1]],
         "malloc_arena_max": os.environ.get("MALLOC_ARENA_MAX"),
+        "malloc_trim": args.malloc_trim,
+        "writer": "noop" if args.noop else "icesink",
     }
 
 
@@ -157,6 +176,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--expire-every", type=int, default=50, help="0: never expire snapshots")
     p.add_argument("--warmup", type=int, default=50, help="batches before the growth is measured")
     p.add_argument("--master", default="local[2]")
+    p.add_argument("--noop", action="store_true", help="the control: Spark's noop sink instead of icesink")
+    p.add_argument(
+        "--malloc-trim", action="store_true",
+        help="call glibc's malloc_trim(0) after each batch: tells retained free memory from memory in use",
+    )  # fmt: skip
     p.add_argument(
         "--trace", type=int, default=0, metavar="FRAMES",
         help="trace Python allocations (tracemalloc, this many frames) and print what grew after the warm-up",
