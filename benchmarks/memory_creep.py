@@ -146,7 +146,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     }
 
 
-def _growth(rss: list[int], warmup: int) -> dict[str, float]:
+def _growth(rss: list[int], warmup: int) -> dict[str, Any]:
     """RSS after the warm-up and at the end, their difference and the slope between (MiB)."""
     stretch = rss[warmup - 1 :]
     xs = list(range(len(stretch)))
@@ -157,6 +157,7 @@ def _growth(rss: list[int], warmup: int) -> dict[str, float]:
         "growth_mib": round((stretch[-1] - stretch[0]) / MIB, 1),
         "max_mib": round(max(stretch) / MIB, 1),
         "slope_mib_per_100_batches": round(slope * 100 / MIB, 2),
+        "every_100_batches_mib": [round(rss[i] / MIB, 1) for i in range(99, len(rss), 100)],
     }
 
 
