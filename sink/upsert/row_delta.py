@@ -24,6 +24,7 @@ from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation
 
+from sink import failpoints
 from sink._pyiceberg import commit_table_updates
 from sink.commit import ledger
 from sink.commit.backoff import Backoff
@@ -153,6 +154,7 @@ class RowDeltaCommitter:
     def _try_commit(self, producer: SnapshotProducer, batches: BatchRange, attempt_no: int) -> bool:
         """One attempt on the refreshed table: ``False`` when the catalog refused it."""
         pending = producer.build(self.table.metadata)
+        failpoints.hit("commit.before")
         try:
             commit_table_updates(self.table, pending.updates, pending.requirements)
         except CommitFailedException as e:
