@@ -91,8 +91,8 @@ class RowDeltaCommitter:
 
         Args:
             data_files: New row versions (content data).
-            delete_files: Position deletes of the rows they replace or delete, one data
-                file referenced per delete file (as the lookup writes them).
+            delete_files: Position deletes of the rows they replace or delete (each lists
+                the data files it refers to, as the lookup writes them).
             start_snapshot_id: The snapshot the lookup planned from.
             batches: The micro-batches committed.
             attempts: Each batch's write attempt (for the ledger).
@@ -209,16 +209,17 @@ class RowDeltaCommitter:
 
 
 def referenced_data_files(delete_files: Iterable[DataFileMessage]) -> set[str]:
-    """The data files position delete files point at (each must point at one: equal path bounds)."""
+    """The data files position delete files point at (their ``referenced_files``, else equal path bounds)."""
     paths: set[str] = set()
     for message in delete_files:
+        if message.content != CONTENT_POSITION_DELETES:
+            raise ValueError(f"{message.path} is not a position delete file")
+        if message.referenced_files:
+            paths.update(message.referenced_files)
+            continue
         lower = message.lower_bounds.get(FILE_PATH_FIELD_ID)
-        if (
-            message.content != CONTENT_POSITION_DELETES
-            or lower is None
-            or lower != message.upper_bounds.get(FILE_PATH_FIELD_ID)
-        ):
-            raise ValueError(f"{message.path} is not a position delete file of one data file")
+        if lower is None or lower != message.upper_bounds.get(FILE_PATH_FIELD_ID):
+            raise ValueError(f"{message.path} names neither its data files nor one data file by its bounds")
         paths.add(lower.decode())
     return paths
 
