@@ -15,12 +15,13 @@ one delete file per partition touched, not one per data file: delete files grow 
 batches x partitions, not batches x files.
 
 The reader trade-off: a delete file that refers to several data files is
-partition-scoped. A reader matches it to every data file of its partition whose path
-lies between its ``file_path`` bounds and, for each of them, reads the whole delete file
-and keeps the rows of that data file; a file-scoped delete file (one data file, equal
-bounds) would be read for its data file only. Fewer, larger delete files mean fewer
-files to open and fewer manifest entries, at the price of reading positions of other
-data files; compaction removes both kinds.
+partition-scoped. A reader applies it to every data file of its partition (of an older
+sequence number; readers that check the ``file_path`` bounds, to those between them),
+reads all of its rows and keeps those of the data file at hand, where a file-scoped
+delete file (one data file, equal bounds) is matched to its data file only. Fewer,
+larger delete files mean fewer files to open and fewer manifest entries, at the price
+of reading the positions of other data files of the partition; compaction removes both
+kinds.
 
 The driver runs the tasks with :func:`run_lookup` (one Spark job through ``mapInArrow``)
 or, for a small plan, in its own process with :func:`run_lookup_locally`.
