@@ -1,20 +1,30 @@
-"""The commit path before the snapshot producer: a pyiceberg transaction (for comparison only).
+"""Earlier commit paths, kept callable for comparison only.
 
 :class:`TransactionCommitter` is the sink's :class:`~sink.commit.committer.Committer` with
-its one commit attempt made the way earlier versions made it: ``fast_append`` or
+its one commit attempt made the way the first versions made it: ``fast_append`` or
 ``merge_append`` and ``set_properties`` in a pyiceberg transaction, which applies every
-step to a deep copy of the table metadata. The retry loop, the ledger checks and the
-clean-up are the committer's own, so the two differ in the attempt alone.
+step to a deep copy of the table metadata.
+
+:class:`CatalogCommitter` builds the snapshot as the committer does, but refreshes the
+table with pyiceberg's ``Table.refresh()`` (the metadata parsed before every attempt) and
+commits through the catalog's ``commit_table`` (which loads and parses the metadata
+again and deep-copies the result): the path before the metadata was kept in hand.
+
+In both, the retry loop, the ledger checks and the clean-up are the committer's own, so
+they differ from it in the attempt alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
+from types import SimpleNamespace
+from typing import Any
 
 from pyiceberg.table import Table, TableProperties
 
-from sink.commit import ledger
-from sink.commit.committer import Committer
+from sink.commit import committer, ledger
+from sink.commit.committer import CommitOutcome, Committer
 from sink.commit.ledger import BatchRange
 from sink.commit.staging import StagedBatch
 
@@ -46,3 +56,25 @@ def _without_inner_retries(table: Table) -> Table:
     properties = {**table.metadata.properties, TableProperties.COMMIT_NUM_RETRIES: "0"}
     metadata = table.metadata.model_copy(update={"properties": properties})
     return Table(table.name(), metadata, table.metadata_location, table.io, table.catalog, table.config)
+
+
+class CatalogCommitter(Committer):
+    """A :class:`Committer` that parses the metadata at each refresh and commits through ``commit_table``."""
+
+    def commit_batches(self, *args: Any, **kwargs: Any) -> CommitOutcome:
+        with _catalog_path():
+            return super().commit_batches(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def _catalog_path() -> Iterator[None]:
+    """The committer's refreshes and commits made through pyiceberg's ``Table`` and catalog while inside."""
+    in_hand = committer.metadata_cache
+    committer.metadata_cache = SimpleNamespace(  # type: ignore[assignment]
+        refresh=lambda table: table.refresh(),
+        commit=lambda table, updates, requirements: table._do_commit(updates, requirements),
+    )
+    try:
+        yield
+    finally:
+        committer.metadata_cache = in_hand

@@ -9,11 +9,14 @@ size. No Spark is involved: this measures the commit path alone.
 
     .venv/bin/python -m benchmarks.commit_scaling --batches 1000
 
-``--compare`` measures the committer's path (a snapshot built once from the metadata,
-one catalog call) against the earlier pyiceberg-transaction path
-(:mod:`benchmarks._legacy_commit`), alternating in the same run on the same table:
-commit p50/p95 with ``--kept`` snapshots kept (no expiry), and one commit of each of
-``--wide`` files (synthetic file entries: a commit never opens its data files).
+``--compare`` measures commit paths against each other (``--paths``, the reference
+last), alternating in the same run, each on its own table with the same history:
+``new``, the committer's path (a snapshot built once from the metadata in hand, a
+compare-and-swap on the SQL catalog); ``main``, the same snapshot committed through
+pyiceberg's ``Table.refresh()`` and the catalog's ``commit_table`` (the metadata parsed
+at each); ``transaction``, a pyiceberg transaction (:mod:`benchmarks._legacy_commit`).
+It reports commit p50/p95 with ``--kept`` snapshots kept (no expiry), and one commit of
+each of ``--wide`` files (synthetic file entries: a commit never opens its data files).
 
     .venv/bin/python -m benchmarks.commit_scaling --compare --kept 100,500,2000 --wide 4096,16384
 """
@@ -34,7 +37,7 @@ from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation
 from pyiceberg.table.update import TableRequirement, TableUpdate, update_table_metadata
 
-from benchmarks._legacy_commit import TransactionCommitter
+from benchmarks._legacy_commit import CatalogCommitter, TransactionCommitter
 from icesink import CommitConfig, expire_snapshots
 from sink._pyiceberg import commit_table_updates
 from sink.catalog import CREATED_TABLE_PROPERTIES
@@ -133,19 +136,27 @@ def _template_file(table: Table, root: Path) -> DataFileMessage:
     return DataTaskWriter(spec, 0, 0).write_all(iter([rows]))[0]
 
 
-class _Comparison:
-    """Old and new committers on one table, committing batch after batch."""
+PATHS = {"transaction": TransactionCommitter, "main": CatalogCommitter, "new": Committer}
 
-    def __init__(self, root: Path) -> None:
+
+class _Comparison:
+    """One table per commit path, each filled with the same history, committing batch after batch.
+
+    Each path has its own table: on a shared one every commit would find the table moved
+    by the other path, which a single writer never does.
+    """
+
+    def __init__(self, root: Path, paths: list[str]) -> None:
         root.mkdir(parents=True)
         catalog = load_catalog(
             "bench", type="sql", uri=f"sqlite:///{root}/catalog.db", warehouse=f"file://{root}/wh"
         )
         catalog.create_namespace("bench")
         schema = pa.schema([("id", pa.int64()), ("v", pa.string())])
-        table = catalog.create_table("bench.compare", schema=schema, properties=CREATED_TABLE_PROPERTIES)
-        self.new = Committer(table, "bench", CommitConfig())
-        self.old = TransactionCommitter(catalog.load_table("bench.compare"), "bench", CommitConfig())
+        self.committers: dict[str, Committer] = {}
+        for path in paths:
+            table = catalog.create_table(f"bench.{path}", schema=schema, properties=CREATED_TABLE_PROPERTIES)
+            self.committers[path] = PATHS[path](table, "bench", CommitConfig())
         self.template = _template_file(table, root)
         self.batch_id = 0
 
@@ -157,72 +168,64 @@ class _Comparison:
         return time.perf_counter() - start
 
     def fill(self, target: int, per_call: int = 100) -> None:
-        """Add one-file append snapshots until the table keeps ``target``, ``per_call`` per catalog call.
+        """Add one-file append snapshots until every table keeps ``target``, ``per_call`` per catalog call.
 
         Each snapshot is built by the producer on the metadata the previous one made
         (applied locally), so the history is what single commits leave, only quicker made.
         """
-        table = self.new.table
-        while self.snapshots() < target:
-            base = table.metadata
-            updates: list[TableUpdate] = []
-            first: tuple[TableRequirement, ...] | None = None
-            for _ in range(min(per_call, target - len(base.snapshots))):
-                producer = SnapshotProducer(table, Operation.APPEND)
-                producer.add_file(
-                    self.new._data_file(_synthetic_files(table, self.template, 1, f"fill{self.batch_id}")[0])
-                )
-                self.batch_id += 1
-                pending = producer.build(base)
-                first = first or pending.requirements
-                updates += pending.updates
-                base = update_table_metadata(base, pending.updates)
-            commit_table_updates(table, tuple(updates), first or ())
+        for committer in self.committers.values():
+            table = committer.table
+            table.refresh()
+            while len(table.snapshots()) < target:
+                base = table.metadata
+                updates: list[TableUpdate] = []
+                first: tuple[TableRequirement, ...] | None = None
+                for _ in range(min(per_call, target - len(base.snapshots))):
+                    producer = SnapshotProducer(table, Operation.APPEND)
+                    message = _synthetic_files(table, self.template, 1, f"fill{self.batch_id}")[0]
+                    producer.add_file(committer._data_file(message))
+                    self.batch_id += 1
+                    pending = producer.build(base)
+                    first = first or pending.requirements
+                    updates += pending.updates
+                    base = update_table_metadata(base, pending.updates)
+                commit_table_updates(table, tuple(updates), first or ())
 
-    def snapshots(self) -> int:
-        self.new.table.refresh()
-        return len(self.new.table.snapshots())
+    def timings(self, samples: int, files: int = 1) -> dict[str, list[float]]:
+        """``samples`` commits of ``files`` files per path, the paths taking turns."""
+        timings: dict[str, list[float]] = {path: [] for path in self.committers}
+        for _ in range(samples):
+            for path, committer in self.committers.items():
+                timings[path].append(self.commit(committer, files))
+        return timings
 
 
-def compare(kept: list[int], wide: list[int], samples: int, rounds: int, root: Path) -> dict[str, object]:
-    """Old against new path, alternating: commits with ``kept`` snapshots, and commits of ``wide`` files."""
-    bench = _Comparison(root / "history")
+def compare(
+    kept: list[int], wide: list[int], samples: int, rounds: int, root: Path, paths: list[str]
+) -> dict[str, object]:
+    """The ``paths`` against each other, alternating: commits with ``kept`` snapshots, and of ``wide`` files.
+
+    Ratios are of each path's p50 (median) to the last path's.
+    """
+    bench = _Comparison(root / "history", paths)
     history = []
     for target in kept:
         bench.fill(target)
-        timings: dict[str, list[float]] = {"old": [], "new": []}
-        for _ in range(samples):
-            timings["old"].append(bench.commit(bench.old))
-            timings["new"].append(bench.commit(bench.new))
-        old, new = _quantiles_ms(timings["old"]), _quantiles_ms(timings["new"])
-        history.append(
-            {
-                "snapshots_kept": target,
-                "old": old,
-                "new": new,
-                "ratio_p50": round(old["p50_ms"] / new["p50_ms"], 1),
-            }
-        )
+        timings = bench.timings(samples)
+        quantiles = {path: _quantiles_ms(times) for path, times in timings.items()}
+        last = quantiles[paths[-1]]["p50_ms"]
+        ratios = {f"{path}/{paths[-1]}": round(q["p50_ms"] / last, 1) for path, q in quantiles.items()}
+        history.append({"snapshots_kept": target, **quantiles, "ratio_p50": ratios})
         print(json.dumps(history[-1]), flush=True)
     wide_results = []
     for count in wide:
-        bench = _Comparison(root / f"wide-{count}")
-        for _ in range(10):
-            bench.commit(bench.new)
-        timings = {"old": [], "new": []}
-        for _ in range(rounds):
-            timings["old"].append(bench.commit(bench.old, count))
-            timings["new"].append(bench.commit(bench.new, count))
-        old_ms = round(statistics.median(timings["old"]) * 1000, 1)
-        new_ms = round(statistics.median(timings["new"]) * 1000, 1)
-        wide_results.append(
-            {
-                "files": count,
-                "old_median_ms": old_ms,
-                "new_median_ms": new_ms,
-                "ratio": round(old_ms / new_ms, 1),
-            }
-        )
+        bench = _Comparison(root / f"wide-{count}", paths)
+        bench.timings(10)
+        timings = bench.timings(rounds, count)
+        medians = {path: round(statistics.median(t) * 1000, 1) for path, t in timings.items()}
+        last = medians[paths[-1]]
+        ratios = {f"{path}/{paths[-1]}": round(ms / last, 1) for path, ms in medians.items()}
+        wide_results.append({"files": count, "median_ms": medians, "ratio": ratios})
         print(json.dumps(wide_results[-1]), flush=True)
     return {"samples": samples, "rounds": rounds, "history": history, "wide": wide_results}
 
@@ -238,12 +241,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wide", default="4096,16384", help="files per wide commit (--compare)")
     parser.add_argument("--samples", type=int, default=20, help="commits per path at each --kept point")
     parser.add_argument("--rounds", type=int, default=3, help="wide commits per path")
+    parser.add_argument(
+        "--paths",
+        default="main,new",
+        help=f"commit paths to compare, the reference last (of {', '.join(PATHS)})",
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="icesink-commits-") as tmp:
         if args.compare:
             kept = [int(n) for n in args.kept.split(",") if n]
             wide = [int(n) for n in args.wide.split(",") if n]
-            result = compare(kept, wide, args.samples, args.rounds, Path(tmp))
+            paths = [p for p in args.paths.split(",") if p]
+            result = compare(kept, wide, args.samples, args.rounds, Path(tmp), paths)
         else:
             result = run(args.batches, args.expire_every, Path(tmp))
         print(json.dumps(result, indent=2))

@@ -12,6 +12,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyspark.sql import types as st
 
+from sink.commit import metadata_cache
 from sink.config import DistributionMode, SinkConfig
 from sink.errors import CatalogError, ConfigError
 from sink.partitioning import build_partition_spec, parse_partition_by
@@ -71,7 +72,7 @@ class RedactedError(Exception):
 def load_table(catalog: Catalog, identifier: str) -> Table | None:
     """The table, or ``None`` when it does not exist."""
     try:
-        return catalog.load_table(identifier)
+        return metadata_cache.load_table(catalog, identifier)  # parsed again only when it moved
     except NoSuchTableError:
         return None
 

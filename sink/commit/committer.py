@@ -13,8 +13,7 @@ from pyiceberg.table.snapshots import Operation
 from pyiceberg.table.update import AssertTableUUID, SetPropertiesUpdate
 
 from sink import failpoints
-from sink._pyiceberg import commit_table_updates
-from sink.commit import ledger
+from sink.commit import ledger, metadata_cache
 from sink.commit.backoff import Backoff
 from sink.commit.data_files import data_file_from_message
 from sink.commit.ledger import BatchRange
@@ -119,7 +118,7 @@ class Committer:
         conflicts = 0
         pending = list(staged)
         for attempt_no in self._backoff.attempts():
-            self.table.refresh()
+            metadata_cache.refresh(self.table)
             record = ledger.last_commit(self.table, self._sink_id)
             last = -1 if record is None else record.last_batch_id
             done = [b for b in staged if b.batch_id <= last]
@@ -288,7 +287,7 @@ class Committer:
         pending = producer.build(self.table.metadata)
         failpoints.hit("commit.before")
         try:
-            commit_table_updates(self.table, pending.updates, pending.requirements)
+            metadata_cache.commit(self.table, pending.updates, pending.requirements)
         except CommitFailedException:
             producer.clean_up()
             raise
@@ -298,7 +297,7 @@ class Committer:
 
     def _commit_marker(self, marker: Mapping[str, str]) -> None:
         """Commit the ledger's marker alone (batches without files), as a property update."""
-        commit_table_updates(
+        metadata_cache.commit(
             self.table,
             (SetPropertiesUpdate(updates=dict(marker)),),
             (AssertTableUUID(uuid=self.table.metadata.table_uuid),),

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 from pyiceberg.table import Table
 
-from sink.commit import ledger
+from sink.commit import ledger, metadata_cache
 from sink.commit.ledger import BatchRange
 from sink.config import CommitConfig
 from sink.errors import RowDeltaConflictError
@@ -111,7 +111,7 @@ class UpsertApplier:
         """
         batches = BatchRange(batch_id, batch_id)
         for redo in range(self._redos + 1):
-            self.table.refresh()
+            metadata_cache.refresh(self.table)
             if ledger.is_committed(self.table, self._sink_id, batch_id):  # a replay: no lookup needed
                 logger.info(
                     "batch %s of sink %s already committed to %s; skipped",

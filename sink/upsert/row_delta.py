@@ -25,8 +25,7 @@ from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation
 
 from sink import failpoints
-from sink._pyiceberg import commit_table_updates
-from sink.commit import ledger
+from sink.commit import ledger, metadata_cache
 from sink.commit.backoff import Backoff
 from sink.commit.data_files import data_file_from_message
 from sink.commit.ledger import BatchRange
@@ -127,7 +126,7 @@ class RowDeltaCommitter:
     ) -> RowDeltaOutcome:
         for attempt_no in self._backoff.attempts():
             conflicts = attempt_no - 1  # every earlier attempt was refused by the catalog
-            self.table.refresh()
+            metadata_cache.refresh(self.table)
             if self.table.metadata.snapshot_by_id(producer.snapshot_id) is not None:
                 # An earlier attempt landed although the catalog's answer was lost.
                 return RowDeltaOutcome(producer.snapshot_id, attempt_no, conflicts)
@@ -156,7 +155,7 @@ class RowDeltaCommitter:
         pending = producer.build(self.table.metadata)
         failpoints.hit("commit.before")
         try:
-            commit_table_updates(self.table, pending.updates, pending.requirements)
+            metadata_cache.commit(self.table, pending.updates, pending.requirements)
         except CommitFailedException as e:
             logger.warning(
                 "row delta of batches %s (sink %s, table %s) conflicted (attempt %s of %s): %s",

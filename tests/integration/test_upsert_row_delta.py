@@ -283,7 +283,7 @@ def test_commit_refused_by_the_catalog_is_rebuilt_on_the_new_snapshot(
     table = create_table(sql_catalog(tmp_path))
     driver = UpsertDriver(table)
     driver.apply(CHANGE_BATCHES[0])
-    real_commit = row_delta.commit_table_updates
+    real_commit = row_delta.metadata_cache.commit
     calls: list[int] = []
 
     def append_first(*args: Any) -> None:
@@ -298,7 +298,7 @@ def test_commit_refused_by_the_catalog_is_rebuilt_on_the_new_snapshot(
         calls.append(1)
         real_commit(*args)
 
-    monkeypatch.setattr(row_delta, "commit_table_updates", append_first)
+    monkeypatch.setattr(row_delta.metadata_cache, "commit", append_first)
     outcome = driver.apply(CHANGE_BATCHES[1])
 
     table.refresh()

@@ -9,12 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from pyarrow import fs as pafs
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.table import Table
 from pyiceberg.table.update import AddSnapshotUpdate
 
+from sink import _pyiceberg
 from sink.catalog import CREATED_TABLE_PROPERTIES
 from sink.commit.recovery import attempt_location
 from sink.commit.staging import StagedBatch
@@ -88,16 +90,25 @@ def sound_ids(table: Table) -> list[int]:
     return sorted(table.scan().to_arrow().column("id").to_pylist())
 
 
-def before_each_data_commit(catalog: Catalog, action: Callable[[], object]) -> None:
-    """Run ``action`` (another writer's commit) just before each data commit through ``catalog``."""
-    real = catalog.commit_table
+def before_each_data_commit(
+    monkeypatch: pytest.MonkeyPatch, catalog: Catalog, action: Callable[[], object]
+) -> None:
+    """Run ``action`` (another writer's commit) just before each data commit through ``catalog``.
 
-    def commit(table: Table, requirements: Any, updates: Any) -> Any:
-        if any(isinstance(u, AddSnapshotUpdate) for u in updates):
-            action()
-        return real(table, requirements, updates)
+    The sink commits to a SQL catalog with :func:`sink._pyiceberg.sql_commit_table`, to
+    others with the catalog's ``commit_table``: both are hooked.
+    """
 
-    catalog.commit_table = commit  # type: ignore[method-assign]
+    def hooked(real: Callable[..., Any]) -> Callable[..., Any]:
+        def commit(table: Table, requirements: Any, updates: Any) -> Any:
+            if table.catalog is catalog and any(isinstance(u, AddSnapshotUpdate) for u in updates):
+                action()
+            return real(table, requirements, updates)
+
+        return commit
+
+    monkeypatch.setattr(catalog, "commit_table", hooked(catalog.commit_table))
+    monkeypatch.setattr(_pyiceberg, "sql_commit_table", hooked(_pyiceberg.sql_commit_table))
 
 
 def concurrent_appends(table: Table) -> tuple[Callable[[], None], list[int]]:

@@ -37,12 +37,12 @@ def sleeps() -> list[float]:
 
 
 def test_staged_commit_that_gives_up_keeps_every_file_and_does_not_sleep_after_the_last_try(
-    catalog_and_table: tuple[Catalog, Table], sleeps: list[float]
+    catalog_and_table: tuple[Catalog, Table], sleeps: list[float], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     catalog, table = catalog_and_table
     staged = [write_attempt(table, b, f"a{b}", range(b * 10, b * 10 + 10)) for b in range(3)]
     append, appended = concurrent_appends(table)
-    before_each_data_commit(catalog, append)
+    before_each_data_commit(monkeypatch, catalog, append)
     with pytest.raises(CommitConflictError, match="stay staged"):
         Committer(table, SINK_ID, FAST_RETRIES, sleep=sleeps.append).commit_batches(
             staged, BatchRange(0, 2), durable=True
@@ -53,12 +53,12 @@ def test_staged_commit_that_gives_up_keeps_every_file_and_does_not_sleep_after_t
 
 
 def test_commit_that_gives_up_deletes_files_nothing_else_holds(
-    catalog_and_table: tuple[Catalog, Table], sleeps: list[float]
+    catalog_and_table: tuple[Catalog, Table], sleeps: list[float], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     catalog, table = catalog_and_table
     batch = write_attempt(table, 0, "a0", range(10))
     append, appended = concurrent_appends(table)
-    before_each_data_commit(catalog, append)
+    before_each_data_commit(monkeypatch, catalog, append)
     with pytest.raises(CommitConflictError, match="were deleted"):
         Committer(table, SINK_ID, FAST_RETRIES, sleep=sleeps.append).commit_batches(
             [batch], BatchRange(0, 0), durable=False
@@ -68,13 +68,13 @@ def test_commit_that_gives_up_deletes_files_nothing_else_holds(
 
 
 def test_conflict_is_retried_and_commits_once(
-    catalog_and_table: tuple[Catalog, Table], sleeps: list[float]
+    catalog_and_table: tuple[Catalog, Table], sleeps: list[float], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     catalog, table = catalog_and_table
     batch = write_attempt(table, 0, "a0", range(10))
     append, appended = concurrent_appends(table)
     calls = itertools.count()
-    before_each_data_commit(catalog, lambda: append() if next(calls) == 0 else None)
+    before_each_data_commit(monkeypatch, catalog, lambda: append() if next(calls) == 0 else None)
     outcome = Committer(table, SINK_ID, FAST_RETRIES, sleep=sleeps.append).commit_batches(
         [batch], BatchRange(0, 0)
     )
@@ -84,7 +84,7 @@ def test_conflict_is_retried_and_commits_once(
 
 
 def test_retry_finds_the_batch_committed_by_another_attempt_and_deletes_only_its_own_files(
-    catalog_and_table: tuple[Catalog, Table], sleeps: list[float]
+    catalog_and_table: tuple[Catalog, Table], sleeps: list[float], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     catalog, table = catalog_and_table
     ours = write_attempt(table, 0, "ours", range(10))
@@ -94,7 +94,9 @@ def test_retry_finds_the_batch_committed_by_another_attempt_and_deletes_only_its
     )
     calls = itertools.count()
     before_each_data_commit(
-        catalog, lambda: other.commit_batches([theirs], BatchRange(0, 0)) if next(calls) == 0 else None
+        monkeypatch,
+        catalog,
+        lambda: other.commit_batches([theirs], BatchRange(0, 0)) if next(calls) == 0 else None,
     )
     outcome = Committer(table, SINK_ID, FAST_RETRIES, sleep=sleeps.append).commit_batches(
         [ours], BatchRange(0, 0)
@@ -137,14 +139,16 @@ def test_commit_deletes_files_of_failed_tasks_it_did_not_take(
     assert sound_ids(table) == list(range(10))
 
 
-def test_unknown_outcome_keeps_the_files(catalog_and_table: tuple[Catalog, Table]) -> None:
+def test_unknown_outcome_keeps_the_files(
+    catalog_and_table: tuple[Catalog, Table], monkeypatch: pytest.MonkeyPatch
+) -> None:
     catalog, table = catalog_and_table
     batch = write_attempt(table, 0, "a0", range(10))
 
     def fail() -> None:
         raise ConnectionError("catalog unreachable")
 
-    before_each_data_commit(catalog, fail)
+    before_each_data_commit(monkeypatch, catalog, fail)
     with pytest.raises(CommitError, match="unknown outcome"):
         Committer(table, SINK_ID, FAST_RETRIES).commit_batches([batch], BatchRange(0, 0), durable=False)
     assert data_files_on_disk(table) == {f.path for f in batch.files}

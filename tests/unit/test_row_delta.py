@@ -19,11 +19,13 @@ RETRIES = CommitConfig(retries=2, min_wait_ms=1, max_wait_ms=4)
 ROWS = pa.table({"id": pa.array(range(10), pa.int64()), "name": [f"n{i}" for i in range(10)], "v": range(10)})
 
 
-def test_row_delta_that_gives_up_does_not_sleep_after_the_last_attempt(tmp_path: Path) -> None:
+def test_row_delta_that_gives_up_does_not_sleep_after_the_last_attempt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     table = create_table(sql_catalog(tmp_path))
     files = write_data_files(table, ROWS, "b0")
     append, appended = concurrent_appends(table)
-    before_each_data_commit(table.catalog, append)  # every attempt loses the race
+    before_each_data_commit(monkeypatch, table.catalog, append)  # every attempt loses the race
     sleeps: list[float] = []
     committer = RowDeltaCommitter(table, "s1", RETRIES, sleep=sleeps.append)
     with pytest.raises(CommitConflictError, match="after 3 attempts"):
@@ -35,12 +37,14 @@ def test_row_delta_that_gives_up_does_not_sleep_after_the_last_attempt(tmp_path:
     assert not is_committed(table, "s1", 0)
 
 
-def test_row_delta_refused_once_is_committed_after_one_wait(tmp_path: Path) -> None:
+def test_row_delta_refused_once_is_committed_after_one_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     table = create_table(sql_catalog(tmp_path))
     files = write_data_files(table, ROWS, "b0")
     append, appended = concurrent_appends(table)
     calls = itertools.count()
-    before_each_data_commit(table.catalog, lambda: append() if next(calls) == 0 else None)
+    before_each_data_commit(monkeypatch, table.catalog, lambda: append() if next(calls) == 0 else None)
     sleeps: list[float] = []
     outcome = RowDeltaCommitter(table, "s1", RETRIES, sleep=sleeps.append).commit(
         files, [], None, BatchRange(0, 0), {0: "a0"}

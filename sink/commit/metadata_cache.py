@@ -1,0 +1,92 @@
+"""The table metadata in hand: loaded, refreshed and committed without parsing it again.
+
+A table's metadata file holds its whole history (every snapshot kept, the snapshot and
+metadata logs); parsing it costs as much as the rest of a commit at a few hundred
+snapshots and grows with them. The sink loads its table each batch and the committers
+refresh it before each attempt, yet the table rarely moved meanwhile. This module keeps,
+per catalog and table, the last metadata loaded or committed with the file it came
+from. Before using it, it asks the catalog only for the table's current metadata
+location (on the SQL catalog one query, :func:`sink._pyiceberg.sql_metadata_location`):
+the same file, the metadata in hand is used; another file, the table is loaded as
+usual. Other catalogs load or refresh as usual every time.
+
+Commits through :func:`commit` keep their new metadata in hand for the next batch.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.table import Table
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.update import TableRequirement, TableUpdate
+
+from sink._pyiceberg import commit_table_updates, sql_catalog, sql_metadata_location, table_of_metadata
+
+_Entries = dict[tuple[str, ...], tuple[str, TableMetadata]]
+_cache: weakref.WeakKeyDictionary[Catalog, _Entries] = weakref.WeakKeyDictionary()
+_lock = threading.Lock()
+
+
+def load_table(catalog: Catalog, identifier: str) -> Table:
+    """The table ``identifier``, on the metadata in hand when it is still current.
+
+    Raises:
+        NoSuchTableError: The table does not exist.
+    """
+    key = Catalog.identifier_to_tuple(identifier)
+    sql = sql_catalog(catalog)
+    if sql is not None:
+        location = sql_metadata_location(sql, key)
+        if location is None:
+            raise NoSuchTableError(f"Table does not exist: {identifier}")
+        metadata = _in_hand(catalog, key, location)
+        if metadata is not None:
+            return table_of_metadata(catalog, key, metadata, location)
+    table = catalog.load_table(identifier)
+    remember(table)
+    return table
+
+
+def refresh(table: Table) -> None:
+    """Bring ``table`` to the catalog's current metadata, parsing it only when it is not in hand."""
+    sql = sql_catalog(table.catalog)
+    if sql is not None:
+        location = sql_metadata_location(sql, table.name())
+        if location is not None and location == table.metadata_location:
+            remember(table)
+            return
+        metadata = None if location is None else _in_hand(table.catalog, table.name(), location)
+        if location is not None and metadata is not None:
+            table.metadata, table.metadata_location = metadata, location
+            return
+    table.refresh()
+    remember(table)
+
+
+def commit(
+    table: Table, updates: tuple[TableUpdate, ...], requirements: tuple[TableRequirement, ...]
+) -> None:
+    """Commit prepared updates (:func:`sink._pyiceberg.commit_table_updates`) and keep the result in hand.
+
+    Raises:
+        CommitFailedException: A requirement no longer holds (a concurrent commit).
+    """
+    commit_table_updates(table, updates, requirements)
+    remember(table)
+
+
+def remember(table: Table) -> None:
+    """Keep ``table``'s metadata in hand, with the file it was read from or written to."""
+    with _lock:
+        entries = _cache.setdefault(table.catalog, {})
+        entries[tuple(table.name())] = (table.metadata_location, table.metadata)
+
+
+def _in_hand(catalog: Catalog, identifier: tuple[str, ...], location: str) -> TableMetadata | None:
+    with _lock:
+        entry = _cache.get(catalog, {}).get(tuple(identifier))
+    return entry[1] if entry is not None and entry[0] == location else None
