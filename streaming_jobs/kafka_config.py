@@ -22,6 +22,7 @@ A complete file (every key but ``kafka.bootstrap-servers``, one of ``kafka.topic
       format: json                     # or debezium-json
       schema: "id BIGINT, name STRING" # fixed; inferred per batch when absent
       metadata-columns: true           # _kafka_topic, _kafka_partition, _kafka_offset, _kafka_timestamp
+                                       # (default true; false with sink write.mode: upsert)
     sink:                              # every IcebergSink option (README "Options")
       table: analytics.orders
       catalog.type: sql
@@ -276,7 +277,8 @@ class ValueSettings(_Section):
     Attributes:
         format: ``json`` or ``debezium-json``.
         schema_ddl: A fixed schema as a Spark DDL string (``schema``); absent: inferred per batch.
-        metadata_columns: Add the ``_kafka_*`` columns to every row.
+        metadata_columns: Add the ``_kafka_*`` columns to every row (default: true, but
+            false when the sink upserts, unless set).
     """
 
     format: ValueFormat = ValueFormat.JSON
@@ -356,6 +358,20 @@ class JobConfig(_Section):
     checkpoint_location: str = Field(min_length=1)
     query_name: str | None = None
     spark: SparkSettings = Field(default_factory=SparkSettings)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_metadata_columns_when_upserting(cls, data: Any) -> Any:
+        """Upserting, ``value.metadata-columns`` is false unless set (a row is a key's state)."""
+        if not isinstance(data, Mapping) or not isinstance(data.get("sink"), Mapping):
+            return data
+        sink = {str(k).strip().lower(): v for k, v in data["sink"].items()}
+        value = data.get("value") or {}
+        if str(sink.get("write.mode") or "").strip().lower() != "upsert" or not isinstance(value, Mapping):
+            return data
+        if "metadata-columns" in value:
+            return data
+        return {**data, "value": {**value, "metadata-columns": False}}
 
     @field_validator("sink", mode="before")
     @classmethod

@@ -3,9 +3,25 @@
 One :class:`~sink.upsert.messages.LookupTask` per data file. The task reads only the key
 columns of the file (found by field id, so renamed columns still match), row group by
 row group, skipping groups whose statistics exclude every key; numbers the rows by their
-position in the file; keeps those whose key is one of the task's keys and that no
-earlier position delete removed; and writes them as one position delete file next to
-the data file (file-scoped deletes: the delete file refers to this data file only).
+position in the file; and keeps those whose key is one of the task's keys and that no
+earlier position delete removed.
+
+A Spark task of the lookup runs many lookup tasks and writes ONE position delete file
+per partition (spec and values) it found rows in, holding the positions of every data
+file of that partition it matched, sorted by path then position, as Iceberg Java's
+writers do. The driver hands each Spark task the lookup tasks of whole partitions where
+it can (tasks ordered by partition, cut into contiguous ranges), so a batch writes about
+one delete file per partition touched, not one per data file: delete files grow with
+batches x partitions, not batches x files.
+
+The reader trade-off: a delete file that refers to several data files is
+partition-scoped. A reader applies it to every data file of its partition (of an older
+sequence number; readers that check the ``file_path`` bounds, to those between them),
+reads all of its rows and keeps those of the data file at hand, where a file-scoped
+delete file (one data file, equal bounds) is matched to its data file only. Fewer,
+larger delete files mean fewer files to open and fewer manifest entries, at the price
+of reading the positions of other data files of the partition; compaction removes both
+kinds.
 
 The driver runs the tasks with :func:`run_lookup` (one Spark job through ``mapInArrow``)
 or, for a small plan, in its own process with :func:`run_lookup_locally`.
@@ -17,7 +33,7 @@ import logging
 import posixpath
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -103,34 +119,43 @@ def find_rows(task: LookupTask, io: FileIO) -> tuple[pa.Table, LookupReport]:
 
 
 def lookup_and_write(
-    task: LookupTask, spec: LookupSpec, io: FileIO
-) -> tuple[DataFileMessage | None, LookupReport]:
-    """:func:`find_rows`, then a position delete file of the matches (none without a match)."""
-    rows, report = find_rows(task, io)
-    if rows.num_rows == 0:
-        return None, report
-    folder = spec.location.rstrip("/") if spec.location else posixpath.dirname(task.data_file)
-    writer = PositionDeleteWriter(
-        io,
-        f"{folder}/{spec.file_prefix}-deletes-{task.index:05d}.parquet",
-        task.partition,
-        task.spec_id,
-        spec.compression,
-    )
-    writer.write(rows.select(["file_path", "pos"]).combine_chunks().to_batches()[0])
-    writer.close()
-    return writer.result(), report
+    tasks: Iterable[LookupTask], spec: LookupSpec, io: FileIO
+) -> tuple[list[DataFileMessage], LookupReport]:
+    """:func:`find_rows` for every task, then one position delete file per partition of the matches.
+
+    Returns:
+        The delete files written (none for a partition without a match), each named for
+        the first task of its partition, and what the tasks read.
+    """
+    writers: dict[tuple[int, tuple[Any, ...]], PositionDeleteWriter] = {}
+    report = LookupReport()
+    for task in tasks:
+        rows, task_report = find_rows(task, io)
+        report += task_report
+        if rows.num_rows == 0:
+            continue
+        writer = writers.get((task.spec_id, task.partition))
+        if writer is None:
+            folder = spec.location.rstrip("/") if spec.location else posixpath.dirname(task.data_file)
+            writer = writers[(task.spec_id, task.partition)] = PositionDeleteWriter(
+                io,
+                f"{folder}/{spec.file_prefix}-deletes-{task.index:05d}.parquet",
+                task.partition,
+                task.spec_id,
+                spec.compression,
+            )
+        writer.write(rows.select(["file_path", "pos"]).combine_chunks().to_batches()[0])
+    messages: list[DataFileMessage] = []
+    for writer in writers.values():
+        writer.close()
+        message = writer.result()
+        messages += [message] if message is not None else []
+    return messages, report
 
 
 def run_lookup_locally(tasks: Iterable[LookupTask], spec: LookupSpec) -> LookupResult:
-    """Run the tasks one after the other in this process (small plans, tests)."""
-    io = load_file_io(spec.io_properties)
-    files: list[DataFileMessage] = []
-    report = LookupReport()
-    for task in tasks:
-        message, task_report = lookup_and_write(task, spec, io)
-        files += [message] if message is not None else []
-        report += task_report
+    """Run the tasks one after the other in this process (small plans, tests): one task of the lookup."""
+    files, report = lookup_and_write(tasks, spec, load_file_io(spec.io_properties))
     return LookupResult(files, report)
 
 
@@ -144,8 +169,11 @@ def run_lookup(
     """
     if not tasks:
         return LookupResult([], LookupReport())
-    rows = [(task.to_json(),) for task in tasks]
-    frame = spark.createDataFrame(rows, "task string").repartition(max(1, min(parallelism, len(tasks))))
+    slices = max(1, min(parallelism, len(tasks)))
+    ordered = sorted(tasks, key=lambda t: (t.spec_id, repr(t.partition), t.data_file))
+    rows = [(task.to_json(), n * slices // len(ordered)) for n, task in enumerate(ordered)]
+    # Contiguous ranges of tasks ordered by partition: a Spark task gets whole partitions where it can.
+    frame = spark.createDataFrame(rows, "task string, slice int").repartitionByRange(slices, "slice")
     texts = [row[0] for row in frame.mapInArrow(lookup_function(spec), MESSAGE_DDL).collect()]
     report = LookupReport()
     files: list[DataFileMessage] = []
@@ -171,14 +199,9 @@ def lookup_function(spec: LookupSpec) -> Callable[[Iterator[pa.RecordBatch]], It
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         io = load_file_io(spec.io_properties)
-        texts: list[str] = []
-        report = LookupReport()
-        for batch in batches:
-            for text in batch.column(0).to_pylist():
-                message, task_report = lookup_and_write(LookupTask.from_json(text), spec, io)
-                report += task_report
-                if message is not None:
-                    texts.append(message.to_json())
+        tasks = [LookupTask.from_json(text) for batch in batches for text in batch.column(0).to_pylist()]
+        messages, report = lookup_and_write(tasks, spec, io)
+        texts = [message.to_json() for message in messages]
         texts.append(report.to_json())
         yield pa.RecordBatch.from_arrays([pa.array(texts, pa.string())], schema=MESSAGE_SCHEMA)
 

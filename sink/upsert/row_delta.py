@@ -24,6 +24,7 @@ from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation
 
+from sink import failpoints
 from sink.commit import ledger, metadata_cache
 from sink.commit.backoff import Backoff
 from sink.commit.data_files import data_file_from_message
@@ -89,8 +90,8 @@ class RowDeltaCommitter:
 
         Args:
             data_files: New row versions (content data).
-            delete_files: Position deletes of the rows they replace or delete, one data
-                file referenced per delete file (as the lookup writes them).
+            delete_files: Position deletes of the rows they replace or delete (each lists
+                the data files it refers to, as the lookup writes them).
             start_snapshot_id: The snapshot the lookup planned from.
             batches: The micro-batches committed.
             attempts: Each batch's write attempt (for the ledger).
@@ -152,6 +153,7 @@ class RowDeltaCommitter:
     def _try_commit(self, producer: SnapshotProducer, batches: BatchRange, attempt_no: int) -> bool:
         """One attempt on the refreshed table: ``False`` when the catalog refused it."""
         pending = producer.build(self.table.metadata)
+        failpoints.hit("commit.before")
         try:
             metadata_cache.commit(self.table, pending.updates, pending.requirements)
         except CommitFailedException as e:
@@ -206,16 +208,17 @@ class RowDeltaCommitter:
 
 
 def referenced_data_files(delete_files: Iterable[DataFileMessage]) -> set[str]:
-    """The data files position delete files point at (each must point at one: equal path bounds)."""
+    """The data files position delete files point at (their ``referenced_files``, else equal path bounds)."""
     paths: set[str] = set()
     for message in delete_files:
+        if message.content != CONTENT_POSITION_DELETES:
+            raise ValueError(f"{message.path} is not a position delete file")
+        if message.referenced_files:
+            paths.update(message.referenced_files)
+            continue
         lower = message.lower_bounds.get(FILE_PATH_FIELD_ID)
-        if (
-            message.content != CONTENT_POSITION_DELETES
-            or lower is None
-            or lower != message.upper_bounds.get(FILE_PATH_FIELD_ID)
-        ):
-            raise ValueError(f"{message.path} is not a position delete file of one data file")
+        if lower is None or lower != message.upper_bounds.get(FILE_PATH_FIELD_ID):
+            raise ValueError(f"{message.path} names neither its data files nor one data file by its bounds")
         paths.add(lower.decode())
     return paths
 

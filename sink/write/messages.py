@@ -50,6 +50,8 @@ class DataFileMessage:
         content: :data:`CONTENT_DATA` for a data file, :data:`CONTENT_POSITION_DELETES` for a
             position delete file (its statistics are of the ``file_path`` and ``pos`` columns).
         table: The table the file belongs to, when one write job writes several (routed sinks).
+        referenced_files: For a position delete file, the data files it deletes rows of
+            (sorted); empty for a data file.
     """
 
     path: str
@@ -70,6 +72,7 @@ class DataFileMessage:
     task_peak_rss_bytes: int = 0
     content: int = CONTENT_DATA
     table: str = ""
+    referenced_files: tuple[str, ...] = ()
 
     def to_json(self) -> str:
         """Encode for the wire (bytes as base64, decimals as strings, int keys as strings)."""
@@ -91,6 +94,7 @@ class DataFileMessage:
         for name in ("column_sizes", "value_counts", "null_value_counts", "nan_value_counts"):
             data[name] = {int(k): v for k, v in data[name].items()}
         data["split_offsets"] = tuple(data["split_offsets"])
+        data["referenced_files"] = tuple(data.get("referenced_files", ()))
         return cls(**data)
 
 

@@ -3,13 +3,15 @@
 Iceberg's position delete files (format v2) are Parquet files with two required columns,
 ``file_path`` (string, reserved field id 2147483546) and ``pos`` (long, 2147483545), their
 rows sorted by path, then position. A file belongs to one partition, the partition of the
-data files it points at, and deletes rows of files whose data sequence number is at most
-its own.
+data files it points at (one or many of them), and deletes rows of files whose data
+sequence number is at most its own.
 
-The statistics are written in full (no truncation of the path): a reader that finds the
-same path as lower and upper bound knows that the file refers to that one data file only
-(pyiceberg and Iceberg Java index such files by path, the v2 form of
-``referenced_data_file``, which pyiceberg 0.12's v2 ``DataFile`` has no field for).
+The statistics are written in full (no truncation of the path): a reader uses the
+``file_path`` bounds to find the data files a delete file may apply to; when both bounds
+are the same path, it knows that the file refers to that one data file only (pyiceberg
+and Iceberg Java index such files by path, the v2 form of ``referenced_data_file``, which
+pyiceberg 0.12's v2 ``DataFile`` has no field for). The message of a file lists the data
+files it refers to (``referenced_files``) for the commit's conflict check.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ ROW_GROUP_ROWS = 1 << 20
 
 
 class PositionDeleteWriter:
-    """Writes one position delete file for the rows of one partition.
+    """Writes one position delete file for the rows of one partition (of one or many data files).
 
     Follows the writer lifecycle of :class:`~sink.write.protocol.FileWriter`: batches of
     ``file_path``/``pos`` are buffered, :meth:`close` sorts them by path, then position,
@@ -164,4 +166,5 @@ def _message(
         },
         split_offsets=split_offsets,
         content=CONTENT_POSITION_DELETES,
+        referenced_files=tuple(pc.unique(paths).to_pylist()),  # sorted, as the rows are
     )

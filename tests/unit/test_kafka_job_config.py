@@ -204,6 +204,15 @@ def test_a_fixed_schema_turns_schema_evolution_off_unless_set() -> None:
     assert chosen.sink_options()["schema.evolution"] == "add-columns-and-widen"
 
 
+def test_upserting_turns_the_metadata_columns_off_unless_set(tmp_path: Path) -> None:
+    upsert = {"sink/write.mode": "upsert", "sink/upsert.key-columns": "id"}
+    assert not validate(with_(upsert)).value.decode_options().metadata_columns
+    assert validate(with_({**upsert, "value/metadata-columns": True})).value.metadata_columns
+    assert validate(with_({"sink/write.mode": "append"})).value.metadata_columns
+    flags = load_config(["--config", write(tmp_path, MINIMAL), "--upsert-key", "id"])
+    assert flags.sink_options()["write.mode"] == "upsert" and not flags.value.metadata_columns
+
+
 def test_metrics_can_be_turned_off() -> None:
     config = validate(with_({"sink/metrics.port": None}))
     assert config.sink_options()["metrics.port"] is None

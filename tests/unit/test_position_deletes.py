@@ -49,6 +49,7 @@ def test_file_is_sorted_deduplicated_with_reserved_field_ids(tmp_path: Path) -> 
     assert from_bytes(StringType(), message.upper_bounds[FILE_PATH_FIELD_ID]) == "file:///b.parquet"
     assert from_bytes(LongType(), message.lower_bounds[POS_FIELD_ID]) == 1
     assert from_bytes(LongType(), message.upper_bounds[POS_FIELD_ID]) == 9
+    assert message.referenced_files == ("file:///a.parquet", "file:///b.parquet")  # for the conflict check
     assert DataFileMessage.from_json(message.to_json()) == message
 
 

@@ -62,10 +62,10 @@ def test_rows_deleted_before_are_not_found_again(tmp_path: Path) -> None:
     earlier.close()
     task = _task(data_file, [(5, "eu"), (450, "us")], deletes=(earlier.path,))
 
-    message, report = lookup_and_write(task, LookupSpec("t", {}, "batch-7"), io)
+    [message], report = lookup_and_write([task], LookupSpec("t", {}, "batch-7"), io)
 
     assert report.rows_matched == 1
-    assert message is not None and message.record_count == 1
+    assert message.record_count == 1 and message.referenced_files == (data_file,)
     assert message.path == f"file://{tmp_path}/batch-7-deletes-00000.parquet"
     assert pq.read_table(message.path.removeprefix("file://")).to_pylist() == [
         {"file_path": data_file, "pos": 450}
@@ -74,10 +74,10 @@ def test_rows_deleted_before_are_not_found_again(tmp_path: Path) -> None:
 
 def test_no_match_writes_no_file(tmp_path: Path) -> None:
     data_file = _data_file(tmp_path)
-    message, report = lookup_and_write(
-        _task(data_file, [(7, "us")]), LookupSpec("t", {}, "b"), PyArrowFileIO()
+    messages, report = lookup_and_write(
+        [_task(data_file, [(7, "us")])], LookupSpec("t", {}, "b"), PyArrowFileIO()
     )
-    assert message is None and report.rows_matched == 0 and report.files_read == 1
+    assert messages == [] and report.rows_matched == 0 and report.files_read == 1
 
 
 def test_task_travels_as_json(tmp_path: Path) -> None:

@@ -1,0 +1,117 @@
+"""An upserting sink with a compaction and an appending sink on its table, between and during batches.
+
+The interleaving is fixed by the ``commit.before`` failpoint: from inside the upsert
+batch's commit, after its lookup has written the position deletes, another thread
+appends rows of other keys through a second sink (append mode), then another thread
+compacts the table. The compaction removes the data files the deletes point at, so the
+batch's commit must notice the conflict, redo its lookup in the compacted files and
+commit again. Between batches, a compaction runs in another thread too.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from pyiceberg.manifest import DataFileContent
+from pyiceberg.table import Table
+
+from icesink import IcebergSink, compact
+from sink import failpoints
+from sink.maintenance import CompactionReport
+from tests.integration.test_upsert_sink import State, assert_reads, upsert_options
+from tests.support.upserts import CHANGE_BATCHES, expected_state
+
+APPENDED_PER_CALL = 8
+
+
+def _in_thread(work: Callable[[], Any]) -> Any:
+    """Run ``work`` in another thread, wait for it, and return its result (or raise its error)."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = work()
+        except BaseException as e:  # handed to the caller's thread
+            outcome["error"] = e
+
+    thread = threading.Thread(target=run, name="concurrent-writer")
+    thread.start()
+    thread.join(timeout=600)
+    assert not thread.is_alive(), "the concurrent writer did not finish"
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("result")
+
+
+class Appender:
+    """A second sink, append mode, writing rows of keys the change batches never use (1000 and up)."""
+
+    def __init__(self, spark: Any, catalog_options: dict[str, str], state: State) -> None:
+        self.sink = IcebergSink.from_options({**catalog_options, "table": "db.items", "sink-id": "appender"})
+        self._spark = spark
+        self._state = state
+        self._batch_id = 0
+
+    def append(self) -> None:
+        first = 1000 + self._batch_id * APPENDED_PER_CALL
+        keys = range(first, first + APPENDED_PER_CALL)
+        rows = [{"id": k, "name": f"a{k}", "v": k} for k in keys]
+        self.sink(self._spark.createDataFrame(pa.Table.from_pylist(rows)), self._batch_id)
+        self._batch_id += 1
+        self._state.update({k: (f"a{k}", k) for k in keys})
+
+
+def _delete_file_paths(table: Table) -> list[str]:
+    snapshot = table.current_snapshot()
+    assert snapshot is not None
+    return [
+        e.data_file.file_path
+        for m in snapshot.manifests(table.io)
+        for e in m.fetch_manifest_entry(table.io)
+        if e.data_file.content == DataFileContent.POSITION_DELETES
+    ]
+
+
+def test_upserts_with_a_concurrent_compaction_and_appender_end_exact(
+    spark: Any, catalog_options: dict[str, str], tmp_path: Path
+) -> None:
+    upserts = IcebergSink.from_options(upsert_options(catalog_options, **{"sink-id": "upserts"}))
+    state: State = {}
+    upserts(spark.createDataFrame(CHANGE_BATCHES[0]), 0)
+    expected_state(state, CHANGE_BATCHES[0])
+    table = upserts.catalog.load_table("db.items")
+    appender = Appender(spark, catalog_options, state)
+    compactions: list[CompactionReport] = []
+
+    def append_then_compact(point: str) -> None:
+        """Inside the upsert's commit: new small files of other keys, then a rewrite of every partition."""
+        _in_thread(appender.append)
+        compactions.append(_in_thread(lambda: compact(upserts.catalog.load_table("db.items"))))
+
+    for batch_id, batch in enumerate(CHANGE_BATCHES[1:], start=1):
+        _in_thread(appender.append)  # between batches: more small files of other keys
+        failpoints.arm("commit.before", "call", call=append_then_compact)
+        try:
+            upserts(spark.createDataFrame(batch), batch_id)
+        finally:
+            failpoints.disarm_all()
+        expected_state(state, batch)
+        table.refresh()
+        summary = table.current_snapshot().summary  # type: ignore[union-attr]
+        assert summary is not None and summary["icesink.batch-ids"] == str(batch_id)
+        assert compactions[-1].partitions >= 1 and not compactions[-1].given_up
+        # The first lookup's deletes pointed at files the compaction removed: redone, committed.
+        # The compaction removed every earlier delete file: the live ones are the batch's.
+        deletes = _delete_file_paths(table)
+        assert deletes and all("-r1-deletes-" in p for p in deletes), deletes
+        assert_reads(table, state)
+        compactions.append(_in_thread(lambda: compact(upserts.catalog.load_table("db.items"))))
+        assert not compactions[-1].given_up
+        assert_reads(table, state)
+
+    appended = {k for k in state if k >= 1000}  # every appended row is read back by assert_reads
+    assert len(appended) == APPENDED_PER_CALL * 2 * (len(CHANGE_BATCHES) - 1)
