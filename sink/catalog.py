@@ -37,8 +37,11 @@ def open_catalog(config: SinkConfig) -> Catalog:
     properties = config.catalog.plain_properties()
     try:
         catalog = load_catalog(config.catalog.name, **properties)
-        namespace = config.table.rsplit(".", 1)[0]
-        catalog.list_tables(namespace) if catalog.namespace_exists(namespace) else None
+        namespace = config.table.rsplit(".", 1)[0] if config.table else None  # routed: no one table
+        if namespace is None:
+            catalog.list_namespaces()
+        elif catalog.namespace_exists(namespace):
+            catalog.list_tables(namespace)
     except Exception as e:
         cause = RedactedError.of(e, config.catalog.redact)
     else:

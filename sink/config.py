@@ -35,6 +35,7 @@ from pydantic import (
 from pyiceberg.transforms import BucketTransform
 
 from sink.config_options import option_tree
+from sink.config_route import RouteConfig, check_route
 from sink.config_upsert import UpsertConfig, check_upsert
 from sink.errors import ConfigError, PartitionSpecError
 from sink.partitioning import check_terms, parse_partition_by
@@ -208,9 +209,10 @@ class SinkConfig(_Frozen):
         state_location: Where the sink keeps its attempt records and staged batches
             (``state-location``; see :mod:`sink.commit.state`), outside every table's location.
         upsert: Append or upsert (``write.mode``, ``upsert.*``).
+        route: Many tables from one stream (``route.*``); ``table`` is then optional.
     """
 
-    table: str
+    table: str = ""  # required unless route.by is set (checked with the other options)
     catalog: CatalogConfig = Field(default_factory=CatalogConfig)
     partition_by: str | None = None
     sink_id: str | None = None
@@ -222,6 +224,7 @@ class SinkConfig(_Frozen):
     dead_letter: DeadLetterConfig = Field(default_factory=DeadLetterConfig)
     state_location: str | None = Field(default=None, min_length=1)
     upsert: UpsertConfig = Field(default_factory=UpsertConfig)
+    route: RouteConfig = Field(default_factory=RouteConfig)
 
     @field_validator("table")
     @classmethod
@@ -241,10 +244,10 @@ class SinkConfig(_Frozen):
     @model_validator(mode="after")
     def _consistent(self) -> SinkConfig:
         _check_partitioning(self)
-        _check_commit(self.commit)
-        _check_write(self.write)
+        _check_write_and_commit(self.write, self.commit)
         staged = {"target_bytes", "interval_s", "max_batches"} & self.commit.model_fields_set
         check_upsert(self.upsert, bool(staged))
+        check_route(self.route, self.table, staged, self.write.distribution_mode, self.upsert.enabled)
         return self
 
     @classmethod
@@ -285,16 +288,13 @@ def _check_partitioning(config: SinkConfig) -> None:
         )
 
 
-def _check_commit(commit: CommitConfig) -> None:
+def _check_write_and_commit(write: WriteConfig, commit: CommitConfig) -> None:
     if commit.min_wait_ms > commit.max_wait_ms:
         raise ConfigError(
             f"option 'commit.retry.min-wait-ms' is {commit.min_wait_ms}, above "
             f"'commit.retry.max-wait-ms' {commit.max_wait_ms}",
             hint="set commit.retry.min-wait-ms <= commit.retry.max-wait-ms",
         )
-
-
-def _check_write(write: WriteConfig) -> None:
     if "row_group_size_bytes" not in write.model_fields_set:
         return  # the default is capped by small targets where files are written
     if write.row_group_size_bytes > write.target_file_size_bytes:

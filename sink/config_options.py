@@ -43,6 +43,11 @@ _OPTION_FIELDS: dict[str, tuple[str | None, str]] = {
     "upsert.key-columns": ("upsert", "key_columns"),
     "upsert.op-column": ("upsert", "op_column"),
     "upsert.order-column": ("upsert", "order_column"),
+    "route.by": ("route", "by"),
+    "route.field": ("route", "field"),
+    "route.table-template": ("route", "table_template"),
+    "route.tables": ("route", "tables"),
+    "route.table-options": ("route", "table_options"),
 }
 _PREFIXES = ("catalog.", "table-property.")
 

@@ -39,6 +39,7 @@ from sink.commit.committer import Committer
 from sink.commit.ledger import BatchRange
 from sink.commit.recovery import AttemptLog, AttemptRecord, attempt_location
 from sink.config import SinkConfig
+from sink.config_route import default_dead_letter_table, route_label
 from sink.errors import ConfigError, SchemaError, WriteError
 from sink.log_context import batch_logger
 from sink.metrics import SinkMetrics
@@ -67,8 +68,15 @@ _TARGET_FILE_SIZE_BYTES = 128 * 1024 * 1024
 
 
 def dead_letter_table_name(config: SinkConfig) -> str:
-    """The dead-letter table of ``config``: ``dead-letter.table``, else ``<table>__dlq``."""
-    return config.dead_letter.table or f"{config.table}{DEAD_LETTER_SUFFIX}"
+    """The dead-letter table of ``config``: ``dead-letter.table``, else ``<table>__dlq``.
+
+    A routed sink without ``table``: ``<namespace>.routed__dlq`` (see :func:`default_dead_letter_table`).
+    """
+    if config.dead_letter.table:
+        return config.dead_letter.table
+    if not config.table:
+        return default_dead_letter_table(config.route)
+    return f"{config.table}{DEAD_LETTER_SUFFIX}"
 
 
 @dataclass(frozen=True)
@@ -100,6 +108,8 @@ class DeadLetterQueue:
 
     def __init__(self, config: SinkConfig, catalog: Catalog, metrics: SinkMetrics) -> None:
         self.table_name = dead_letter_table_name(config)
+        if not config.table:  # a routed sink: its rows' tables come with them (column source_table)
+            config = config.model_copy(update={"table": route_label(config.route)})
         if self.table_name.lower() == config.table.lower():
             raise ConfigError(
                 f"dead-letter.table {self.table_name!r} is the sink's own table",
@@ -202,7 +212,9 @@ class DeadLetterQueue:
         self, dead_letters: DataFrame, table: Table, sink_id: str, batch_id: int, observation: Observation
     ) -> RoutedBatch:
         values = {
-            "source_table": F.lit(self._config.table),
+            "source_table": F.col("source_table")
+            if "source_table" in dead_letters.columns
+            else F.lit(self._config.table),
             "sink_id": F.lit(sink_id),
             "batch_id": F.lit(batch_id),
             "column": F.col("column"),

@@ -35,6 +35,7 @@ DEAD_LETTER_REASONS = (
     "type_mismatch",
     "null_in_required",
     "duplicate_key",
+    "unroutable",
 )
 
 #: Buckets of the file size histograms, as fractions of the target file size.

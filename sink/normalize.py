@@ -212,7 +212,7 @@ def _build_plan(source_fields: list[st.StructField], schema: Schema, options: No
         source_columns=tuple(sources),
         values=tuple(c.value.alias(v) for c, v in zip(columns, value_names, strict=True)),
         value_columns=tuple(F.col(v) for v in value_names),
-        problem=_first_problem(problems).alias(PROBLEM_COLUMN),
+        problem=first_problem(problems).alias(PROBLEM_COLUMN),
         keep=keep,
         range_checks=frozenset(p.path for p in problems) if all(p.range_check for p in problems) else None,
         table_columns=tuple(F.col(v).alias(f.name) for v, f in zip(value_names, schema.fields, strict=True)),
@@ -231,7 +231,7 @@ def bad_record_error(text: str, table: str, batch_id: int) -> BadRecordError | N
     return BadRecordError(match["message"], hint=match["hint"], table=table, batch_id=batch_id)
 
 
-def _first_problem(problems: list[Problem]) -> Column:
+def first_problem(problems: list[Problem]) -> Column:
     """``struct(column, reason, value)`` of the row's first problem, or null for a good row."""
     if not problems:
         return F.lit(None).cast("struct<column:string,reason:string,value:string>")

@@ -40,8 +40,9 @@ from sink.commit import ledger
 from sink.commit.staging import StagingArea
 from sink.commit.state import state_location
 from sink.config import SchemaEvolution, SinkConfig
+from sink.config_route import route_label
 from sink.deadletter import DeadLetterQueue, dead_letter_table_name
-from sink.errors import SinkClosedError
+from sink.errors import ConfigError, SinkClosedError
 from sink.idle_listener import FlushOnIdle, listen_for_idle, stop_listening
 from sink.log_context import batch_context, batch_logger
 from sink.metrics import SinkMetrics
@@ -50,6 +51,7 @@ from sink.normalize import NormalizedBatch, NormalizeOptions, normalize
 from sink.progress import watch_active_session
 from sink.route.routed import RoutedBatch
 from sink.route.router import BucketRouter
+from sink.routed_step import RoutedStep
 from sink.schema.coordinator import coordinator_for
 from sink.sink_state import SinkState, query_id_of, sink_id_of
 from sink.staged_commit import StagedCommits
@@ -86,6 +88,8 @@ class IcebergSink:
         state_location(config)  # where the sink's bookkeeping goes: checked at start-up
         self._schemas = coordinator_for(config)  # shared by every sink of this table in the driver
         self._dead_letters = DeadLetterQueue(config, self.catalog, self.metrics)
+        label = config.table or route_label(config.route)  # route.by set: RoutedStep writes the batches
+        self._routed = RoutedStep(config, self.catalog, self.metrics, self._dead_letters, label)
         self._normalize_options = NormalizeOptions.from_config(config, dead_letter_table_name(config))
         self._writer = BatchWriter(config, self.metrics)
         self._commits = StagedCommits(config, self.metrics)
@@ -123,6 +127,8 @@ class IcebergSink:
             SchemaError: The stream has a column the table cannot take.
         """
         self._check_open()
+        if self.config.route.enabled:
+            raise ConfigError("prepare() needs one table; a routed sink creates its tables on first sight")
         schema = self._upsert.stored_schema(schema)
         table = catalogs.load_table(self.catalog, self.config.table)
         if table is None:
@@ -146,6 +152,9 @@ class IcebergSink:
         """
         self._check_open()
         sink_id = sink_id_of(batch_df, self.config.sink_id)
+        if self.config.route.enabled:  # many tables: the routed story (sink.routed_step)
+            with batch_context(self._routed.label, sink_id, batch_id):
+                return self._routed.write_batch(batch_df, batch_id, sink_id, query_id_of(batch_df))
         name = self.config.table
         with batch_context(name, sink_id, batch_id):  # every log record of the batch names it
             table = catalogs.load_table(self.catalog, name)

@@ -106,6 +106,18 @@ class BatchWriter:
     def _write_spec(
         self, table: Table, sink_id: str, batch_id: int, attempt: str, routed: RoutedBatch, bad_row_flag: bool
     ) -> WriteSpec:
+        return self.write_spec(table, sink_id, batch_id, attempt, routed.task_options(), bad_row_flag)
+
+    def write_spec(
+        self,
+        table: Table,
+        sink_id: str,
+        batch_id: int,
+        attempt: str,
+        task_options: Mapping[str, Any],
+        bad_row_flag: bool = False,
+    ) -> WriteSpec:
+        """The write spec of one attempt of a batch on ``table`` (``task_options``: of the routing)."""
         properties = table.metadata.properties
         data_location = properties.get("write.data.path", f"{table.location().rstrip('/')}/data")
         write = self.config.write
@@ -126,7 +138,7 @@ class BatchWriter:
                 self._setting(properties, "write.parquet.compression-codec", "compression_codec")
             ),
             bad_row_flag=bad_row_flag,
-            **routed.task_options(),
+            **task_options,
         )
 
     def _setting(self, properties: Mapping[str, str], table_property: str, field: str) -> Any:

@@ -49,6 +49,7 @@ class DataFileMessage:
         task_peak_rss_bytes: Peak resident memory of the Python worker during the task.
         content: :data:`CONTENT_DATA` for a data file, :data:`CONTENT_POSITION_DELETES` for a
             position delete file (its statistics are of the ``file_path`` and ``pos`` columns).
+        table: The table the file belongs to, when one write job writes several (routed sinks).
     """
 
     path: str
@@ -68,6 +69,7 @@ class DataFileMessage:
     buffered_bytes_peak: int = 0
     task_peak_rss_bytes: int = 0
     content: int = CONTENT_DATA
+    table: str = ""
 
     def to_json(self) -> str:
         """Encode for the wire (bytes as base64, decimals as strings, int keys as strings)."""

@@ -7,7 +7,6 @@ the task; never touches the catalog; yields one JSON message per data file writt
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import logging
 import os
 from collections.abc import Callable, Iterator
@@ -16,17 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyiceberg.io import FileIO, load_file_io
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
-from pyiceberg.typedef import Record
 
 from sink import failpoints
-from sink._pyiceberg import partition_representation, statistics_plan
 from sink.errors import WriteError
-from sink.type_mapping import iceberg_to_arrow_schema
 from sink.write.fanout import FanoutWriter
-from sink.write.keys import KeyFunction, arrow_key_functions
 from sink.write.layout import BucketLayout
 from sink.write.memory import PeakRssSampler
 from sink.write.messages import (
@@ -37,9 +31,8 @@ from sink.write.messages import (
     WriteResult,
     messages_to_arrow,
 )
-from sink.write.parquet import CompressionEstimator, ParquetFileWriter
-from sink.write.rolling import RollingFileWriter
 from sink.write.split import arrow_bytes, chunked, split_by_key
+from sink.write.table_files import TableFiles
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -156,22 +149,13 @@ class DataTaskWriter:
     def __init__(self, spec: WriteSpec, task_id: int, attempt: int) -> None:
         self._spec = spec
         self._task_id = task_id
-        self._attempt = attempt
-        self._io: FileIO = load_file_io(spec.io_properties, spec.data_location)
-        self._arrow_schema = iceberg_to_arrow_schema(spec.schema)
-        self._estimator = CompressionEstimator()
-        self._stats_plan = statistics_plan(spec.schema, spec.table_properties)
-        self._file_seq = itertools.count(1)
-        self._source_types = [
-            spec.schema.find_field(f.source_id).field_type for f in spec.partition_spec.fields
-        ]
-        self._row_group_bytes = min(
-            spec.row_group_size_bytes, max(spec.target_file_size_bytes // 4, 64 * 1024)
-        )
-        self._key_functions = self._task_key_functions()
+        self._files = TableFiles(spec, task_id, attempt)
+        self._arrow_schema = self._files.arrow_schema
         self._chunk_bytes = min(CHUNK_BYTES, spec.memory_budget_bytes // CHUNKS_PER_BUDGET)
         threads = min(CLOSE_THREADS, os.cpu_count() or 1)
-        self._fanout = FanoutWriter(self._new_rolling_writer, spec.memory_budget_bytes, close_threads=threads)
+        self._fanout = FanoutWriter(
+            self._files.new_rolling_writer, spec.memory_budget_bytes, close_threads=threads
+        )
         self._input_rows = 0
         self._bad_rows = 0
 
@@ -184,41 +168,34 @@ class DataTaskWriter:
         """Write every batch; on failure delete what was written and raise :class:`WriteError`."""
         n = self._spec.num_data_columns
         buckets = _BucketSequence(self._spec.sequential_buckets)
+        width = len(self._arrow_schema)
         try:
             for received in chunked(batches, self._chunk_bytes):
                 batch = self._without_bad_rows(received)
                 if batch.num_rows == 0:
                     continue
-                rows = self._to_file_batch(batch)
-                if self._key_functions is None:
+                rows = self._files.to_file_batch([batch.column(i) for i in range(width)])
+                if self._files.key_functions is None:
                     keys = [batch.column(i) for i in range(n, batch.num_columns)]
                 else:
-                    keys = [key(rows) for key in self._key_functions]
+                    keys = [key(rows) for key in self._files.key_functions]
                 bytes_per_row = arrow_bytes(rows) / rows.num_rows
                 for key, part in split_by_key(keys, rows):
-                    partition = self._partition_record(key)
+                    partition = self._files.partition_record(key)
                     self._fanout.write(partition, part, int(part.num_rows * bytes_per_row))
                     buckets.wrote(key, partition)
                 self._fanout.finish(buckets.complete(keys))
             self._fanout.close()
         except Exception as e:
             for path in self._fanout.abort():
-                self._io.delete(path)
+                self._files.io.delete(path)
             raise WriteError(
                 f"writing data files failed: {type(e).__name__}: {e}",
                 table=self._spec.table,
                 task=self._task_id,
                 file_prefix=self._spec.file_prefix,
             ) from e
-        messages = [
-            replace(
-                m,
-                task_id=self._task_id,
-                open_writers_peak=self._fanout.open_writers_peak,
-                buffered_bytes_peak=self._fanout.buffered_bytes_peak,
-            )
-            for m in self._fanout.result()
-        ]
+        messages = with_task_peaks(self._fanout, self._task_id)
         logger.info(
             "task %s wrote %s files, %s rows (table=%s prefix=%s)",
             self._task_id,
@@ -241,59 +218,18 @@ class DataTaskWriter:
         self._bad_rows += bad
         return batch.filter(pc.invert(flag))
 
-    def _task_key_functions(self) -> list[KeyFunction] | None:
-        """The functions computing partition values here, or ``None`` when the input carries them."""
-        spec = self._spec
-        if not spec.partition_values_in_task:
-            return None
-        functions = arrow_key_functions(spec.partition_spec, spec.schema)
-        if functions is None:  # the driver checked the same spec and schema
-            raise WriteError(
-                f"partition values of spec {spec.partition_spec} cannot be computed in the write task",
-                table=spec.table,
-                hint="this is a bug in icesink's routing; please report it with the table's spec",
-            )
-        return functions
 
-    def _to_file_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        """The table columns of ``batch`` with the file schema (field ids, UTC, ...)."""
-        arrays = []
-        for i, field in enumerate(self._arrow_schema):
-            column = batch.column(i)
-            arrays.append(column if column.type.equals(field.type) else column.cast(field.type))
-        return pa.RecordBatch.from_arrays(arrays, schema=self._arrow_schema)
-
-    def _partition_record(self, key: tuple[Any, ...]) -> tuple[Any, ...]:
-        return tuple(
-            partition_representation(source_type, value) if value is not None else None
-            for source_type, value in zip(self._source_types, key, strict=True)
+def with_task_peaks(fanout: FanoutWriter, task_id: int) -> list[DataFileMessage]:
+    """The messages of a closed fanout's files, with the task's id and the fanout's peaks."""
+    return [
+        replace(
+            m,
+            task_id=task_id,
+            open_writers_peak=fanout.open_writers_peak,
+            buffered_bytes_peak=fanout.buffered_bytes_peak,
         )
-
-    def _new_rolling_writer(self, partition: tuple[object, ...]) -> RollingFileWriter:
-        spec = self._spec
-        folder = spec.data_location.rstrip("/")
-        if spec.partition_spec.fields:
-            folder += "/" + spec.partition_spec.partition_to_path(Record(*partition), spec.schema)
-
-        def new_file() -> ParquetFileWriter:
-            name = (
-                f"{spec.file_prefix}-{self._task_id:05d}-{self._attempt}-{next(self._file_seq):05d}.parquet"
-            )
-            return ParquetFileWriter(
-                io=self._io,
-                path=f"{folder}/{name}",
-                schema=spec.schema,
-                arrow_schema=self._arrow_schema,
-                partition=tuple(partition),
-                spec_id=spec.partition_spec.spec_id,
-                row_group_size_bytes=self._row_group_bytes,
-                estimator=self._estimator,
-                compression=spec.compression,
-                table_properties=spec.table_properties,
-                stats_plan=self._stats_plan,
-            )
-
-        return RollingFileWriter(new_file, spec.target_file_size_bytes, self._estimator)
+        for m in fanout.result()
+    ]
 
 
 class _BucketSequence:

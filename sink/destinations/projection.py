@@ -1,0 +1,271 @@
+"""The one projection that normalizes the rows of every destination of a batch.
+
+Output, the input of the routed write (:mod:`sink.write.routed_task`)::
+
+    [dest_index, bad_row_flag, slot_0, ..., slot_K]
+
+A slot is one (table column name, Spark type) output shared by every destination table
+that has such a column; each destination reads its table's columns from its own slots.
+Per destination, :class:`~sink.schema.conversion.ColumnConverter` gives each table
+column's conversion and problems, exactly as :mod:`sink.normalize` does for one table.
+Destinations whose conversion of a slot is the same expression share it; only differing
+ones become a ``CASE dest_index``. A destination that has no source column for a slot
+takes whatever the slot holds: its rows hold no value there, so every conversion gives
+null. Rows of a destination value that has no table (null, or not in ``route.tables``)
+get index :data:`UNROUTABLE` and are flagged, as are rows with a conversion problem; rows
+of tables that already committed the batch (a replay) get :data:`SKIPPED` and are left
+out. Nothing runs here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from pyiceberg.schema import Schema
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as st
+
+from sink.config import BadRecordPolicy
+from sink.destinations.resolve import SOURCE_PREFIX, destination_value, positional
+from sink.normalize import first_problem
+from sink.schema.conversion import BadRecordReason, ColumnConverter, Problem
+from sink.schema.diff import match_fields
+from sink.type_mapping import iceberg_to_spark_type
+
+UNROUTABLE = -1
+SKIPPED = -2
+DEST_INDEX = "__icesink_dest_index"
+BAD_ROW = "__icesink_bad_row"
+_PROBLEM = "__icesink_problem"
+_SLOT_PREFIX = "__icesink_slot_"
+
+
+@dataclass(frozen=True)
+class DestinationTable:
+    """One table a batch's rows go to.
+
+    Attributes:
+        index: The index its rows carry.
+        table: The table's identifier.
+        schema: The table's schema (after the batch's schema step).
+        columns: Positions of the batch columns offered to it (non-null in its rows).
+    """
+
+    index: int
+    table: str
+    schema: Schema
+    columns: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ProjectionOptions:
+    """How :func:`project` treats a batch.
+
+    Attributes:
+        route_position: Position of the batch column holding the destination value.
+        case_sensitive: Whether column names must match in case.
+        evolution_enabled: Whether the schema step may add columns (for messages).
+        on_bad_record: ``dlq`` flags bad rows; ``fail`` fails the batch at the first.
+        unroutable_source: What a dead letter of an unroutable row names as its table.
+    """
+
+    route_position: int
+    case_sensitive: bool
+    evolution_enabled: bool
+    on_bad_record: BadRecordPolicy
+    unroutable_source: str
+
+
+@dataclass(frozen=True)
+class RoutedProjection:
+    """The routed batch, ready for the write.
+
+    Attributes:
+        rows: ``[dest_index, bad_row_flag, slot_0..slot_K]``.
+        slots: Destination index -> input column positions of its table's columns, in order.
+        dead_letters: Builds the flagged rows as ``source_table``, ``column``, ``reason``,
+            ``value``, ``original_row``; run it only when the write found some.
+    """
+
+    rows: DataFrame
+    slots: Mapping[int, tuple[int, ...]]
+    dead_letters: Callable[[], DataFrame]
+
+
+def project(
+    batch_df: DataFrame,
+    tables: Sequence[DestinationTable],
+    indexes: Mapping[str, int],
+    options: ProjectionOptions,
+) -> RoutedProjection:
+    """The one projection of ``batch_df`` to every table of ``tables``.
+
+    Args:
+        batch_df: The micro-batch.
+        tables: Its destination tables (those to write).
+        indexes: Destination value -> table index, or :data:`SKIPPED`; any other value is unroutable.
+        options: See :class:`ProjectionOptions`.
+
+    Raises:
+        SchemaError: A destination's column has no column in its table.
+    """
+    fields = list(batch_df.schema.fields)
+    sources = [F.col(f"{SOURCE_PREFIX}{i}") for i in range(len(fields))]
+    dest = destination_value(sources[options.route_position])
+    dest_index = F.lit(UNROUTABLE)
+    if indexes:
+        lookup = F.create_map(*[c for v, i in sorted(indexes.items()) for c in (F.lit(v), F.lit(i))])
+        dest_index = F.coalesce(F.try_element_at(lookup, dest), F.lit(UNROUTABLE))
+    index = F.col(DEST_INDEX)
+    selected = positional(batch_df).select(dest_index.alias(DEST_INDEX), *sources).filter(index != SKIPPED)
+    slots = _Slots()
+    converters = {
+        t.index: ColumnConverter(t.table, options.case_sensitive, options.evolution_enabled) for t in tables
+    }
+    for table in tables:
+        slots.add(table, fields, sources, converters[table.index], options.case_sensitive)
+    converted = selected.select(index, *slots.values(index), *sources)
+    problem = _problem(tables, fields, sources, converters, slots, dest, options)
+    checked = converted.select(index, problem.alias(_PROBLEM), *slots.columns(), *sources)
+    flag = F.col(_PROBLEM).isNotNull()
+    if options.on_bad_record is BadRecordPolicy.FAIL:
+        keep = F.when(~flag | (index == UNROUTABLE), F.lit(True)).otherwise(F.raise_error(_message(tables)))
+        rows = checked.filter(keep).select(index, (index == UNROUTABLE).alias(BAD_ROW), *slots.columns())
+    else:
+        rows = checked.select(index, flag.alias(BAD_ROW), *slots.columns())
+
+    def dead_letters() -> DataFrame:
+        table_of = _table_name(tables, options.unroutable_source)
+        row = F.struct(*[s.alias(f.name) for s, f in zip(sources, fields, strict=True)])
+        problem = F.col(_PROBLEM)
+        return checked.filter(flag).select(
+            table_of.alias("source_table"),
+            *[problem[c].alias(c) for c in ("column", "reason", "value")],
+            F.to_json(row, {"ignoreNullFields": "false"}).alias("original_row"),
+        )
+
+    return RoutedProjection(rows, slots.positions, dead_letters)
+
+
+class _Slots:
+    """The slots of the projection and which destination reads which (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._keys: dict[tuple[str, str], int] = {}
+        self._types: list[st.DataType] = []
+        self._expressions: list[dict[str, tuple[Column, list[int]]]] = []
+        self._of: dict[int, list[int]] = {}
+
+    def add(
+        self,
+        table: DestinationTable,
+        fields: list[st.StructField],
+        sources: list[Column],
+        converter: ColumnConverter,
+        case_sensitive: bool,
+    ) -> None:
+        """Give each column of ``table`` a slot and its conversion there."""
+        offered = [fields[p] for p in table.columns]
+        matched, _ = match_fields(table.schema.fields, offered, (), case_sensitive)
+        conversions = converter.columns([sources[p] for p in table.columns], offered, table.schema.fields)
+        mine = self._of.setdefault(table.index, [])
+        for j, field in enumerate(table.schema.fields):
+            spark_type = iceberg_to_spark_type(field.field_type)
+            slot = self._keys.setdefault((field.name, spark_type.simpleString()), len(self._keys))
+            if slot == len(self._types):
+                self._types.append(spark_type)
+                self._expressions.append({})
+            mine.append(slot)
+            if j in matched:
+                value = conversions[j].value
+                self._expressions[slot].setdefault(str(value), (value, []))[1].append(table.index)
+
+    def values(self, index: Column) -> list[Column]:
+        """Each slot's value: one expression when every destination converts it the same way."""
+        result = []
+        for slot, (spark_type, expressions) in enumerate(zip(self._types, self._expressions, strict=True)):
+            choices = list(expressions.values())
+            if not choices:
+                value = F.lit(None).cast(spark_type)
+            elif len(choices) == 1:
+                value = choices[0][0]
+            else:
+                value = F.when(index.isin(choices[0][1]), choices[0][0])
+                for expression, indexes in choices[1:]:
+                    value = value.when(index.isin(indexes), expression)
+            result.append(value.alias(f"{_SLOT_PREFIX}{slot}"))
+        return result
+
+    def columns(self) -> list[Column]:
+        return [F.col(f"{_SLOT_PREFIX}{slot}") for slot in range(len(self._types))]
+
+    def of(self, index: int) -> list[int]:
+        return self._of[index]
+
+    @property
+    def positions(self) -> dict[int, tuple[int, ...]]:
+        """Destination index -> input positions of its slots in the write's input (after index and flag)."""
+        return {index: tuple(2 + s for s in slots) for index, slots in self._of.items()}
+
+
+def _problem(
+    tables: Sequence[DestinationTable],
+    fields: list[st.StructField],
+    sources: list[Column],
+    converters: Mapping[int, ColumnConverter],
+    slots: _Slots,
+    dest: Column,
+    options: ProjectionOptions,
+) -> Column:
+    """``struct(column, reason, value)`` of a row's first problem, or null for a good row."""
+    index = F.col(DEST_INDEX)
+    route_name = fields[options.route_position].name
+    unroutable = F.struct(
+        F.lit(route_name).alias("column"),
+        F.lit(BadRecordReason.UNROUTABLE.value).alias("reason"),
+        F.coalesce(dest, F.lit("null")).alias("value"),
+    )
+    problem = F.when(index == UNROUTABLE, unroutable)
+    by_expression: dict[str, tuple[Column, list[int]]] = {}
+    for table in tables:
+        converted = [F.col(f"{_SLOT_PREFIX}{s}") for s in slots.of(table.index)]
+        offered = [fields[p] for p in table.columns]
+        checks = converters[table.index].columns(
+            [sources[p] for p in table.columns], offered, table.schema.fields, converted=converted
+        )
+        problems: list[Problem] = [p for c in checks for p in c.problems]
+        if problems:
+            first = first_problem(problems)
+            by_expression.setdefault(str(first), (first, []))[1].append(table.index)
+    for first, indexes in by_expression.values():
+        problem = problem.when(index.isin(indexes), first)
+    return problem
+
+
+def _table_name(tables: Sequence[DestinationTable], unroutable: str) -> Column:
+    """The table of a row by its index (``unroutable`` for a row without one)."""
+    if not tables:
+        return F.lit(unroutable)
+    names = F.create_map(*[c for t in tables for c in (F.lit(t.index), F.lit(t.table))])
+    return F.coalesce(F.try_element_at(names, F.col(DEST_INDEX)), F.lit(unroutable))
+
+
+def _message(tables: Sequence[DestinationTable]) -> Column:
+    """The ``on-bad-record=fail`` error of a row (value, column, table, reason)."""
+    problem = F.col(_PROBLEM)
+    return F.concat(
+        F.lit("ICESINK-BAD-RECORD: value '"),
+        F.regexp_replace(F.substring(problem["value"], 1, 200), r"[\r\n]+", " "),
+        F.lit("' of column '"),
+        problem["column"],
+        F.lit("' cannot be written to table "),
+        _table_name(tables, "?"),
+        F.lit(" ("),
+        problem["reason"],
+        F.lit(
+            "); hint: set on-bad-record=dlq to send such rows to the dead-letter table instead of "
+            "failing the batch, or fix the value at its source"
+        ),
+    )

@@ -1,0 +1,72 @@
+"""Each routed table's own configuration: the sink's, with ``route.table-options`` applied.
+
+The patterns are tried in the order given (``fnmatch``, case-insensitive on the table
+name); the first that matches supplies the overrides. The result is an ordinary
+single-table :class:`~sink.config.SinkConfig`, so creating, evolving, writing and
+committing a routed table is what the sink does for its one table.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import threading
+
+from sink.config import SinkConfig
+from sink.config_route import TABLE_PROPERTY_PREFIX, RouteConfig
+
+_WRITE_FIELDS = {
+    "write.target-file-size-bytes": "target_file_size_bytes",
+    "write.parquet.row-group-size-bytes": "row_group_size_bytes",
+    "write.parquet.compression-codec": "compression_codec",
+}
+
+
+class TableOptions:
+    """The configuration of each routed table (one instance per sink; results are cached).
+
+    Args:
+        config: The routed sink's configuration.
+    """
+
+    def __init__(self, config: SinkConfig) -> None:
+        self._config = config
+        self._cache: dict[str, SinkConfig] = {}
+        self._lock = threading.Lock()
+
+    def overrides(self, table: str) -> dict[str, str]:
+        """The overrides of the first pattern matching ``table`` (empty when none does)."""
+        for pattern, options in self._config.route.table_options:
+            if fnmatch.fnmatchcase(table.lower(), pattern.lower()):
+                return options
+        return {}
+
+    def config_for(self, table: str) -> SinkConfig:
+        """The single-table configuration of ``table``."""
+        with self._lock:
+            config = self._cache.get(table)
+            if config is None:
+                config = self._cache[table] = self._build(table)
+            return config
+
+    def _build(self, table: str) -> SinkConfig:
+        base = self._config
+        options = self.overrides(table)
+        write = {
+            field: int(options[key]) if key.endswith("-bytes") else options[key].lower()
+            for key, field in _WRITE_FIELDS.items()
+            if key in options
+        }
+        properties = {
+            key[len(TABLE_PROPERTY_PREFIX) :]: value
+            for key, value in options.items()
+            if key.startswith(TABLE_PROPERTY_PREFIX)
+        }
+        update: dict[str, object] = {
+            "table": table,
+            "route": RouteConfig(),
+            "write": base.write.model_copy(update=write),
+            "table_properties": {**base.table_properties, **properties},
+        }
+        if "partition-by" in options:
+            update["partition_by"] = options["partition-by"]
+        return base.model_copy(update=update)

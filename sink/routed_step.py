@@ -1,0 +1,345 @@
+"""The routed micro-batch (``route.by`` = ``topic`` | ``field``): many tables from one stream.
+
+What :class:`~sink.sink.IcebergSink` hands a batch to when routing is on. The steps of
+:mod:`sink.sink`, for every destination table at once:
+
+1. route     - the batch's destination values and their non-null    (:mod:`sink.destinations.resolve`)
+               columns: ONE Spark job; each value named a table      (:mod:`sink.destinations.naming`)
+2. schema    - per table: load or create it with its own options,   (:mod:`sink.destinations.table_options`,
+               settle crashed attempts, skip it when its ledger has   :mod:`sink.schema.coordinator`)
+               the batch, evolve it with its own columns only
+3. normalize - ONE projection for every table                        (:mod:`sink.destinations.projection`)
+4. write     - ONE write job; each task splits rows by table          (:mod:`sink.write.routed_task`)
+5. dead      - bad and unroutable rows, one commit, before the data  (:mod:`sink.deadletter`)
+   letters
+6. commit    - table by table, each with its own exactly-once ledger (:mod:`sink.commit.committer`)
+
+The number of Spark jobs of a batch does not grow with its number of tables; the catalog
+calls of step 2 do (a few per table, on a small thread pool). A crash between two
+tables' commits replays the batch: the tables that have it are skipped in step 2 and
+their rows left out of the write. Routed writes are not shuffled (no bucket shuffle).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TypeVar
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.table import Table
+from pyspark.sql import DataFrame
+from pyspark.sql import types as st
+
+from sink import catalog as catalogs
+from sink.commit import ledger
+from sink.commit.committer import Committer
+from sink.commit.ledger import BatchRange
+from sink.commit.recovery import AttemptLog, AttemptRecord
+from sink.config import SchemaEvolution, SinkConfig
+from sink.deadletter import DeadLetterQueue
+from sink.destinations.naming import DestinationNames
+from sink.destinations.projection import (
+    SKIPPED,
+    DestinationTable,
+    ProjectionOptions,
+    RoutedProjection,
+    project,
+)
+from sink.destinations.resolve import DestinationValue, resolve, route_column
+from sink.destinations.table_options import TableOptions
+from sink.errors import BadRecordError, ConfigError, SchemaError, WriteError, find_error_code
+from sink.log_context import batch_logger
+from sink.metrics import SinkMetrics
+from sink.normalize import bad_record_error
+from sink.schema.coordinator import coordinator_for
+from sink.write.keys import arrow_key_functions
+from sink.write.messages import WriteResult
+from sink.write.routed_task import DestinationSpec, RoutedWriteSpec, run_routed_write
+from sink.write_step import BatchWriter
+
+logger = batch_logger(__name__)
+
+CATALOG_THREADS = 4  # tables prepared at once in step 2 (catalog round trips, not Spark jobs)
+_T = TypeVar("_T")
+
+
+@dataclass
+class _Target:
+    """A table the batch writes: its configuration, table, columns offered and values routed to it."""
+
+    name: str
+    config: SinkConfig
+    table: Table
+    columns: tuple[int, ...]
+    values: tuple[str, ...]
+    index: int = -1
+    attempts: AttemptLog | None = None
+
+
+class RoutedStep:
+    """Writes routed micro-batches for one sink configuration.
+
+    Args:
+        config: The routed sink's configuration.
+        catalog: The sink's catalog.
+        metrics: The sink's metrics (each table under its own ``table`` label).
+        dead_letters: The sink's dead-letter queue.
+        label: What names the sink where no single table does (shared steps, unroutable rows).
+    """
+
+    def __init__(
+        self,
+        config: SinkConfig,
+        catalog: Catalog,
+        metrics: SinkMetrics,
+        dead_letters: DeadLetterQueue,
+        label: str,
+    ) -> None:
+        self._config = config
+        self._catalog = catalog
+        self._metrics = metrics
+        self._dead_letters = dead_letters
+        self.label = label
+        self._names = DestinationNames(config.route)
+        self._options = TableOptions(config)
+        self._recovered: set[tuple[str, str]] = set()  # (table, sink id) settled in this process
+        self._lock = threading.Lock()
+        self._sink_locks: dict[str, threading.Lock] = {}
+
+    def write_batch(self, batch_df: DataFrame, batch_id: int, sink_id: str, query_id: str | None) -> None:
+        """Write one micro-batch to its tables (the steps of this module's docstring)."""
+        with self._lock:
+            sink_lock = self._sink_locks.setdefault(sink_id, threading.Lock())
+        with sink_lock:
+            self._metrics.begin_batch(self.label, sink_id, batch_id, query_id)
+            self._write_batch(batch_df, batch_id, sink_id)
+
+    def _write_batch(self, batch_df: DataFrame, batch_id: int, sink_id: str) -> None:
+        case_sensitive = self._config.table_schema.case_sensitive
+        position = route_column(batch_df.schema, self._config.route, case_sensitive)
+        with self._metrics.time_step(self.label, "route"):  # 1. the ONE job finding the destinations
+            found = resolve(batch_df, position)
+            tables_of = self._names.tables_of(d.value for d in found)
+        targets, skipped = self._prepare(found, tables_of, batch_df.schema, sink_id, batch_id)
+        indexes = {v: t.index for t in targets for v in t.values} | dict.fromkeys(skipped, SKIPPED)
+        unroutable = [d for d in found if tables_of[d.value] is None]
+        if not targets and not unroutable:
+            logger.info("batch %s of sink %s: every table already has it (or it is empty)", batch_id, sink_id)
+            return
+        for d in unroutable:
+            logger.warning(
+                "batch %s of sink %s: %s rows with %s go to the dead-letter table %s",
+                batch_id,
+                sink_id,
+                d.rows,
+                self._names.describe_unroutable(d.value),
+                self._dead_letters.table_name,
+            )
+        options = ProjectionOptions(
+            position,
+            case_sensitive,
+            self._config.table_schema.evolution is SchemaEvolution.ADD_COLUMNS_AND_WIDEN,
+            self._config.dead_letter.on_bad_record,
+            self.label,
+        )
+        with self._metrics.time_step(self.label, "normalize"):  # 3. the ONE projection
+            tables = [DestinationTable(t.index, t.name, t.table.schema(), t.columns) for t in targets]
+            projection = project(batch_df, tables, indexes, options)
+        try:
+            self._write_and_commit(projection, targets, sink_id, batch_id)
+        except BaseException:
+            with self._lock:  # the replay settles what this attempt left behind
+                self._recovered.difference_update((t.name, sink_id) for t in targets)
+            raise
+
+    def _write_and_commit(
+        self, projection: RoutedProjection, targets: list[_Target], sink_id: str, batch_id: int
+    ) -> None:
+        attempt = uuid.uuid4().hex[:16]
+        result = self._write(projection, targets, sink_id, batch_id, attempt)  # 4. the ONE write job
+        rows = sum(f.record_count for f in result.files)
+        self._dead_letters.deliver(projection.dead_letters, sink_id, batch_id, rows, result.counts)  # 5.
+        for target in targets:  # 6. table by table
+            self._commit(target, result, sink_id, batch_id, attempt)
+
+    def _prepare(
+        self,
+        found: list[DestinationValue],
+        tables_of: dict[str | None, str | None],
+        schema: st.StructType,
+        sink_id: str,
+        batch_id: int,
+    ) -> tuple[list[_Target], list[str]]:
+        """Step 2 for every table of the batch: the tables to write, and the values of tables to skip."""
+        grouped: dict[str, tuple[set[int], list[str]]] = {}
+        for d in found:
+            name = tables_of[d.value]
+            if name is not None and d.value is not None:
+                columns, values = grouped.setdefault(name, (set(), []))
+                columns.update(d.columns)
+                values.append(d.value)
+        prepare = functools.partial(self._prepare_table, schema=schema, sink_id=sink_id, batch_id=batch_id)
+        ready = _parallel(
+            [
+                functools.partial(prepare, n, tuple(sorted(c)), tuple(v))
+                for n, (c, v) in sorted(grouped.items())
+            ]
+        )
+        targets = [t for t, skip in ready if not skip]
+        for index, target in enumerate(targets):
+            target.index = index
+        return targets, [v for t, skip in ready if skip for v in t.values]
+
+    def _prepare_table(
+        self,
+        name: str,
+        columns: tuple[int, ...],
+        values: tuple[str, ...],
+        schema: st.StructType,
+        sink_id: str,
+        batch_id: int,
+    ) -> tuple[_Target, bool]:
+        """Load or create one table, settle its crashed attempts, check its ledger, evolve it."""
+        config = self._options.config_for(name)
+        offered = st.StructType([schema.fields[p] for p in columns])
+        self._metrics.start_sink(name, sink_id)
+        with self._metrics.time_step(name, "schema"):
+            table = catalogs.load_table(self._catalog, name)
+            if table is None:
+                table = catalogs.create_table(self._catalog, config, offered)
+            self._recover(config, table, sink_id)
+            target = _Target(name, config, table, columns, values)
+            if ledger.is_committed(table, sink_id, batch_id):
+                logger.info("batch %s of sink %s already committed to %s: skipped", batch_id, sink_id, name)
+                self._metrics.replays_skipped.labels(name, sink_id).inc()
+                self._metrics.batches.labels(name, sink_id, "replay_skipped").inc()
+                return target, True
+            if config.table_schema.evolution is not SchemaEvolution.OFF:
+                target.table = (
+                    coordinator_for(config)
+                    .evolve(
+                        table,
+                        offered,
+                        retry=config.commit,
+                        case_sensitive=config.table_schema.case_sensitive,
+                        metrics=self._metrics,
+                        sink_id=sink_id,
+                        batch_id=batch_id,
+                    )
+                    .table
+                )
+        _check_keys_in_task(target.table, name)
+        return target, False
+
+    def _recover(self, config: SinkConfig, table: Table, sink_id: str) -> None:
+        """Delete the files of crashed attempts on ``table`` (first sight, or after a failure)."""
+        key = (config.table, sink_id)
+        with self._lock:
+            if key in self._recovered:
+                return
+        report = AttemptLog.for_sink(config, table, sink_id).recover(table)
+        if report.deleted_files:
+            self._metrics.orphan_files.labels(config.table, "deleted").inc(len(report.deleted_files))
+        if report.kept_files:
+            self._metrics.orphan_files.labels(config.table, "kept").inc(len(report.kept_files))
+        with self._lock:
+            self._recovered.add(key)
+
+    def _write(
+        self, projection: RoutedProjection, targets: list[_Target], sink_id: str, batch_id: int, attempt: str
+    ) -> WriteResult:
+        """Record each table's attempt, then write every table's files in ONE Spark job."""
+        destinations = []
+        for target in targets:
+            writer = BatchWriter(target.config, self._metrics)
+            in_task = {
+                "num_data_columns": len(target.table.schema().fields),
+                "partition_values_in_task": True,
+            }
+            spec = writer.write_spec(target.table, sink_id, batch_id, attempt, in_task)
+            target.attempts = AttemptLog.for_sink(target.config, target.table, sink_id)
+            target.attempts.begin(
+                AttemptRecord(sink_id, batch_id, attempt, spec.file_prefix, spec.data_location)
+            )
+            destinations.append(DestinationSpec(target.index, spec, projection.slots[target.index]))
+        routed = RoutedWriteSpec(tuple(destinations), self._config.write.memory_budget_bytes)
+        with self._metrics.time_step(self.label, "write"):
+            try:
+                result = run_routed_write(projection.rows, routed)
+            except Exception as e:
+                raise _write_error(e, self.label, batch_id) from e
+        for d in destinations:
+            files = [f for f in result.files if f.table == d.spec.table]
+            self._metrics.record_files(d.spec.table, files, d.spec.target_file_size_bytes)
+        return result
+
+    def _commit(
+        self, target: _Target, result: WriteResult, sink_id: str, batch_id: int, attempt: str
+    ) -> None:
+        """Commit one table's files of the batch, exactly once by its ledger."""
+        name = target.name
+        files = [f for f in result.files if f.table == name]
+        committer = Committer(target.table, sink_id, target.config.commit)
+        with self._metrics.time_step(name, "commit"):
+            try:
+                outcome = committer.commit(files, BatchRange(batch_id, batch_id), {batch_id: attempt})
+            except Exception:
+                self._metrics.commits.labels(name, sink_id, "failed").inc()
+                raise
+        assert target.attempts is not None
+        target.attempts.end(batch_id, attempt)
+        if outcome.skipped_replay:
+            self._metrics.replays_skipped.labels(name, sink_id).inc()
+            self._metrics.batches.labels(name, sink_id, "replay_skipped").inc()
+            return
+        self._metrics.record_commit(name, sink_id, batch_id, files, outcome.attempts, outcome.conflicts)
+        self._metrics.batches.labels(name, sink_id, "committed").inc()
+        logger.info(
+            "batch %s of sink %s: %s rows in %s files committed to %s as snapshot %s",
+            batch_id,
+            sink_id,
+            sum(f.record_count for f in files),
+            len(files),
+            name,
+            outcome.snapshot_id,
+        )
+
+
+def _parallel(calls: list[Callable[[], _T]]) -> list[_T]:
+    """Run ``calls`` on a few threads (inline for one), results in order; the first error is raised."""
+    if len(calls) <= 1:
+        return [call() for call in calls]
+    with ThreadPoolExecutor(min(CATALOG_THREADS, len(calls)), thread_name_prefix="icesink-route") as pool:
+        return list(pool.map(lambda call: call(), calls))
+
+
+def _check_keys_in_task(table: Table, name: str) -> None:
+    """Routed writes compute partition values in the task: the table's spec must allow it."""
+    if table.spec().fields and arrow_key_functions(table.spec(), table.schema()) is None:
+        raise ConfigError(
+            f"table {name} is partitioned by {table.spec()}, whose values a routed write cannot compute "
+            "in its write tasks (a transform of a nested or decimal column)",
+            table=name,
+            hint="partition routed tables by top-level columns of int, long, date, time, timestamp, "
+            "string or binary type (route.table-options partition-by)",
+        )
+
+
+def _write_error(error: Exception, label: str, batch_id: int) -> Exception:
+    """The sink's error for a failed routed write job (it reaches the driver as text)."""
+    found = find_error_code(str(error))
+    if found is SchemaError and isinstance(error, SchemaError):
+        return error
+    if found is BadRecordError:
+        bad = bad_record_error(str(error), label, batch_id)
+        if bad is not None:
+            return bad
+    first = next(
+        (line.strip() for line in str(error).splitlines() if "ICESINK-" in line), type(error).__name__
+    )
+    return WriteError(f"routed write job of batch {batch_id} failed: {first}", table=label, batch_id=batch_id)

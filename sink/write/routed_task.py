@@ -1,0 +1,194 @@
+"""Executor side of a routed write: one Spark task writing the rows of many tables.
+
+The input is the routed projection (:mod:`sink.destinations.projection`): column 0 the
+row's destination index, column 1 its bad-row flag, then the value slots. Each
+destination reads its table's columns from its own slots, in its table's order. A task
+splits every chunk by destination, computes the partition values itself
+(``partition_values_in_task``) and writes through ONE fanout shared by every destination,
+keyed by ``(destination, partition value)``: the memory budget is the task's, however many
+tables its rows go to. Each file message names its table.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyiceberg.io import FileIO
+
+from sink import failpoints
+from sink.errors import WriteError
+from sink.write.fanout import FanoutWriter
+from sink.write.memory import PeakRssSampler
+from sink.write.messages import MESSAGE_DDL, DataFileMessage, TaskReport, WriteResult, messages_to_arrow
+from sink.write.rolling import RollingFileWriter
+from sink.write.split import arrow_bytes, chunked, split_by_key
+from sink.write.table_files import TableFiles
+from sink.write.task import (
+    CHUNK_BYTES,
+    CHUNKS_PER_BUDGET,
+    CLOSE_THREADS,
+    ArrowFunction,
+    WriteSpec,
+    with_task_peaks,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+logger = logging.getLogger(__name__)
+
+DEST_INDEX_COLUMN = 0
+BAD_ROW_COLUMN = 1
+FIRST_SLOT = 2
+
+
+@dataclass(frozen=True)
+class DestinationSpec:
+    """One destination of a routed write.
+
+    Attributes:
+        index: The destination index rows carry in column 0.
+        spec: The table's write spec (partition values computed in the task).
+        slots: Input column positions of the table's columns, in the table's order.
+    """
+
+    index: int
+    spec: WriteSpec
+    slots: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class RoutedWriteSpec:
+    """Everything a routed write task needs (picklable).
+
+    Attributes:
+        destinations: The tables the batch's rows go to.
+        memory_budget_bytes: Most Arrow bytes the task's open writers may buffer, all tables together.
+    """
+
+    destinations: tuple[DestinationSpec, ...]
+    memory_budget_bytes: int
+
+
+def run_routed_write(df: DataFrame, spec: RoutedWriteSpec) -> WriteResult:
+    """Write the routed projection ``df`` to every destination in ONE Spark job."""
+    df = df.toDF(*[f"_{i}" for i in range(len(df.columns))])  # the task reads columns by position
+    rows = df.mapInArrow(routed_write_function(spec), MESSAGE_DDL).collect()
+    return WriteResult.from_json(row[0] for row in rows)
+
+
+def routed_write_function(spec: RoutedWriteSpec) -> ArrowFunction:
+    """The function to hand to ``DataFrame.mapInArrow``."""
+    faults = failpoints.for_tasks()
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        task_id = context.partitionId() if context else 0
+        attempt = context.attemptNumber() if context else 0
+        writer = RoutedTaskWriter(spec, task_id, attempt)
+        with PeakRssSampler() as rss, failpoints.armed_in_task(faults):
+            messages = writer.write_all(batches)
+            failpoints.hit("write.task")
+        messages = [replace(m, task_peak_rss_bytes=rss.peak_bytes) for m in messages]
+        yield messages_to_arrow(messages, writer.report)
+
+    return run
+
+
+class RoutedTaskWriter:
+    """Writes the rows of one task to their destinations' tables through one shared fanout."""
+
+    def __init__(self, spec: RoutedWriteSpec, task_id: int, attempt: int) -> None:
+        self._spec = spec
+        self._task_id = task_id
+        self._attempt = attempt
+        self._destinations = {d.index: d for d in spec.destinations}
+        self._tables: dict[int, TableFiles] = {}  # built on a destination's first rows in this task
+        self._chunk_bytes = min(CHUNK_BYTES, spec.memory_budget_bytes // CHUNKS_PER_BUDGET)
+        threads = min(CLOSE_THREADS, os.cpu_count() or 1)
+        self._fanout = FanoutWriter(self._new_writer, spec.memory_budget_bytes, close_threads=threads)
+        self._input_rows = 0
+        self._bad_rows = 0
+
+    @property
+    def report(self) -> TaskReport:
+        """The rows received and dropped as bad (or unroutable) so far."""
+        return TaskReport(self._task_id, self._input_rows, self._bad_rows)
+
+    def write_all(self, batches: Iterator[pa.RecordBatch]) -> list[DataFileMessage]:
+        """Write every batch; on failure delete what was written and raise :class:`WriteError`."""
+        try:
+            for received in chunked(batches, self._chunk_bytes):
+                batch = self._without_bad_rows(received)
+                for (index,), part in split_by_key([batch.column(DEST_INDEX_COLUMN)], batch):
+                    self._write_destination(int(index), part)
+            self._fanout.close()
+        except Exception as e:
+            for path in self._fanout.abort():
+                self._io_of(path).delete(path)
+            raise WriteError(
+                f"writing routed data files failed: {type(e).__name__}: {e}", task=self._task_id
+            ) from e
+        prefixes = {d.spec.data_location.rstrip("/") + "/": d.spec.table for d in self._spec.destinations}
+        peaks = with_task_peaks(self._fanout, self._task_id)
+        messages = [replace(m, table=_table_of(m.path, prefixes)) for m in peaks]
+        logger.info(
+            "task %s wrote %s files, %s rows, to %s tables",
+            self._task_id,
+            len(messages),
+            sum(m.record_count for m in messages),
+            len({m.table for m in messages}),
+        )
+        return messages
+
+    def _without_bad_rows(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        self._input_rows += batch.num_rows
+        flag = batch.column(BAD_ROW_COLUMN)
+        bad = flag.true_count
+        if bad == 0:
+            return batch
+        self._bad_rows += bad
+        return batch.filter(pc.invert(flag))
+
+    def _write_destination(self, index: int, part: pa.RecordBatch) -> None:
+        files = self._files(index)
+        rows = files.to_file_batch([part.column(i) for i in self._destinations[index].slots])
+        keys = [key(rows) for key in files.key_functions or ()]
+        bytes_per_row = arrow_bytes(rows) / rows.num_rows
+        for key, piece in split_by_key(keys, rows):
+            partition = (index, *files.partition_record(key))
+            self._fanout.write(partition, piece, int(piece.num_rows * bytes_per_row))
+
+    def _files(self, index: int) -> TableFiles:
+        files = self._tables.get(index)
+        if files is None:
+            files = self._tables[index] = TableFiles(
+                self._destinations[index].spec, self._task_id, self._attempt
+            )
+        return files
+
+    def _new_writer(self, key: tuple[object, ...]) -> RollingFileWriter:
+        index = key[0]
+        assert isinstance(index, int)
+        return self._files(index).new_rolling_writer(key[1:])
+
+    def _io_of(self, path: str) -> FileIO:
+        for files in self._tables.values():
+            if path.startswith(files.spec.data_location.rstrip("/") + "/"):
+                return files.io
+        return next(iter(self._tables.values())).io
+
+
+def _table_of(path: str, prefixes: dict[str, str]) -> str:
+    for prefix, table in prefixes.items():
+        if path.startswith(prefix):
+            return table
+    return ""

@@ -1,0 +1,103 @@
+"""The route.* options: validated at construction, with errors naming the option and the fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from sink.config import SinkConfig
+from sink.config_route import RouteBy
+from sink.deadletter import dead_letter_table_name
+from sink.destinations.table_options import TableOptions
+from sink.errors import ConfigError
+
+ROUTED = {"route.by": "field", "route.field": "type", "route.table-template": "ev.{value}"}
+
+
+def test_routed_options_parse_and_make_table_optional() -> None:
+    config = SinkConfig.from_options(
+        {**ROUTED, "route.table-options": '{"ev.a*": {"partition-by": "id"}, "ev.*": {}}'}
+    )
+    assert config.route.by is RouteBy.FIELD and config.table == ""
+    assert [p for p, _ in config.route.table_options] == ["ev.a*", "ev.*"]  # order kept
+    assert dead_letter_table_name(config) == "ev.routed__dlq"
+
+
+def test_table_is_still_required_without_routing() -> None:
+    with pytest.raises(ConfigError, match="option 'table' is not set"):
+        SinkConfig.from_options({})
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"route.by": "field", "route.table-template": "ev.{value}"}, "'route.field' is not set"),
+        ({"route.by": "topic"}, "neither 'route.table-template' nor 'route.tables'"),
+        ({"route.by": "topic", "route.table-template": "ev.all"}, "without '{value}' or '{topic}'"),
+        ({"route.by": "topic", "route.table-template": "{topic}"}, "not 'namespace.name'"),
+        ({"route.by": "sideways"}, "'route.by'"),
+        ({"route.by": "topic", "route.tables": "[1]"}, "must be a JSON object"),
+        ({"route.by": "topic", "route.tables": '{"a": "nope"}'}, "not qualified table names"),
+        ({"table": "db.t", "route.field": "type"}, "'route.by' is 'none'"),
+    ],
+)
+def test_bad_route_options_fail_at_construction(options: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace("{", r"\{")):
+        SinkConfig.from_options(options)
+
+
+@pytest.mark.parametrize(
+    ("table_options", "message"),
+    [
+        ('{"ev .x": {}}', "pattern 'ev .x'"),
+        ('{"ev.[ab": {}}', "unbalanced"),
+        ('{"ev.*": {"write.colour": "red"}}', r"\['write.colour'\]"),
+        ('{"ev.*": {"write.target-file-size-bytes": "big"}}', "write.target-file-size-bytes 'big'"),
+        ('{"ev.*": {"partition-by": "day(ts), day(ts)"}}', "pattern 'ev.\\*': partition-by"),
+        ('{"ev.*": {"write.mode": "merge"}}', "write.mode 'merge'"),
+    ],
+)
+def test_bad_table_options_name_the_pattern_and_the_key(table_options: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        SinkConfig.from_options({**ROUTED, "route.table-options": table_options})
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"commit.interval-s": "60"}, r"\['commit.interval-s'\] cannot be used with route.by=field"),
+        ({"commit.max-batches": "3"}, "commit.max-batches"),
+        ({"distribution-mode": "hash"}, "routed writes are not shuffled"),
+        ({"write.mode": "upsert", "upsert.key-columns": "id"}, "write.mode=upsert"),
+        ({"route.table-options": '{"ev.o*": {"write.mode": "upsert"}}'}, r"route.table-options \['ev.o\*'\]"),
+    ],
+)
+def test_what_routing_cannot_do_yet_is_refused(options: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        SinkConfig.from_options({**ROUTED, **options})
+
+
+def test_template_namespace_with_the_value_needs_a_dead_letter_table() -> None:
+    config = SinkConfig.from_options({"route.by": "topic", "route.table-template": "{topic}.events"})
+    with pytest.raises(ConfigError, match=r"dead-letter\.table"):
+        dead_letter_table_name(config)
+
+
+def test_table_options_first_matching_pattern_wins() -> None:
+    config = SinkConfig.from_options(
+        {
+            **ROUTED,
+            "write.target-file-size-bytes": "1048576",
+            "route.table-options": '{"ev.orders*": {"partition-by": "id", '
+            '"write.target-file-size-bytes": "4096", "table-property.owner": "shop"}, '
+            '"ev.*": {"write.parquet.compression-codec": "SNAPPY"}}',
+        }
+    )
+    options = TableOptions(config)
+    orders = options.config_for("ev.orders_eu")
+    assert orders.table == "ev.orders_eu" and orders.partition_by == "id"
+    assert orders.write.target_file_size_bytes == 4096
+    assert orders.table_properties == {"owner": "shop"}
+    assert not orders.route.enabled
+    other = options.config_for("ev.clicks")
+    assert other.partition_by is None and other.write.compression_codec == "snappy"
+    assert other.write.target_file_size_bytes == 1048576
