@@ -14,6 +14,8 @@
                                                               :mod:`sink.commit.committer`)
 7. metrics    - every step is counted and timed             (:mod:`sink.metrics`)
 
+With ``route.by`` set, a batch goes to many tables: :mod:`sink.routed_step` runs these
+steps for all of them at once (one route job, one projection, one write job, a commit per table).
 In upsert mode, 5 and 6 are one: the batch's data files and the position deletes of
 the rows they replace or delete, committed at once (:mod:`sink.upsert_step`).
 

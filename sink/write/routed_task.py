@@ -11,32 +11,21 @@ tables its rows go to. Each file message names its table.
 
 from __future__ import annotations
 
+import functools
 import logging
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyiceberg.io import FileIO
 
-from sink import failpoints
 from sink.errors import WriteError
-from sink.write.fanout import FanoutWriter
-from sink.write.memory import PeakRssSampler
-from sink.write.messages import MESSAGE_DDL, DataFileMessage, TaskReport, WriteResult, messages_to_arrow
+from sink.write.messages import MESSAGE_DDL, DataFileMessage, TaskReport, WriteResult
 from sink.write.rolling import RollingFileWriter
 from sink.write.split import arrow_bytes, chunked, split_by_key
 from sink.write.table_files import TableFiles
-from sink.write.task import (
-    CHUNK_BYTES,
-    CHUNKS_PER_BUDGET,
-    CLOSE_THREADS,
-    ArrowFunction,
-    WriteSpec,
-    with_task_peaks,
-)
+from sink.write.task import ArrowFunction, RowTally, WriteSpec, task_fanout, task_function, with_task_peaks
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -85,22 +74,7 @@ def run_routed_write(df: DataFrame, spec: RoutedWriteSpec) -> WriteResult:
 
 def routed_write_function(spec: RoutedWriteSpec) -> ArrowFunction:
     """The function to hand to ``DataFrame.mapInArrow``."""
-    faults = failpoints.for_tasks()
-
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
-
-        context = TaskContext.get()
-        task_id = context.partitionId() if context else 0
-        attempt = context.attemptNumber() if context else 0
-        writer = RoutedTaskWriter(spec, task_id, attempt)
-        with PeakRssSampler() as rss, failpoints.armed_in_task(faults):
-            messages = writer.write_all(batches)
-            failpoints.hit("write.task")
-        messages = [replace(m, task_peak_rss_bytes=rss.peak_bytes) for m in messages]
-        yield messages_to_arrow(messages, writer.report)
-
-    return run
+    return task_function(functools.partial(RoutedTaskWriter, spec))
 
 
 class RoutedTaskWriter:
@@ -112,22 +86,19 @@ class RoutedTaskWriter:
         self._attempt = attempt
         self._destinations = {d.index: d for d in spec.destinations}
         self._tables: dict[int, TableFiles] = {}  # built on a destination's first rows in this task
-        self._chunk_bytes = min(CHUNK_BYTES, spec.memory_budget_bytes // CHUNKS_PER_BUDGET)
-        threads = min(CLOSE_THREADS, os.cpu_count() or 1)
-        self._fanout = FanoutWriter(self._new_writer, spec.memory_budget_bytes, close_threads=threads)
-        self._input_rows = 0
-        self._bad_rows = 0
+        self._fanout, self._chunk_bytes = task_fanout(self._new_writer, spec.memory_budget_bytes)
+        self._rows = RowTally(task_id)
 
     @property
     def report(self) -> TaskReport:
         """The rows received and dropped as bad (or unroutable) so far."""
-        return TaskReport(self._task_id, self._input_rows, self._bad_rows)
+        return self._rows.report
 
     def write_all(self, batches: Iterator[pa.RecordBatch]) -> list[DataFileMessage]:
         """Write every batch; on failure delete what was written and raise :class:`WriteError`."""
         try:
             for received in chunked(batches, self._chunk_bytes):
-                batch = self._without_bad_rows(received)
+                batch = self._rows.without_bad_rows(received, BAD_ROW_COLUMN)
                 for (index,), part in split_by_key([batch.column(DEST_INDEX_COLUMN)], batch):
                     self._write_destination(int(index), part)
             self._fanout.close()
@@ -148,15 +119,6 @@ class RoutedTaskWriter:
             len({m.table for m in messages}),
         )
         return messages
-
-    def _without_bad_rows(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        self._input_rows += batch.num_rows
-        flag = batch.column(BAD_ROW_COLUMN)
-        bad = flag.true_count
-        if bad == 0:
-            return batch
-        self._bad_rows += bad
-        return batch.filter(pc.invert(flag))
 
     def _write_destination(self, index: int, part: pa.RecordBatch) -> None:
         files = self._files(index)

@@ -7,11 +7,12 @@ the task; never touches the catalog; yields one JSON message per data file writt
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -31,6 +32,7 @@ from sink.write.messages import (
     WriteResult,
     messages_to_arrow,
 )
+from sink.write.rolling import RollingFileWriter
 from sink.write.split import arrow_bytes, chunked, split_by_key
 from sink.write.table_files import TableFiles
 
@@ -123,6 +125,22 @@ def run_write(
 
 def write_function(spec: WriteSpec, before: ArrowFunction | None = None) -> ArrowFunction:
     """The function to hand to ``DataFrame.mapInArrow`` (output schema: ``MESSAGE_SCHEMA``)."""
+    return task_function(functools.partial(DataTaskWriter, spec), before)
+
+
+class TaskWriter(Protocol):
+    """What a write task runs: every file of its rows, and the rows it received and dropped."""
+
+    @property
+    def report(self) -> TaskReport: ...
+
+    def write_all(self, batches: Iterator[pa.RecordBatch]) -> list[DataFileMessage]: ...
+
+
+def task_function(
+    make_writer: Callable[[int, int], TaskWriter], before: ArrowFunction | None = None
+) -> ArrowFunction:
+    """A ``mapInArrow`` function writing each task's rows with ``make_writer(task id, attempt)``."""
     faults = failpoints.for_tasks()
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -133,7 +151,7 @@ def write_function(spec: WriteSpec, before: ArrowFunction | None = None) -> Arro
         context = TaskContext.get()
         task_id = context.partitionId() if context else 0
         attempt = context.attemptNumber() if context else 0
-        writer = DataTaskWriter(spec, task_id, attempt)
+        writer = make_writer(task_id, attempt)
         with PeakRssSampler() as rss, failpoints.armed_in_task(faults):
             messages = writer.write_all(batches)
             failpoints.hit("write.task")
@@ -151,18 +169,15 @@ class DataTaskWriter:
         self._task_id = task_id
         self._files = TableFiles(spec, task_id, attempt)
         self._arrow_schema = self._files.arrow_schema
-        self._chunk_bytes = min(CHUNK_BYTES, spec.memory_budget_bytes // CHUNKS_PER_BUDGET)
-        threads = min(CLOSE_THREADS, os.cpu_count() or 1)
-        self._fanout = FanoutWriter(
-            self._files.new_rolling_writer, spec.memory_budget_bytes, close_threads=threads
+        self._fanout, self._chunk_bytes = task_fanout(
+            self._files.new_rolling_writer, spec.memory_budget_bytes
         )
-        self._input_rows = 0
-        self._bad_rows = 0
+        self._rows = RowTally(task_id)
 
     @property
     def report(self) -> TaskReport:
         """The rows received and dropped as bad so far (all of them after :meth:`write_all`)."""
-        return TaskReport(self._task_id, self._input_rows, self._bad_rows)
+        return self._rows.report
 
     def write_all(self, batches: Iterator[pa.RecordBatch]) -> list[DataFileMessage]:
         """Write every batch; on failure delete what was written and raise :class:`WriteError`."""
@@ -171,7 +186,8 @@ class DataTaskWriter:
         width = len(self._arrow_schema)
         try:
             for received in chunked(batches, self._chunk_bytes):
-                batch = self._without_bad_rows(received)
+                flag = len(self._arrow_schema) if self._spec.bad_row_flag else None
+                batch = self._rows.without_bad_rows(received, flag)
                 if batch.num_rows == 0:
                     continue
                 rows = self._files.to_file_batch([batch.column(i) for i in range(width)])
@@ -206,17 +222,39 @@ class DataTaskWriter:
         )
         return messages
 
-    def _without_bad_rows(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        """``batch`` without the rows flagged bad, counted with the rows received."""
+
+class RowTally:
+    """The rows a task received, and of those the rows flagged bad, dropped and counted."""
+
+    def __init__(self, task_id: int) -> None:
+        self._task_id = task_id
+        self._input_rows = 0
+        self._bad_rows = 0
+
+    @property
+    def report(self) -> TaskReport:
+        return TaskReport(self._task_id, self._input_rows, self._bad_rows)
+
+    def without_bad_rows(self, batch: pa.RecordBatch, flag_column: int | None) -> pa.RecordBatch:
+        """``batch`` without the rows its boolean ``flag_column`` flags (none without one), counted."""
         self._input_rows += batch.num_rows
-        if not self._spec.bad_row_flag:
+        if flag_column is None:
             return batch
-        flag = batch.column(len(self._arrow_schema))
+        flag = batch.column(flag_column)
         bad = flag.true_count
         if bad == 0:
             return batch
         self._bad_rows += bad
         return batch.filter(pc.invert(flag))
+
+
+def task_fanout(
+    new_writer: Callable[[tuple[object, ...]], RollingFileWriter], memory_budget_bytes: int
+) -> tuple[FanoutWriter, int]:
+    """A task's fanout within ``memory_budget_bytes``, and the Arrow bytes its input is split by."""
+    threads = min(CLOSE_THREADS, os.cpu_count() or 1)
+    fanout = FanoutWriter(new_writer, memory_budget_bytes, close_threads=threads)
+    return fanout, min(CHUNK_BYTES, memory_budget_bytes // CHUNKS_PER_BUDGET)
 
 
 def with_task_peaks(fanout: FanoutWriter, task_id: int) -> list[DataFileMessage]:

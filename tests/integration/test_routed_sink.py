@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import pytest
 from pyiceberg.catalog import Catalog
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as st
 
 from icesink import IcebergSink
-from tests.support.tables import catalog_from_options, check_data_files, table_rows
+from sink import failpoints
+from sink.errors import CommitError
+from tests.support.tables import catalog_from_options, check_data_files, data_files, table_rows
 
 EVENTS = st.StructType(
     [
         st.StructField("id", st.LongType()),
         st.StructField("type", st.StringType()),
-        st.StructField("x", st.StringType()),
+        st.StructField("x", st.LongType()),
         st.StructField("page", st.StringType()),
         st.StructField("amount", st.DoubleType()),
     ]
@@ -29,7 +34,7 @@ COLUMNS = {"click": ("x",), "view": ("page",), "buy": ("amount",)}
 def _event(k: int, kind: str) -> dict[str, Any]:
     row: dict[str, Any] = {"id": k, "type": kind, "x": None, "page": None, "amount": None}
     if kind == "click":
-        row["x"] = str(k)
+        row["x"] = k
     elif kind == "view":
         row["page"] = f"/p/{k}"
     elif kind == "buy":
@@ -43,16 +48,9 @@ def _events(spark: SparkSession, kinds: list[str], per_kind: int, start: int = 0
 
 
 def _sink(catalog_options: dict[str, str], **options: str) -> IcebergSink:
-    return IcebergSink.from_options(
-        {
-            **catalog_options,
-            "sink-id": "routed",
-            "route.by": "field",
-            "route.field": "type",
-            "route.table-template": "ev.{value}",
-            **options,
-        }
-    )
+    naming = {} if "route.tables" in options else {"route.table-template": "ev.{value}"}
+    routing = {"sink-id": "routed", "route.by": "field", "route.field": "type", **naming}
+    return IcebergSink.from_options({**catalog_options, **routing, **options})
 
 
 def _columns(catalog: Catalog, name: str) -> list[str]:
@@ -90,3 +88,145 @@ def test_rows_go_to_their_own_tables_with_their_own_columns(
         assert summary["icesink.sink-id"] == "routed" and summary["icesink.batch-ids"] == "0"
         check_data_files(table)
     assert not catalog.table_exists("ev.routed__dlq")
+
+
+def test_a_new_column_in_one_destination_evolves_only_its_table(
+    spark: SparkSession, catalog_options: dict[str, str]
+) -> None:
+    schema = st.StructType([*EVENTS.fields, st.StructField("extra", st.StringType())])
+    with _sink(catalog_options) as sink:
+        sink(_events(spark, ["click", "view", "buy"], 5), 0)
+        rows = [
+            {**_event(100 + k, kind), "extra": "new" if kind == "click" else None}
+            for k, kind in enumerate(["click", "view", "buy"] * 4)
+        ]
+        sink(spark.createDataFrame(rows, schema), 1)
+    catalog = catalog_from_options(catalog_options)
+    assert _columns(catalog, "ev.click") == ["id", "type", "x", "extra"]
+    assert _columns(catalog, "ev.view") == ["id", "type", "page"]
+    assert _columns(catalog, "ev.buy") == ["id", "type", "amount"]
+    clicks = table_rows(catalog.load_table("ev.click"))
+    assert (
+        len(clicks) == 9
+        and sorted(str(r["extra"]) for r in clicks) == ["New"] * 0 + ["None"] * 5 + ["new"] * 4
+    )
+    assert len(table_rows(catalog.load_table("ev.view"))) == 9
+
+
+def test_unmapped_and_bad_values_are_dead_letters_and_no_row_is_lost(
+    spark: SparkSession, catalog_options: dict[str, str]
+) -> None:
+    tables = '{"click": "ev.clicks", "view": "ev.views"}'
+    schema = st.StructType(
+        [f if f.name != "x" else st.StructField("x", st.StringType()) for f in EVENTS.fields]
+    )
+    rows = [
+        {**_event(k, kind), "x": str(k) if kind == "click" else None}
+        for k, kind in enumerate(["click", "view", "buy"] * 10)
+    ]
+    rows[0]["x"] = "not a number"  # a click whose x cannot be a long
+    rows.append({**_event(99, "view"), "type": None})  # a null destination value
+    with _sink(catalog_options, **{"route.tables": tables}) as sink:
+        sink(_events(spark, ["click", "view"], 1, start=1000), 0)  # creates the tables: x is a long
+        sink(spark.createDataFrame(rows, schema), 1)
+    catalog = catalog_from_options(catalog_options)
+    clicks, views = (
+        [r for r in table_rows(catalog.load_table(t)) if r["id"] < 1000] for t in ("ev.clicks", "ev.views")
+    )
+    assert len(clicks) == 9 and len(views) == 10
+    assert sorted(r["x"] for r in clicks) == list(range(3, 30, 3))  # parsed from text
+    assert not catalog.table_exists("ev.buy")
+    dead = table_rows(catalog.load_table("ev.routed__dlq"))
+    reasons = sorted((d["reason"], d["source_table"], d["value"]) for d in dead)
+    assert reasons == [
+        ("parse_error", "ev.clicks", "not a number"),
+        *[("unroutable", "route.tables", "buy")] * 10,
+        ("unroutable", "route.tables", "null"),
+    ]
+    assert len(clicks) + len(views) + len(dead) == len(rows)
+
+
+def test_table_options_partition_the_matching_tables(
+    spark: SparkSession, catalog_options: dict[str, str]
+) -> None:
+    overrides = '{"ev.c*": {"partition-by": "bucket(4, id)"}, "ev.v*": {"partition-by": "page"}}'
+    with _sink(catalog_options, **{"route.table-options": overrides}) as sink:
+        sink(_events(spark, ["click", "view", "buy"], 20), 0)
+    catalog = catalog_from_options(catalog_options)
+    click, view, buy = (catalog.load_table(f"ev.{k}") for k in ("click", "view", "buy"))
+    assert [str(f.transform) for f in click.spec().fields] == ["bucket[4]"]
+    assert [str(f.transform) for f in view.spec().fields] == ["identity"]
+    assert not buy.spec().fields
+    assert len({f.partition[0] for f in data_files(click)}) == 4
+    assert len(data_files(view)) == 20  # one file per page
+    for table in (click, view, buy):
+        check_data_files(table)
+        assert len(table_rows(table)) == 20
+
+
+def test_spark_jobs_per_batch_do_not_grow_with_the_tables(
+    spark: SparkSession, catalog_options: dict[str, str]
+) -> None:
+    counts: dict[int, list[int]] = {}
+    for n in (3, 30):
+        kinds = [f"k{i}" for i in range(n)]
+        with _sink(catalog_options, **{"route.table-template": f"n{n}.{{value}}"}) as sink:
+            # the first batch creates the tables, the second finds them
+            counts[n] = [
+                _spark_jobs(spark, functools.partial(sink, _events(spark, kinds, 2), b)) for b in (0, 1)
+            ]
+        catalog = catalog_from_options(catalog_options)
+        assert len(catalog.list_tables(f"n{n}")) == n
+        assert all(len(table_rows(catalog.load_table(f"n{n}.k{i}"))) == 4 for i in range(n))
+    print(f"Spark jobs per batch (first, second): {counts}")
+    assert counts[3] == counts[30] and max(counts[3]) <= 4, counts
+
+
+def test_replay_of_a_committed_batch_writes_nothing(
+    spark: SparkSession, catalog_options: dict[str, str], warehouse: Path
+) -> None:
+    df = _events(spark, ["click", "view", "buy"], 10)
+    with _sink(catalog_options) as sink:
+        sink(df, 0)
+        catalog = catalog_from_options(catalog_options)
+        before = {k: catalog.load_table(f"ev.{k}").metadata.current_snapshot_id for k in COLUMNS}
+        files = _parquet_files(warehouse)
+        sink(df, 0)
+    assert {k: catalog.load_table(f"ev.{k}").metadata.current_snapshot_id for k in COLUMNS} == before
+    assert _parquet_files(warehouse) == files
+
+
+def test_a_crash_between_two_tables_commits_replays_only_the_rest(
+    spark: SparkSession, catalog_options: dict[str, str], warehouse: Path
+) -> None:
+    hits = []
+
+    def second_fails(point: str) -> None:
+        hits.append(point)
+        if len(hits) == 2:
+            raise failpoints.InjectedFault("the commit of the second table fails")
+
+    df = _events(spark, ["click", "view", "buy"], 10)
+    with _sink(catalog_options) as sink:
+        failpoints.arm("commit.before", "call", times=2, call=second_fails)
+        try:
+            with pytest.raises(CommitError):
+                sink(df, 0)
+        finally:
+            failpoints.disarm_all()
+        catalog = catalog_from_options(catalog_options)
+        committed = {k for k in COLUMNS if catalog.load_table(f"ev.{k}").current_snapshot() is not None}
+        assert committed == {"buy"}  # tables commit in name order: buy, click, view
+        sink(df, 0)  # the replay
+    referenced = set()
+    for kind in COLUMNS:
+        table = catalog.load_table(f"ev.{kind}")
+        ids = sorted(r["id"] for r in table_rows(table))
+        assert ids == [3 * i + list(COLUMNS).index(kind) for i in range(10)]
+        assert len(table.metadata.snapshots) == 1
+        referenced |= {f.file_path for f in data_files(table)}
+    assert _parquet_files(warehouse) == referenced  # nothing of the failed attempt is left
+
+
+def _parquet_files(warehouse: Path) -> set[str]:
+    return {f"file://{p}" for p in warehouse.rglob("*.parquet") if "/data/" in str(p)}
