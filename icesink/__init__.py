@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         SinkConfig,
         WriteConfig,
     )
+    from sink.config_route import RouteBy, RouteConfig
     from sink.errors import (
         BadRecordError,
         CatalogError,
@@ -68,6 +69,8 @@ _EXPORTS = {
     "SchemaEvolution": "sink.config",
     "SinkConfig": "sink.config",
     "WriteConfig": "sink.config",
+    "RouteBy": "sink.config_route",
+    "RouteConfig": "sink.config_route",
     "BadRecordError": "sink.errors",
     "CatalogError": "sink.errors",
     "CommitConflictError": "sink.errors",
@@ -103,6 +106,8 @@ __all__ = [
     "MaintenanceReport",
     "MetricsConfig",
     "PartitionSpecError",
+    "RouteBy",
+    "RouteConfig",
     "SchemaConfig",
     "SchemaError",
     "SchemaEvolution",

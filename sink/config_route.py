@@ -198,7 +198,11 @@ def check_route(
             f"option 'distribution-mode' is {mode!r} but routed writes are not shuffled",
             hint="remove distribution-mode (or set it to none) when route.by is set",
         )
-    upserted = [p for p, options in route.table_options if options.get("write.mode", "").lower() == "upsert"]
+    upserted = [
+        pattern
+        for pattern, options in route.table_options
+        if options.get("write.mode", "").lower() == "upsert" or "upsert.key-columns" in options
+    ]
     if upsert or upserted:
         where = f" (route.table-options {upserted})" if upserted else ""
         raise ConfigError(

@@ -105,7 +105,7 @@ class RoutedStep:
         self._metrics = metrics
         self._dead_letters = dead_letters
         self.label = label
-        self._names = DestinationNames(config.route)
+        self._names = DestinationNames(config.route, reserved=(dead_letters.table_name,))
         self._options = TableOptions(config)
         self._recovered: set[tuple[str, str]] = set()  # (table, sink id) settled in this process
         self._lock = threading.Lock()

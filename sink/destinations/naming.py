@@ -49,10 +49,12 @@ class DestinationNames:
 
     Args:
         route: The routing options.
+        reserved: Tables no value may name (the dead-letter table).
     """
 
-    def __init__(self, route: RouteConfig) -> None:
+    def __init__(self, route: RouteConfig, reserved: Iterable[str] = ()) -> None:
         self._route = route
+        self._reserved = {name.lower() for name in reserved}
         self._tables: dict[str, str] = {}  # value -> table
         self._values: dict[str, str] = {}  # table (lower case) -> the value that named it
         self._lock = threading.Lock()
@@ -74,6 +76,14 @@ class DestinationNames:
         with self._lock:
             for value in values:
                 result[value] = None if value is None else self._table_of(value)
+        taken = sorted((v, t) for v, t in result.items() if t is not None and t.lower() in self._reserved)
+        if taken:
+            value, table = taken[0]
+            raise ConfigError(
+                f"destination value {value!r} makes table {table!r}, the sink's dead-letter table",
+                table=table,
+                hint="set dead-letter.table to another table, or map the value with route.tables",
+            )
         return result
 
     def _table_of(self, value: str) -> str | None:

@@ -19,6 +19,8 @@ out. Nothing runs here.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -32,6 +34,7 @@ from sink.destinations.resolve import SOURCE_PREFIX, destination_value, position
 from sink.normalize import first_problem
 from sink.schema.conversion import BadRecordReason, ColumnConverter, Problem
 from sink.schema.diff import match_fields
+from sink.spark_session import application_id
 from sink.type_mapping import iceberg_to_spark_type
 
 UNROUTABLE = -1
@@ -111,7 +114,76 @@ def project(
     Raises:
         SchemaError: A destination's column has no column in its table.
     """
-    fields = list(batch_df.schema.fields)
+    plan = _plan_for(batch_df, tables, indexes, options)
+    index = F.col(DEST_INDEX)
+    selected = positional(batch_df).select(*plan.selected).filter(index != SKIPPED)
+    checked = selected.select(*plan.converted).select(*plan.checked)
+    if plan.keep is not None:
+        checked = checked.filter(plan.keep)
+    rows = checked.select(*plan.rows)
+
+    def dead_letters() -> DataFrame:
+        return checked.filter(F.col(_PROBLEM).isNotNull()).select(*plan.dead_letters)
+
+    return RoutedProjection(rows, plan.slots, dead_letters)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The expressions of one routed projection, by position only: a stream builds them once.
+
+    Building them is thousands of calls into the JVM for hundreds of tables, so they are
+    kept per (batch schema, tables and their schemas, value indexes, options), like
+    :mod:`sink.normalize`'s plans.
+    """
+
+    selected: tuple[Column, ...]  # dest index, sources
+    converted: tuple[Column, ...]  # dest index, slot values, sources
+    checked: tuple[Column, ...]  # dest index, problem, slots, sources
+    keep: Column | None  # on-bad-record=fail: raises at the first bad row
+    rows: tuple[Column, ...]  # dest index, bad-row flag, slots
+    dead_letters: tuple[Column, ...]
+    slots: dict[int, tuple[int, ...]]
+
+
+_PLANS: OrderedDict[tuple[object, ...], _Plan] = OrderedDict()
+_PLANS_LOCK = threading.Lock()
+_PLANS_KEPT = 16
+
+
+def _plan_for(
+    batch_df: DataFrame,
+    tables: Sequence[DestinationTable],
+    indexes: Mapping[str, int],
+    options: ProjectionOptions,
+) -> _Plan:
+    """The cached plan of this batch schema, these tables and options (in this Spark context)."""
+    key = (
+        application_id(batch_df.sparkSession),  # Columns belong to one JVM
+        batch_df.schema.json(),
+        tuple((t.index, t.table, t.schema.model_dump_json(), t.columns) for t in tables),
+        tuple(sorted(indexes.items())),
+        options,
+    )
+    with _PLANS_LOCK:
+        plan = _PLANS.get(key)
+        if plan is not None:
+            _PLANS.move_to_end(key)
+            return plan
+    plan = _build_plan(list(batch_df.schema.fields), tables, indexes, options)
+    with _PLANS_LOCK:
+        _PLANS[key] = plan
+        while len(_PLANS) > _PLANS_KEPT:
+            _PLANS.popitem(last=False)
+    return plan
+
+
+def _build_plan(
+    fields: list[st.StructField],
+    tables: Sequence[DestinationTable],
+    indexes: Mapping[str, int],
+    options: ProjectionOptions,
+) -> _Plan:
     sources = [F.col(f"{SOURCE_PREFIX}{i}") for i in range(len(fields))]
     dest = destination_value(sources[options.route_position])
     dest_index = F.lit(UNROUTABLE)
@@ -119,34 +191,32 @@ def project(
         lookup = F.create_map(*[c for v, i in sorted(indexes.items()) for c in (F.lit(v), F.lit(i))])
         dest_index = F.coalesce(F.try_element_at(lookup, dest), F.lit(UNROUTABLE))
     index = F.col(DEST_INDEX)
-    selected = positional(batch_df).select(dest_index.alias(DEST_INDEX), *sources).filter(index != SKIPPED)
     slots = _Slots()
     converters = {
         t.index: ColumnConverter(t.table, options.case_sensitive, options.evolution_enabled) for t in tables
     }
     for table in tables:
         slots.add(table, fields, sources, converters[table.index], options.case_sensitive)
-    converted = selected.select(index, *slots.values(index), *sources)
     problem = _problem(tables, fields, sources, converters, slots, dest, options)
-    checked = converted.select(index, problem.alias(_PROBLEM), *slots.columns(), *sources)
     flag = F.col(_PROBLEM).isNotNull()
+    keep = None
     if options.on_bad_record is BadRecordPolicy.FAIL:
         keep = F.when(~flag | (index == UNROUTABLE), F.lit(True)).otherwise(F.raise_error(_message(tables)))
-        rows = checked.filter(keep).select(index, (index == UNROUTABLE).alias(BAD_ROW), *slots.columns())
-    else:
-        rows = checked.select(index, flag.alias(BAD_ROW), *slots.columns())
-
-    def dead_letters() -> DataFrame:
-        table_of = _table_name(tables, options.unroutable_source)
-        row = F.struct(*[s.alias(f.name) for s, f in zip(sources, fields, strict=True)])
-        problem = F.col(_PROBLEM)
-        return checked.filter(flag).select(
-            table_of.alias("source_table"),
-            *[problem[c].alias(c) for c in ("column", "reason", "value")],
+        flag = index == UNROUTABLE  # the only rows left to flag
+    row = F.struct(*[s.alias(f.name) for s, f in zip(sources, fields, strict=True)])
+    return _Plan(
+        selected=(dest_index.alias(DEST_INDEX), *sources),
+        converted=(index, *slots.values(index), *sources),
+        checked=(index, problem.alias(_PROBLEM), *slots.columns(), *sources),
+        keep=keep,
+        rows=(index, flag.alias(BAD_ROW), *slots.columns()),
+        dead_letters=(
+            _table_name(tables, options.unroutable_source).alias("source_table"),
+            *[F.col(_PROBLEM)[c].alias(c) for c in ("column", "reason", "value")],
             F.to_json(row, {"ignoreNullFields": "false"}).alias("original_row"),
-        )
-
-    return RoutedProjection(rows, slots.positions, dead_letters)
+        ),
+        slots=slots.positions,
+    )
 
 
 class _Slots:

@@ -15,7 +15,7 @@ from pyspark.sql import types as st
 
 from icesink import IcebergSink
 from sink import failpoints
-from sink.errors import CommitError
+from sink.errors import BadRecordError, CommitError
 from tests.support.tables import catalog_from_options, check_data_files, data_files, table_rows
 
 EVENTS = st.StructType(
@@ -75,6 +75,11 @@ def test_rows_go_to_their_own_tables_with_their_own_columns(
     with _sink(catalog_options, **{"write.target-file-size-bytes": "4096"}) as sink:
         sink(_events(spark, ["click", "view", "buy"], 50), 0)
     catalog = catalog_from_options(catalog_options)
+    registry = sink.metrics.registry
+    for kind in COLUMNS:  # each table under its own label
+        labels = {"table": f"ev.{kind}", "sink_id": "routed"}
+        assert registry.get_sample_value("icesink_rows_written_total", labels) == 50
+        assert registry.get_sample_value("icesink_commits_total", {**labels, "outcome": "committed"}) == 1
     for kind, own in COLUMNS.items():
         table = catalog.load_table(f"ev.{kind}")
         assert _columns(catalog, f"ev.{kind}") == ["id", "type", *own]
@@ -196,8 +201,9 @@ def test_replay_of_a_committed_batch_writes_nothing(
     assert _parquet_files(warehouse) == files
 
 
+@pytest.mark.parametrize("restart", [False, True], ids=["same-sink", "new-sink"])
 def test_a_crash_between_two_tables_commits_replays_only_the_rest(
-    spark: SparkSession, catalog_options: dict[str, str], warehouse: Path
+    spark: SparkSession, catalog_options: dict[str, str], warehouse: Path, restart: bool
 ) -> None:
     hits = []
 
@@ -207,16 +213,21 @@ def test_a_crash_between_two_tables_commits_replays_only_the_rest(
             raise failpoints.InjectedFault("the commit of the second table fails")
 
     df = _events(spark, ["click", "view", "buy"], 10)
-    with _sink(catalog_options) as sink:
-        failpoints.arm("commit.before", "call", times=2, call=second_fails)
-        try:
-            with pytest.raises(CommitError):
-                sink(df, 0)
-        finally:
-            failpoints.disarm_all()
-        catalog = catalog_from_options(catalog_options)
-        committed = {k for k in COLUMNS if catalog.load_table(f"ev.{k}").current_snapshot() is not None}
-        assert committed == {"buy"}  # tables commit in name order: buy, click, view
+    sink = _sink(catalog_options)
+    failpoints.arm("commit.before", "call", times=2, call=second_fails)
+    try:
+        with pytest.raises(CommitError):
+            sink(df, 0)
+    finally:
+        failpoints.disarm_all()
+    catalog = catalog_from_options(catalog_options)
+    committed = {k for k in COLUMNS if catalog.load_table(f"ev.{k}").current_snapshot() is not None}
+    assert committed == {"buy"}  # tables commit in name order: buy, click, view
+    assert len(_parquet_files(warehouse)) > len(data_files(catalog.load_table("ev.buy")))  # left behind
+    if restart:
+        sink.close()
+        sink = _sink(catalog_options)
+    with sink:
         sink(df, 0)  # the replay
     referenced = set()
     for kind in COLUMNS:
@@ -230,3 +241,23 @@ def test_a_crash_between_two_tables_commits_replays_only_the_rest(
 
 def _parquet_files(warehouse: Path) -> set[str]:
     return {f"file://{p}" for p in warehouse.rglob("*.parquet") if "/data/" in str(p)}
+
+
+def test_routed_by_topic_with_on_bad_record_fail_commits_nothing_of_a_bad_batch(
+    spark: SparkSession, catalog_options: dict[str, str]
+) -> None:
+    longs = st.StructType([st.StructField("topic", st.StringType()), st.StructField("n", st.LongType())])
+    texts = st.StructType([st.StructField("topic", st.StringType()), st.StructField("n", st.StringType())])
+    options = {"route.by": "topic", "route.table-template": "raw.{topic}", "on-bad-record": "fail"}
+    with IcebergSink.from_options({**catalog_options, "sink-id": "topics", **options}) as sink:
+        sink(spark.createDataFrame([("Orders-EU", 1), ("payments", 2)], longs), 0)
+        catalog = catalog_from_options(catalog_options)
+        assert sorted(t[1] for t in catalog.list_tables("raw")) == ["orders_eu", "payments"]
+        names = ("raw.orders_eu", "raw.payments")
+        before = {t: catalog.load_table(t).metadata.current_snapshot_id for t in names}
+        with pytest.raises(
+            BadRecordError, match=r"'x' of column 'n' cannot be written to table raw\.orders_eu"
+        ):
+            sink(spark.createDataFrame([("Orders-EU", "x"), ("payments", "3")], texts), 1)
+    assert {t: catalog.load_table(t).metadata.current_snapshot_id for t in names} == before
+    assert not catalog.table_exists("raw.routed__dlq")

@@ -69,6 +69,7 @@ def test_bad_table_options_name_the_pattern_and_the_key(table_options: str, mess
         ({"distribution-mode": "hash"}, "routed writes are not shuffled"),
         ({"write.mode": "upsert", "upsert.key-columns": "id"}, "write.mode=upsert"),
         ({"route.table-options": '{"ev.o*": {"write.mode": "upsert"}}'}, r"route.table-options \['ev.o\*'\]"),
+        ({"route.table-options": '{"ev.*": {"upsert.key-columns": "id"}}'}, "write.mode=upsert"),
     ],
 )
 def test_what_routing_cannot_do_yet_is_refused(options: dict[str, str], message: str) -> None:

@@ -57,6 +57,13 @@ def test_a_collision_with_a_value_of_an_earlier_batch_is_an_error() -> None:
         names.tables_of(["orders"])
 
 
+def test_no_value_may_name_the_dead_letter_table() -> None:
+    config = SinkConfig.from_options({"route.by": "topic", "route.table-template": "raw.{topic}"})
+    names = DestinationNames(config.route, reserved=("raw.routed__dlq",))
+    with pytest.raises(ConfigError, match="dead-letter table"):
+        names.tables_of(["orders", "Routed--DLQ"])
+
+
 def test_route_tables_maps_listed_values_and_leaves_the_rest_unroutable() -> None:
     names = _names(**{"route.tables": '{"click": "ev.clicks", "tap": "ev.clicks"}'})
     assert names.tables_of(["click", "tap", "other", None]) == {
