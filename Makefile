@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: env system-deps demo demo-cluster test test-fast test-faults test-deploy lint format bench bench-upsert clean
+.PHONY: env system-deps demo demo-cluster test test-fast test-faults test-deploy lint format bench bench-upsert bench-routing clean
 
 env: $(STAMP)
 
@@ -65,6 +65,12 @@ bench: env
 UPSERT_ARGS ?=
 bench-upsert: env
 	$(PY) -m benchmarks.upsert $(UPSERT_ARGS)
+
+# 200 topics x 5,000 messages routed to 200 tables against 1 topic x 1M into one, 3 rounds;
+# smaller with e.g. make bench-routing ROUTING_ARGS="--topics 50 --single-messages 250000 --rounds 2"
+ROUTING_ARGS ?=
+bench-routing: env
+	$(PY) -m benchmarks.routing_tables $(ROUTING_ARGS)
 
 clean:
 	rm -rf $(VENV) demo-data .pytest_cache .mypy_cache .ruff_cache

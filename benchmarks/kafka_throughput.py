@@ -71,57 +71,86 @@ def message(i: int, rng: random.Random) -> bytes:
     return json.dumps(event, separators=(",", ":")).encode()
 
 
-def produce(broker: TansuBroker, messages: int, partitions: int) -> float:
-    rng = random.Random(42)
-    broker.create_topic(TOPIC, partitions)
+def produce(broker: TansuBroker, messages: int, partitions: int, topic: str = TOPIC, seed: int = 42) -> float:
+    """Create ``topic`` and produce ``messages`` events, round robin over its partitions; seconds taken."""
+    rng = random.Random(seed)
+    broker.create_topic(topic, partitions)
     start = time.perf_counter()
     chunk = 50_000
     for first in range(0, messages, chunk):
         records = [
             (i % partitions, None, message(i, rng)) for i in range(first, min(messages, first + chunk))
         ]
-        broker.produce(TOPIC, records, linger_ms=20)
+        broker.produce(topic, records, linger_ms=20)
     return time.perf_counter() - start
+
+
+def job_config(
+    broker: TansuBroker,
+    root: Path,
+    name: str,
+    subscription: dict[str, Any],
+    sink: dict[str, Any],
+    max_offsets: int | None,
+) -> Any:
+    """The job's validated configuration: the Python source from the earliest offsets, ``availableNow``.
+
+    Args:
+        broker: The broker.
+        root: Holds the SQLite catalog, the warehouse and the checkpoint (named after ``name``).
+        name: Names the checkpoint.
+        subscription: ``{"topics": [...]}`` or ``{"topic-pattern": ...}``.
+        sink: The sink options besides the catalog and the metrics port.
+        max_offsets: ``kafka.max-offsets-per-trigger``; ``None``: one micro-batch.
+    """
+    from streaming_jobs.kafka_config import validate
+
+    kafka: dict[str, Any] = {
+        "bootstrap-servers": broker.bootstrap_servers,
+        **subscription,
+        "starting-offsets": "earliest",
+        "source": "python",
+    }
+    if max_offsets:
+        kafka["max-offsets-per-trigger"] = max_offsets
+    catalog = {
+        "catalog.type": "sql",
+        "catalog.uri": f"sqlite:///{root}/catalog.db",
+        "catalog.warehouse": f"file://{root}/warehouse",
+        "metrics.port": 0,
+    }
+    return validate(
+        {
+            "kafka": kafka,
+            "sink": {**sink, **catalog},
+            "trigger": {"available-now": True},
+            "checkpoint-location": str(root / f"checkpoint-{name}"),
+        }
+    )
+
+
+def timed_run(spark: Any, config: Any) -> tuple[float, dict[str, float]]:
+    """Run the job to its end: wall-clock seconds, and CPU seconds by kind (:func:`tree_cpu_seconds`)."""
+    from streaming_jobs.kafka_to_iceberg import run as run_job
+
+    cpu_before = tree_cpu_seconds()
+    start = time.perf_counter()
+    code = run_job(config, spark)
+    elapsed = time.perf_counter() - start
+    cpu_after = tree_cpu_seconds()
+    if code != 0:
+        raise RuntimeError(f"the job failed (exit code {code})")
+    return elapsed, {kind: cpu_after[kind] - cpu_before[kind] for kind in cpu_after}
 
 
 def run_once(
     spark: Any, broker: TansuBroker, root: Path, run: int, max_offsets: int | None
 ) -> dict[str, Any]:
     from sink import metrics_server
-    from streaming_jobs.kafka_config import validate
-    from streaming_jobs.kafka_to_iceberg import run as run_job
 
     table = f"bench.events_{run}" if run >= 0 else f"bench.warmup_{-run}"
-    kafka: dict[str, Any] = {
-        "bootstrap-servers": broker.bootstrap_servers,
-        "topics": [TOPIC],
-        "starting-offsets": "earliest",
-        "source": "python",
-    }
-    if max_offsets:
-        kafka["max-offsets-per-trigger"] = max_offsets
-    config = validate(
-        {
-            "kafka": kafka,
-            "sink": {
-                "table": table,
-                "catalog.type": "sql",
-                "catalog.uri": f"sqlite:///{root}/catalog.db",
-                "catalog.warehouse": f"file://{root}/warehouse",
-                "metrics.port": 0,
-            },
-            "trigger": {"available-now": True},
-            "checkpoint-location": str(root / f"checkpoint-{table}"),
-        }
-    )
-    cpu_before = tree_cpu_seconds()
-    start = time.perf_counter()
-    code = run_job(config, spark)
-    elapsed = time.perf_counter() - start
-    cpu_after = tree_cpu_seconds()
-    cpu = {kind: cpu_after[kind] - cpu_before[kind] for kind in cpu_after}
-    if code != 0:
-        raise RuntimeError(f"the job failed (exit code {code})")
+    config = job_config(broker, root, table, {"topics": [TOPIC]}, {"table": table}, max_offsets)
+    elapsed, cpu = timed_run(spark, config)
     steps: dict[str, float] = {}
     rows = 0.0
     for family in metrics_server.served_registry().collect():

@@ -6,7 +6,8 @@ is what this script builds, that every panel has a data source, a unit and a tit
 and that every expression returns data from a real Prometheus fed by a real stream.
 
 Variables: ``datasource`` (any Prometheus), ``table`` and ``sink_id`` (multi-value,
-from the labels of ``icesink_rows_written_total``).
+with All, from the labels of ``icesink_rows_written_total``); every panel filters on
+them. The "Tables" row ranks the selected tables (``topk`` over the ``table`` label).
 """
 
 from __future__ import annotations
@@ -133,6 +134,40 @@ def variables() -> list[dash.DatasourceVariable | dash.QueryVariable]:
         .include_all(True)
         .all_value(".*"),
     ]
+
+
+#: Tables shown by the "Top tables" panels.
+TOP_TABLES = 10
+
+
+def with_top_tables(board: dash.Dashboard) -> dash.Dashboard:
+    """The "Tables" row: the busiest and the most lagging of the selected tables.
+
+    Last on the board so that the ids of the panels above stay what they were.
+    """
+    board = board.with_row(dash.Row("Tables"))
+    board = board.with_panel(
+        graph(
+            "Top tables by rows/s",
+            "suffix: rows/s",
+            f"The {TOP_TABLES} selected tables committing the most rows per second (a sink writing many "
+            'tables: route.by); past metrics.max-tables tables, the rest count as table="_other".',
+            (f"topk({TOP_TABLES}, sum by (table) ({rate('icesink_rows_written_total')}))", "{{table}}"),
+        )
+    )
+    return board.with_panel(
+        graph(
+            "Top tables by Kafka lag",
+            "short",
+            f"The {TOP_TABLES} selected tables whose queries are furthest behind the latest Kafka "
+            "offsets (summed over partitions; a query writing many tables reports its lag under "
+            "its sink's table label).",
+            (
+                f"topk({TOP_TABLES}, max by (table) (icesink_source_offsets_behind_latest{{{TS}}}))",
+                "{{table}}",
+            ),
+        )
+    )
 
 
 def build() -> model.Dashboard:
@@ -466,6 +501,7 @@ def build() -> model.Dashboard:
             width=6,
         )
     )
+    board = with_top_tables(board)
     built = board.build()
     for number, panel in enumerate(built.panels or [], start=1):
         panel.id_val = number  # stable ids: Grafana links and alerts refer to panels by id

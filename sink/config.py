@@ -187,6 +187,7 @@ class MetricsConfig(_Frozen):
     host: str = Field(default=DEFAULT_METRICS_HOST, min_length=1)
     pushgateway_url: str | None = Field(default=None, pattern=r"^(https?://)?[^\s/:]+(:\d+)?(/\S*)?$")
     pushgateway_job: str = Field(default=DEFAULT_PUSHGATEWAY_JOB, pattern=r"^[A-Za-z0-9_.-]{1,128}$")
+    max_tables: int = Field(default=1000, ge=1)  # tables with series of their own; the rest: "_other"
 
 
 class SinkConfig(_Frozen):

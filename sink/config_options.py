@@ -29,6 +29,7 @@ _OPTION_FIELDS: dict[str, tuple[str | None, str]] = {
     "metrics.host": ("metrics", "host"),
     "metrics.pushgateway-url": ("metrics", "pushgateway_url"),
     "metrics.pushgateway-job": ("metrics", "pushgateway_job"),
+    "metrics.max-tables": ("metrics", "max_tables"),
     "commit.retry.min-wait-ms": ("commit", "min_wait_ms"),
     "schema.evolution": ("table_schema", "evolution"),
     "schema.case-sensitive": ("table_schema", "case_sensitive"),

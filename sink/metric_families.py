@@ -6,7 +6,14 @@ with ``monitoring/`` (dashboard and alert rules); a test keeps them in agreement
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
+
+from sink.metric_labels import (
+    BoundedCounter,
+    BoundedGauge,
+    BoundedHistogram,
+    TableLabelLimit,
+)
 
 #: Steps of a micro-batch timed in ``icesink_step_duration_seconds``.
 STEPS = ("normalize", "schema", "route", "write", "commit")
@@ -51,11 +58,19 @@ class MetricFamilies:
     Args:
         registry: Registry to register in.
         target_file_size_bytes: Centre of the file size histogram's buckets.
+        table_limit: Bounds the ``table`` label of every family (a default limit when
+            not given).
     """
 
-    def __init__(self, registry: CollectorRegistry, target_file_size_bytes: int) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        target_file_size_bytes: int,
+        table_limit: TableLabelLimit | None = None,
+    ) -> None:
         self.registry = registry
         self.target_file_size_bytes = target_file_size_bytes
+        self.table_limit = table_limit or TableLabelLimit()
         self._define_write_metrics()
         self._define_file_metrics()
         self._define_commit_metrics()
@@ -63,70 +78,73 @@ class MetricFamilies:
         self._define_schema_metrics()
         self._define_progress_metrics()
         self._define_upsert_metrics()
+        for family in vars(self).values():
+            if isinstance(family, BoundedCounter | BoundedGauge | BoundedHistogram):
+                family.table_limit = self.table_limit
 
     def _define_write_metrics(self) -> None:
         r = self.registry
-        self.rows_written = Counter(
+        self.rows_written = BoundedCounter(
             "icesink_rows_written_total", "Rows committed to the table", ["table", "sink_id"], registry=r
         )
-        self.dead_letter_rows = Counter(
+        self.dead_letter_rows = BoundedCounter(
             "icesink_dead_letter_rows_total",
             "Rows sent to the dead-letter table instead of the table",
             ["table", "sink_id"],
             registry=r,
         )
-        self.dead_letter_reasons = Counter(
+        self.dead_letter_reasons = BoundedCounter(
             "icesink_dead_letter_reasons_total",
             "Rows sent to the dead-letter table, by reason (parse_error, out_of_range, ...)",
             ["table", "reason"],
             registry=r,
         )
-        self.bytes_written = Counter(
+        self.bytes_written = BoundedCounter(
             "icesink_bytes_written_total", "Data file bytes committed", ["table", "sink_id"], registry=r
         )
-        self.files_written = Counter(
+        self.files_written = BoundedCounter(
             "icesink_files_written_total", "Data files committed", ["table", "sink_id"], registry=r
         )
 
     def _define_file_metrics(self) -> None:
         r = self.registry
-        self.file_size = Histogram(
+        self.file_size = BoundedHistogram(
             "icesink_data_file_size_bytes",
             "Size of written data files",
             ["table"],
             buckets=file_size_buckets(self.target_file_size_bytes),
             registry=r,
         )
-        self.file_size_ratio = Histogram(
+        self.file_size_ratio = BoundedHistogram(
             "icesink_data_file_size_ratio",
             "Size of written data files as a fraction of the target file size",
             ["table"],
             buckets=FILE_SIZE_RATIOS,
             registry=r,
         )
-        self.target_file_size = Gauge(
+        self.target_file_size = BoundedGauge(
             "icesink_target_file_size_bytes", "Target size of data files", ["table"], registry=r
         )
-        self.step_seconds = Histogram(
+        self.step_seconds = BoundedHistogram(
             "icesink_step_duration_seconds",
             "Duration of each step of a micro-batch",
             ["table", "step"],
             buckets=_STEP_BUCKETS,
             registry=r,
         )
-        self.open_writers = Gauge(
+        self.open_writers = BoundedGauge(
             "icesink_open_writers_max",
             "Most partition writers one task held open in the last batch",
             ["table"],
             registry=r,
         )
-        self.buffered_bytes = Gauge(
+        self.buffered_bytes = BoundedGauge(
             "icesink_buffered_bytes_max",
             "Most bytes one task's writers buffered in the last batch",
             ["table"],
             registry=r,
         )
-        self.task_peak_rss = Gauge(
+        self.task_peak_rss = BoundedGauge(
             "icesink_task_peak_rss_bytes",
             "Highest resident memory of a Python worker during a write task of the last batch",
             ["table"],
@@ -135,31 +153,31 @@ class MetricFamilies:
 
     def _define_commit_metrics(self) -> None:
         r = self.registry
-        self.batches = Counter(
+        self.batches = BoundedCounter(
             "icesink_batches_total",
             "Micro-batches handled, by outcome",
             ["table", "sink_id", "outcome"],
             registry=r,
         )
-        self.replays_skipped = Counter(
+        self.replays_skipped = BoundedCounter(
             "icesink_replays_skipped_total",
             "Replayed batches found already committed",
             ["table", "sink_id"],
             registry=r,
         )
-        self.commits = Counter(
+        self.commits = BoundedCounter(
             "icesink_commits_total", "Commits by outcome", ["table", "sink_id", "outcome"], registry=r
         )
-        self.commit_attempts = Counter(
+        self.commit_attempts = BoundedCounter(
             "icesink_commit_attempts_total", "Commit attempts", ["table", "sink_id"], registry=r
         )
-        self.commit_conflicts = Counter(
+        self.commit_conflicts = BoundedCounter(
             "icesink_commit_conflicts_total",
             "Commit attempts lost to concurrent writers",
             ["table", "sink_id"],
             registry=r,
         )
-        self.orphan_files = Counter(
+        self.orphan_files = BoundedCounter(
             "icesink_orphan_files_total",
             "Files of crashed attempts found at recovery, by action",
             ["table", "action"],
@@ -168,31 +186,31 @@ class MetricFamilies:
 
     def _define_state_metrics(self) -> None:
         r = self.registry
-        self.staged_bytes = Gauge(
+        self.staged_bytes = BoundedGauge(
             "icesink_staged_bytes",
             "Bytes of data files written and staged but not yet committed",
             ["table", "sink_id"],
             registry=r,
         )
-        self.staged_files = Gauge(
+        self.staged_files = BoundedGauge(
             "icesink_staged_files",
             "Data files written and staged but not yet committed",
             ["table", "sink_id"],
             registry=r,
         )
-        self.last_batch_id = Gauge(
+        self.last_batch_id = BoundedGauge(
             "icesink_last_committed_batch_id",
             "Last committed micro-batch id",
             ["table", "sink_id"],
             registry=r,
         )
-        self.last_commit_time = Gauge(
+        self.last_commit_time = BoundedGauge(
             "icesink_last_commit_timestamp_seconds",
             "Unix time of the last successful commit",
             ["table", "sink_id"],
             registry=r,
         )
-        self.start_time = Gauge(
+        self.start_time = BoundedGauge(
             "icesink_sink_start_timestamp_seconds",
             "Unix time at which this process started writing as the sink",
             ["table", "sink_id"],
@@ -201,33 +219,33 @@ class MetricFamilies:
 
     def _define_schema_metrics(self) -> None:
         r = self.registry
-        self.schema_changes = Counter(
+        self.schema_changes = BoundedCounter(
             "icesink_schema_changes_total",
             "Schema changes applied to the table, by kind",
             ["table", "kind"],
             registry=r,
         )
-        self.schema_lock_wait = Histogram(
+        self.schema_lock_wait = BoundedHistogram(
             "icesink_schema_lock_wait_seconds",
             "Time spent waiting for the table's schema lock",
             ["table"],
             buckets=_LOCK_WAIT_BUCKETS,
             registry=r,
         )
-        self.schema_lock_acquisitions = Counter(
+        self.schema_lock_acquisitions = BoundedCounter(
             "icesink_schema_lock_acquisitions_total",
             "Times the table's schema lock was taken",
             ["table"],
             registry=r,
         )
-        self.schema_checks = Counter(
+        self.schema_checks = BoundedCounter(
             "icesink_schema_checks_total",
             "Batch schemas compared with the table's, by outcome (only 'evolved' and "
             "'already_applied' took the lock)",
             ["table", "outcome"],
             registry=r,
         )
-        self.schema_commit_conflicts = Counter(
+        self.schema_commit_conflicts = BoundedCounter(
             "icesink_schema_commit_conflicts_total",
             "Schema commits lost to a concurrent writer and retried after a refresh",
             ["table"],
@@ -236,32 +254,32 @@ class MetricFamilies:
 
     def _define_progress_metrics(self) -> None:
         r = self.registry
-        self.input_rows = Counter(
+        self.input_rows = BoundedCounter(
             "icesink_input_rows_total",
             "Rows read by the streaming query (its progress reports)",
             ["table", "sink_id"],
             registry=r,
         )
-        self.input_rows_per_second = Gauge(
+        self.input_rows_per_second = BoundedGauge(
             "icesink_input_rows_per_second",
             "Rate at which rows arrived, over the last micro-batch",
             ["table", "sink_id"],
             registry=r,
         )
-        self.processed_rows_per_second = Gauge(
+        self.processed_rows_per_second = BoundedGauge(
             "icesink_processed_rows_per_second",
             "Rate at which rows were processed, over the last micro-batch",
             ["table", "sink_id"],
             registry=r,
         )
-        self.batch_seconds = Histogram(
+        self.batch_seconds = BoundedHistogram(
             "icesink_batch_duration_seconds",
             "Duration of whole micro-batches (Spark's batchDuration)",
             ["table", "sink_id"],
             buckets=_BATCH_BUCKETS,
             registry=r,
         )
-        self.offsets_behind_latest = Gauge(
+        self.offsets_behind_latest = BoundedGauge(
             "icesink_source_offsets_behind_latest",
             "Kafka offsets between the end of the last micro-batch and the latest offsets, "
             "summed over partitions (where the source reports them)",
@@ -271,19 +289,19 @@ class MetricFamilies:
 
     def _define_upsert_metrics(self) -> None:
         r = self.registry
-        self.upserted_keys = Counter(
+        self.upserted_keys = BoundedCounter(
             "icesink_upserted_keys_total",
             "Keys inserted or replaced by committed upsert batches",
             ["table", "sink_id"],
             registry=r,
         )
-        self.deleted_keys = Counter(
+        self.deleted_keys = BoundedCounter(
             "icesink_deleted_keys_total",
             "Keys whose last change in a committed upsert batch was a delete",
             ["table", "sink_id"],
             registry=r,
         )
-        self.delete_files = Counter(
+        self.delete_files = BoundedCounter(
             "icesink_delete_files_total",
             "Position delete files committed by upsert batches",
             ["table", "sink_id"],

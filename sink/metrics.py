@@ -5,7 +5,9 @@ they did inside their data-file messages; the driver records those and the commi
 outcomes here, and a ``StreamingQueryListener`` (:mod:`sink.progress`) adds the
 streaming progress. :mod:`sink.metrics_server` serves the registry over HTTP or pushes
 it to a Pushgateway. Labels are of low cardinality only: table, sink id, step,
-outcome, kind, action; never a batch id or a partition value. The families themselves
+outcome, kind, action; never a batch id or a partition value. The ``table`` label is
+bounded (:mod:`sink.metric_labels`): past ``metrics.max-tables`` tables, further
+tables are recorded under ``table="_other"``. The families themselves
 (names, help, labels, buckets) are in :mod:`sink.metric_families`.
 """
 
@@ -31,6 +33,7 @@ from sink.metric_families import (
     STEPS,
     MetricFamilies,
 )
+from sink.metric_labels import DEFAULT_MAX_TABLES, TableLabelLimit
 from sink.write.messages import DataFileMessage
 
 logger = logging.getLogger(__name__)
@@ -65,14 +68,17 @@ class SinkMetrics(MetricFamilies):
         registry: Registry to register in (a new one by default).
         target_file_size_bytes: Centre of the file size histogram's buckets, and the
             target assumed when :meth:`record_files` is not told the effective one.
+        max_tables: How many tables get series of their own (``metrics.max-tables``);
+            the series of further tables are recorded under ``table="_other"``.
     """
 
     def __init__(
         self,
         registry: CollectorRegistry | None = None,
         target_file_size_bytes: int = DEFAULT_TARGET_FILE_SIZE_BYTES,
+        max_tables: int = DEFAULT_MAX_TABLES,
     ) -> None:
-        super().__init__(registry or CollectorRegistry(), target_file_size_bytes)
+        super().__init__(registry or CollectorRegistry(), target_file_size_bytes, TableLabelLimit(max_tables))
         self._lock = threading.Lock()
         self._started: set[tuple[str, str]] = set()
         self._queries: dict[str, SinkIdentity] = {}

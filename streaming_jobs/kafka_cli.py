@@ -1,7 +1,8 @@
 """The command line of the Kafka-to-Iceberg job: ``--config FILE`` and flags, which override it.
 
 Named flags cover the common keys (``--bootstrap-servers``, ``--topics``,
-``--max-offsets-per-trigger``, ``--available-now``, ``--table``, ...); ``--set KEY=VALUE``
+``--max-offsets-per-trigger``, ``--available-now``, ``--table``, the routing flags
+``--route-by``, ``--route-field``, ``--table-template``, ``--route-tables``, ...); ``--set KEY=VALUE``
 sets any key of :mod:`streaming_jobs.kafka_config` (the value read as YAML), and
 ``--sink-option``, ``--kafka-option``, ``--spark-conf`` add to those mappings.
 """
@@ -17,6 +18,7 @@ import yaml
 
 from icesink import ConfigError
 from streaming_jobs.kafka_config import JobConfig, validate
+from streaming_jobs.kafka_routing import ROUTE_FLAGS
 
 
 def load_config(argv: Sequence[str] | None = None) -> JobConfig:
@@ -54,6 +56,18 @@ def parser() -> argparse.ArgumentParser:
         "--upsert-key",
         metavar="COLS",
         help="upsert by these key columns (sink write.mode=upsert, upsert.key-columns=COLS)",
+    )
+    p.add_argument(
+        "--route-by",
+        choices=("topic", "field", "none"),
+        help="sink route.by: one table per topic, per value of --route-field, or the one --table",
+    )
+    p.add_argument("--route-field", metavar="COLUMN", help="sink route.field: the column naming the table")
+    p.add_argument(
+        "--table-template", metavar="TEMPLATE", help="sink route.table-template, e.g. 'raw.{topic}'"
+    )
+    p.add_argument(
+        "--route-tables", metavar="JSON", help='sink route.tables, e.g. \'{"click": "events.clicks"}\''
     )
     p.add_argument("--sink-option", action="append", default=[], metavar="KEY=VALUE", help="a sink option")
     p.add_argument("--metrics-port", help="sink metrics.port (default 9408; 0: any free port)")
@@ -93,6 +107,9 @@ def _flag_values(args: argparse.Namespace) -> list[tuple[list[str], Any]]:
         value = getattr(args, name)
         if value is not None:
             values.append((path, value))
+    for name, key in ROUTE_FLAGS.items():
+        if getattr(args, name) is not None:
+            values.append((["sink", key], getattr(args, name)))
     if args.upsert_key is not None:
         values += [(["sink", "write.mode"], "upsert"), (["sink", "upsert.key-columns"], args.upsert_key)]
     if args.no_metadata_columns:

@@ -1,7 +1,8 @@
 """Configuration of the Kafka-to-Iceberg job: a YAML file and/or flags, validated before Spark starts.
 
 A complete file (every key but ``kafka.bootstrap-servers``, one of ``kafka.topics`` /
-``kafka.topic-pattern``, ``sink.table`` and ``checkpoint-location`` has a default)::
+``kafka.topic-pattern``, ``sink.table`` (or the routing keys ``sink.route.*``, see
+:mod:`streaming_jobs.kafka_routing`) and ``checkpoint-location`` has a default)::
 
     kafka:
       bootstrap-servers: broker1:9092,broker2:9092
@@ -24,7 +25,7 @@ A complete file (every key but ``kafka.bootstrap-servers``, one of ``kafka.topic
       metadata-columns: true           # _kafka_topic, _kafka_partition, _kafka_offset, _kafka_timestamp
                                        # (default true; false with sink write.mode: upsert)
     sink:                              # every IcebergSink option (README "Options")
-      table: analytics.orders
+      table: analytics.orders          # or route.by: topic, route.table-template: raw.{topic}
       catalog.type: sql
       catalog.uri: sqlite:////data/catalog.db
       catalog.warehouse: file:///data/warehouse
@@ -65,6 +66,7 @@ from icesink import ConfigError, SinkConfig
 from streaming_jobs.kafka.decode import DdlError, DecodeOptions, ValueFormat, parse_ddl
 from streaming_jobs.kafka.decode.debezium import SOURCE_TS_COLUMN
 from streaming_jobs.kafka.source.kafka_options import KafkaSourceOptions, check_client_config
+from streaming_jobs.kafka_routing import check_routing, upserted_tables
 
 DEFAULT_METRICS_PORT = 9408  # what monitoring/prometheus/prometheus.yml scrapes
 DEFAULT_APP_NAME = "icesink-kafka-to-iceberg"
@@ -386,15 +388,16 @@ class JobConfig(_Section):
         ``metrics.port`` is 9408 unless set (``null`` turns it off); with a fixed value
         schema, ``schema.evolution`` is ``off`` unless set; upserting Debezium events,
         ``upsert.order-column`` is ``_source_ts`` unless set (the change's time in the
-        source database orders the changes of one key within a batch).
+        source database orders the changes of one key within a batch). A routed job's
+        upsert keys apply to each routed table (:func:`~streaming_jobs.kafka_routing.upserted_tables`).
         """
-        options = dict(self.sink)
+        options = upserted_tables(self.sink)
         given = {k.strip().lower() for k in options}
         if "metrics.port" not in given:
             options["metrics.port"] = str(DEFAULT_METRICS_PORT)
         if self.value.schema_ddl is not None and "schema.evolution" not in given:
             options["schema.evolution"] = "off"
-        lowered = {k.strip().lower(): v for k, v in options.items()}
+        lowered = {k.strip().lower(): v for k, v in self.sink.items()}
         upsert = str(lowered.get("write.mode") or "").strip().lower() == "upsert"
         if upsert and self.value.format is ValueFormat.DEBEZIUM_JSON and "upsert.order-column" not in given:
             options["upsert.order-column"] = SOURCE_TS_COLUMN
@@ -411,6 +414,7 @@ def validate(data: Mapping[str, Any]) -> JobConfig:
         config = JobConfig.model_validate(data)
     except ValidationError as e:
         raise _config_error(e) from e
+    check_routing(config.sink, config.value.metadata_columns)
     _check_sink(config)
     if config.kafka.source != "jvm":
         _check_python_source(config)

@@ -1,14 +1,16 @@
-"""``icesink-kafka-to-iceberg``: stream Kafka topics into an Apache Iceberg table, exactly once.
+"""``icesink-kafka-to-iceberg``: stream Kafka topics into Apache Iceberg tables, exactly once.
 
 ::
 
     icesink-kafka-to-iceberg --config job.yaml [flags that override it]
     python -m streaming_jobs.kafka_to_iceberg --bootstrap-servers broker:9092 --topics orders \\
         --table analytics.orders --sink-option catalog.uri=... --checkpoint-location /ck/orders
+    python -m streaming_jobs.kafka_to_iceberg ... --topic-pattern 'shop\\..*' \\
+        --route-by topic --table-template 'raw.{topic}'      # one table per topic
 
 The configuration (:mod:`streaming_jobs.kafka_config`, read by
-:mod:`streaming_jobs.kafka_cli`) is validated before Spark
-starts. Then: the Kafka source (Spark's connector, or ``icesink-kafka``), a
+:mod:`streaming_jobs.kafka_cli`; routing: :mod:`streaming_jobs.kafka_routing`) is
+validated before Spark starts. Then: the Kafka source (Spark's connector, or ``icesink-kafka``), a
 :class:`~streaming_jobs.kafka.decode.sink.DecodingSink` (JSON or Debezium values into typed rows,
 undecodable values to the dead-letter table) over an
 :class:`~sink.sink.IcebergSink`, and the checkpoint. SIGTERM and SIGINT stop the
@@ -28,6 +30,7 @@ from typing import Any
 from pyspark.errors import StreamingQueryException
 
 from icesink import ConfigError, IcebergSink
+from sink.config_route import route_label
 from streaming_jobs.kafka.decode import DecodingSink, ValueDecoder
 from streaming_jobs.kafka.source.kafka_select import JVM_FORMAT, kafka_format
 from streaming_jobs.kafka_cli import load_config
@@ -87,7 +90,7 @@ def _run(config: JobConfig, spark: Any) -> int:
     elif config.trigger.interval is not None:
         writer = writer.trigger(processingTime=config.trigger.interval)
     query = writer.start()
-    logger.info("query %s reads %s into %s", query.id, fmt, config.sink["table"])
+    logger.info("query %s reads %s into %s", query.id, fmt, decoding.label)
     stop = _StopRequest()
     previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
@@ -110,7 +113,8 @@ def _close(sink: IcebergSink) -> None:
     try:
         sink.close()
     except Exception as e:
-        logger.error("staged batches of %s stay staged for the next run: %s", sink.table_name, e)
+        label = sink.config.table or route_label(sink.config.route)
+        logger.error("staged batches of %s stay staged for the next run: %s", label, e)
 
 
 class _StopRequest:

@@ -17,8 +17,6 @@ import json
 import os
 import random
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter, defaultdict
@@ -35,17 +33,16 @@ from sink import sink as sink_module
 from streaming_jobs.kafka.source.kafka_select import kafka_format
 from streaming_jobs.kafka_config import validate
 from streaming_jobs.kafka_to_iceberg import run
+from tests.support.kafka_job import JOB_TIMEOUT_S, start_job, wait_for_batches
 from tests.support.tables import catalog_from_options
 from tests.support.tansu import TansuBroker
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
 MESSAGES = 200_000
 PARTITIONS = 4
 MALFORMED_EVERY = 200  # 0.5 %
 COUNTER_BASE_AFTER = 3_000_000_000  # beyond int
-JOB_TIMEOUT_S = 900
 Position = tuple[int, int]
 
 
@@ -282,31 +279,3 @@ def test_the_jvm_source_is_chosen_only_when_on_the_classpath(spark: Any) -> None
     assert kafka_format(spark, "auto") == "icesink-kafka"  # no connector in this environment
     with pytest.raises(ConfigError, match="spark-sql-kafka-0-10"):
         kafka_format(spark, "jvm")
-
-
-def start_job(config_file: Path, log: Path) -> subprocess.Popen[bytes]:
-    """The installed console command, in its own process group (so a kill takes the JVM too)."""
-    command = Path(sys.executable).parent / "icesink-kafka-to-iceberg"
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            [str(command), "--config", str(config_file)],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-
-def wait_for_batches(job: subprocess.Popen[bytes], offsets_log: Path, count: int, log: Path) -> None:
-    """Wait until the query has started ``count`` micro-batches in its lifetime (its offset log)."""
-    deadline = time.monotonic() + JOB_TIMEOUT_S
-    while time.monotonic() < deadline:
-        started = len([p for p in offsets_log.glob("*") if p.name.isdigit()]) if offsets_log.exists() else 0
-        if started >= count:
-            return
-        if job.poll() is not None:
-            raise AssertionError(f"the job ended (code {job.returncode}) early:\n{log.read_text()[-4000:]}")
-        time.sleep(0.2)
-    raise AssertionError(f"the job did not reach micro-batch {count - 1}:\n{log.read_text()[-4000:]}")

@@ -317,6 +317,42 @@ def test_subscribe_pattern_picks_up_a_new_matching_topic_while_running(
     )
 
 
+def test_a_topic_created_during_a_batch_is_read_whole_by_the_next_batch(
+    spark: Any, kafka_format: str, kafka_broker: TansuBroker, topic_name: str, tmp_path: Path
+) -> None:
+    """Each ``latestOffset`` lists the topics again: a new match is in the very next micro-batch."""
+    first, second = f"{topic_name}-a", f"{topic_name}-b"
+    kafka_broker.create_topic(first, partitions=1)
+    produce_spread(kafka_broker, first, {0: 10})
+    created_in: list[int] = []
+
+    def create_during_the_first_batch(batch_df: Any, batch_id: int) -> None:
+        collector(batch_df, batch_id)
+        if not created_in:  # the topic and all its records exist before the next latestOffset
+            created_in.append(batch_id)
+            kafka_broker.create_topic(second, partitions=2)
+            produce_spread(kafka_broker, second, {0: 15, 1: 5}, linger_ms=10)
+
+    collector = Collector()
+    options = source_options(
+        kafka_broker, subscribePattern=re.escape(topic_name) + r"-.*", startingOffsets="earliest"
+    )
+    query = start_query(spark, kafka_format, options, tmp_path / "checkpoint", create_during_the_first_batch)
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+
+    batches = [
+        (batch_id, sorted((r.topic, r.partition, r.offset) for r in rows))
+        for batch_id, rows in collector.calls
+    ]
+    expected_second = sorted([(second, 0, o) for o in range(15)] + [(second, 1, o) for o in range(5)])
+    assert batches[0] == (created_in[0], [(first, 0, o) for o in range(10)])
+    assert batches[1] == (created_in[0] + 1, expected_second)  # whole, from offset 0, one trigger later
+    assert len(batches) == 2
+
+
 # --- Tansu's short high watermark ------------------------------------------------------
 
 

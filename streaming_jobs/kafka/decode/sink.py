@@ -19,6 +19,10 @@ Per micro-batch:
    :class:`~sink.sink.ArrowSource`), the write tasks decode them from the cache
    themselves, and the rows cross from Python to the JVM and back once fewer.
 
+A sink routing rows to many tables (``route.by``) gets the rows with their
+``_kafka_topic`` column (the metadata columns, on by default) and creates each table
+on first sight: nothing is prepared up front, and a batch without values writes nothing.
+
 Every Kafka record ends up once in the table or in the dead-letter table. A replayed
 batch decodes to the same rows and the same dead letters (a value's fate depends on
 the value alone), and each of the two commits recognises the replay on its own.
@@ -34,6 +38,7 @@ from pyspark.sql import DataFrame
 from icesink import ConfigError
 from sink import catalog as catalogs
 from sink.arrow_source import ArrowSource
+from sink.config_route import route_label
 from streaming_jobs.kafka.decode.decoder import ValueDecoder
 from streaming_jobs.kafka.decode.rejects import RejectedValues
 
@@ -58,15 +63,28 @@ class DecodingSink:
         self.decoder = decoder
         self._rejects = RejectedValues(sink)
 
+    @property
+    def routed(self) -> bool:
+        """Whether the sink routes rows to many tables (``route.by``)."""
+        return self.sink.config.route.enabled
+
+    @property
+    def label(self) -> str:
+        """The ``table`` label of the decoding steps: the table, or the routed sink's label."""
+        return self.sink.config.table or route_label(self.sink.config.route)
+
     def prepare(self) -> None:
-        """With a fixed value schema, create (or check) the table before the stream starts."""
+        """With a fixed value schema, create (or check) the table before the stream starts.
+
+        A routed sink has no one table to prepare: it creates each on first sight.
+        """
         schema = self.decoder.fixed_schema()
-        if schema is not None:
+        if schema is not None and not self.routed:
             self.sink.prepare(schema)
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         """Decode and write one micro-batch (the ``foreachBatch`` function)."""
-        metrics, table = self.sink.metrics, self.sink.config.table
+        metrics, table = self.sink.metrics, self.label
         with metrics.time_step(table, "decode"):
             decoded = self.decoder.decode(batch_df)
         try:
@@ -86,9 +104,9 @@ class DecodingSink:
                 decoded.input_rows,
                 decoded.input_rows - decoded.rejected_rows,
                 decoded.rejected_rows,
-                self.sink.config.table,
+                table,
             )
-            if decoded.has_values or self.decoder.fixed_schema() is not None or self._table_exists():
+            if decoded.has_values or self._writes_without_values():
                 source = ArrowSource(
                     decoded.payloads,
                     decoded.conform,
@@ -99,8 +117,16 @@ class DecodingSink:
         finally:
             decoded.release()
 
-    def _table_exists(self) -> bool:
-        """Whether the table exists: a batch without values must not create it (its type is unknown)."""
+    def _writes_without_values(self) -> bool:
+        """Whether a batch without values still goes to the sink: to a fixed-schema or existing table.
+
+        A batch without values must not create the table (its type is unknown); a routed
+        batch without values has no destination.
+        """
+        if self.routed:
+            return False
+        if self.decoder.fixed_schema() is not None:
+            return True
         return catalogs.load_table(self.sink.catalog, self.sink.config.table) is not None
 
 
