@@ -280,7 +280,7 @@ class ValueSettings(_Section):
         format: ``json`` or ``debezium-json``.
         schema_ddl: A fixed schema as a Spark DDL string (``schema``); absent: inferred per batch.
         metadata_columns: Add the ``_kafka_*`` columns to every row (default: true, but
-            false when the sink upserts, unless set).
+            false when the sink upserts without routing by topic, unless set).
     """
 
     format: ValueFormat = ValueFormat.JSON
@@ -364,14 +364,17 @@ class JobConfig(_Section):
     @model_validator(mode="before")
     @classmethod
     def _no_metadata_columns_when_upserting(cls, data: Any) -> Any:
-        """Upserting, ``value.metadata-columns`` is false unless set (a row is a key's state)."""
+        """Upserting, ``value.metadata-columns`` is false unless set (a row is a key's state).
+
+        Routing by topic keeps them: the topic column names each row's table.
+        """
         if not isinstance(data, Mapping) or not isinstance(data.get("sink"), Mapping):
             return data
         sink = {str(k).strip().lower(): v for k, v in data["sink"].items()}
         value = data.get("value") or {}
         if str(sink.get("write.mode") or "").strip().lower() != "upsert" or not isinstance(value, Mapping):
             return data
-        if "metadata-columns" in value:
+        if "metadata-columns" in value or str(sink.get("route.by") or "").strip().lower() == "topic":
             return data
         return {**data, "value": {**value, "metadata-columns": False}}
 
