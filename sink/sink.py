@@ -84,7 +84,10 @@ class IcebergSink:
 
     def __init__(self, config: SinkConfig, metrics: SinkMetrics | None = None) -> None:
         self.config = config
-        self.metrics = metrics or SinkMetrics(target_file_size_bytes=config.write.target_file_size_bytes)
+        self.metrics = metrics or SinkMetrics(
+            target_file_size_bytes=config.write.target_file_size_bytes,
+            max_tables=config.metrics.max_tables,
+        )
         self.metrics_server: MetricsServer | None = export(self.metrics, config.metrics)
         self.catalog: Catalog = catalogs.open_catalog(config)
         state_location(config)  # where the sink's bookkeeping goes: checked at start-up

@@ -276,3 +276,22 @@ def test_routed_by_topic_with_on_bad_record_fail_commits_nothing_of_a_bad_batch(
             sink(spark.createDataFrame([("Orders-EU", "x"), ("payments", "3")], texts), 1)
     assert {t: catalog.load_table(t).metadata.current_snapshot_id for t in names} == before
     assert not catalog.table_exists("raw.routed__dlq")
+
+
+def test_metrics_max_tables_bounds_the_table_label(
+    spark: SparkSession, catalog_options: dict[str, str]
+) -> None:
+    with _sink(catalog_options, **{"metrics.max-tables": "2"}) as sink:
+        sink(_events(spark, ["click", "view", "buy"], 5), 0)
+    samples = [
+        s
+        for family in sink.metrics.registry.collect()
+        if family.name == "icesink_rows_written"
+        for s in family.samples
+        if s.name == "icesink_rows_written_total"
+    ]
+    tables = {s.labels["table"] for s in samples}
+    assert "_other" in tables and len(tables) <= 3  # two tables of their own, the rest shared
+    assert sum(s.value for s in samples) == 15  # every row counted, under some label
+    catalog = catalog_from_options(catalog_options)
+    assert sum(len(table_rows(catalog.load_table(f"ev.{k}"))) for k in COLUMNS) == 15
