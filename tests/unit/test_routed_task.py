@@ -18,6 +18,7 @@ from sink.config import SinkConfig
 from sink.destinations.resolve import route_column
 from sink.write.routed_task import DestinationSpec, RoutedTaskWriter, RoutedWriteSpec
 from sink.write.task import WriteSpec
+from tests.unit.writer_fixtures import task_spec
 
 CLICKS = Schema(
     NestedField(1, "id", LongType(), required=False), NestedField(2, "x", LongType(), required=False)
@@ -31,21 +32,7 @@ BY_PAGE = PartitionSpec(
 
 
 def _spec(tmp_path: Path, table: str, schema: Schema, spec: PartitionSpec) -> WriteSpec:
-    return WriteSpec(
-        table=table,
-        schema=schema,
-        partition_spec=spec,
-        data_location=f"file://{tmp_path / table / 'data'}",
-        io_properties={},
-        table_properties={},
-        file_prefix="sink-b3-attempt",
-        target_file_size_bytes=64 << 20,
-        row_group_size_bytes=8 << 20,
-        memory_budget_bytes=64 << 20,
-        compression="zstd",
-        num_data_columns=len(schema.fields),
-        partition_values_in_task=True,
-    )
+    return task_spec(tmp_path / table / "data", table, schema, spec, "sink-b3-attempt")
 
 
 def _input() -> pa.RecordBatch:

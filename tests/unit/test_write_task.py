@@ -6,7 +6,6 @@ Each test writes real Parquet files into a folder of ``tmp_path`` and reads them
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -21,6 +20,7 @@ from sink.errors import WriteError, find_error_code
 from sink.type_mapping import iceberg_to_arrow_schema
 from sink.write.messages import WriteResult
 from sink.write.task import DataTaskWriter, WriteSpec, write_function
+from tests.unit.writer_fixtures import task_spec
 
 BUCKETS = 4
 SCHEMA = Schema(
@@ -31,22 +31,7 @@ SPEC = PartitionSpec(PartitionField(source_id=1, field_id=1000, transform=Bucket
 
 
 def _spec(tmp_path: Path, **changes: object) -> WriteSpec:
-    spec = WriteSpec(
-        table="db.t",
-        schema=SCHEMA,
-        partition_spec=SPEC,
-        data_location=f"file://{tmp_path / 'data'}",
-        io_properties={},
-        table_properties={},
-        file_prefix="sink-b7-attempt",
-        target_file_size_bytes=64 << 20,
-        row_group_size_bytes=8 << 20,
-        memory_budget_bytes=64 << 20,
-        compression="zstd",
-        num_data_columns=2,
-        partition_values_in_task=True,  # the task computes the bucket of each row itself
-    )
-    return replace(spec, **changes)  # type: ignore[arg-type]
+    return task_spec(tmp_path / "data", "db.t", SCHEMA, SPEC, "sink-b7-attempt", **changes)
 
 
 def _rows(ids: range, bad: set[int] | None = None) -> pa.RecordBatch:

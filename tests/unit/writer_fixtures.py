@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 from pyiceberg.io.pyarrow import PyArrowFileIO
+from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 
 from sink.type_mapping import iceberg_to_arrow_schema
 from sink.write.parquet import CompressionEstimator, ParquetFileWriter
+from sink.write.task import WriteSpec
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=False),
@@ -57,3 +60,25 @@ class FileFactory:
             compression="zstd",
             table_properties={},
         )
+
+
+def task_spec(
+    data_location: Path, table: str, schema: Schema, spec: PartitionSpec, file_prefix: str, **changes: object
+) -> WriteSpec:
+    """A write task's spec on the local disk: 64 MiB files and budget, zstd, partition values in the task."""
+    task = WriteSpec(
+        table=table,
+        schema=schema,
+        partition_spec=spec,
+        data_location=f"file://{data_location}",
+        io_properties={},
+        table_properties={},
+        file_prefix=file_prefix,
+        target_file_size_bytes=64 << 20,
+        row_group_size_bytes=8 << 20,
+        memory_budget_bytes=64 << 20,
+        compression="zstd",
+        num_data_columns=len(schema.fields),
+        partition_values_in_task=True,
+    )
+    return dataclasses.replace(task, **changes)  # type: ignore[arg-type]
