@@ -129,13 +129,16 @@ def job_config(
     )
 
 
-def timed_run(spark: Any, config: Any) -> tuple[float, dict[str, float]]:
-    """Run the job to its end: wall-clock seconds, and CPU seconds by kind (:func:`tree_cpu_seconds`)."""
+def timed_run(spark: Any, config: Any, metrics: Any = None) -> tuple[float, dict[str, float]]:
+    """Run the job to its end: wall-clock seconds, and CPU seconds by kind (:func:`tree_cpu_seconds`).
+
+    ``metrics`` (a :class:`~sink.metrics.SinkMetrics`) takes the sink's metrics, to read after the run.
+    """
     from streaming_jobs.kafka_to_iceberg import run as run_job
 
     cpu_before = tree_cpu_seconds()
     start = time.perf_counter()
-    code = run_job(config, spark)
+    code = run_job(config, spark, metrics)
     elapsed = time.perf_counter() - start
     cpu_after = tree_cpu_seconds()
     if code != 0:
@@ -146,14 +149,15 @@ def timed_run(spark: Any, config: Any) -> tuple[float, dict[str, float]]:
 def run_once(
     spark: Any, broker: TansuBroker, root: Path, run: int, max_offsets: int | None
 ) -> dict[str, Any]:
-    from sink import metrics_server
+    from sink.metrics import SinkMetrics
 
     table = f"bench.events_{run}" if run >= 0 else f"bench.warmup_{-run}"
     config = job_config(broker, root, table, {"topics": [TOPIC]}, {"table": table}, max_offsets)
-    elapsed, cpu = timed_run(spark, config)
+    metrics = SinkMetrics()  # read after the run: the job's sink stops serving its metrics as it closes
+    elapsed, cpu = timed_run(spark, config, metrics)
     steps: dict[str, float] = {}
     rows = 0.0
-    for family in metrics_server.served_registry().collect():
+    for family in metrics.registry.collect():
         for sample in family.samples:
             if sample.labels.get("table") != table:
                 continue
@@ -228,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
         for run in range(args.runs):
             load = os.getloadavg()[0]
             result = run_once(spark, broker, root, run, args.max_offsets_per_trigger or None)
+            if result["rows"] != args.messages:
+                raise RuntimeError(f"run {run + 1} wrote {result['rows']:,} rows, not {args.messages:,}")
             result["rate"] = args.messages / result["seconds"]
             result["per_cpu_second"] = args.messages / result["cpu_seconds"]
             results.append(result)

@@ -29,7 +29,7 @@ from typing import Any
 
 from pyspark.errors import StreamingQueryException
 
-from icesink import ConfigError, IcebergSink
+from icesink import ConfigError, IcebergSink, SinkMetrics
 from sink.config_route import route_label
 from streaming_jobs.kafka.decode import DecodingSink, ValueDecoder
 from streaming_jobs.kafka.source.kafka_select import JVM_FORMAT, kafka_format
@@ -53,28 +53,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run(config)
 
 
-def run(config: JobConfig, spark: Any = None) -> int:
+def run(config: JobConfig, spark: Any = None, metrics: SinkMetrics | None = None) -> int:
     """Start the streaming query of ``config`` and wait for it; the exit code.
 
     Args:
         config: The validated configuration.
         spark: A SparkSession to use; by default one is created from ``config.spark``.
+        metrics: Where the sink records its metrics (a registry of its own by default);
+            they stay readable after the job ended, when the sink no longer serves them.
     """
     if spark is not None:
-        return _run(config, spark)
+        return _run(config, spark, metrics)
     spark = get_spark(config.spark.app_name, config.spark.master, config.spark.conf)
     try:
-        return _run(config, spark)
+        return _run(config, spark, metrics)
     finally:
         spark.stop()
 
 
-def _run(config: JobConfig, spark: Any) -> int:
+def _run(config: JobConfig, spark: Any, metrics: SinkMetrics | None) -> int:
     try:
         fmt = kafka_format(spark, config.kafka.source)
         flavor: Flavor = "jvm" if fmt == JVM_FORMAT else "python"
         stream = spark.readStream.format(fmt).options(**config.kafka.source_options(flavor)).load()
-        sink = IcebergSink.from_options(config.sink_options())
+        sink = IcebergSink.from_options(config.sink_options(), metrics)
         decoding = DecodingSink(sink, ValueDecoder(config.value.decode_options()))
         decoding.prepare()
     except ConfigError as e:
