@@ -14,11 +14,10 @@ import contextlib
 import datetime
 import warnings
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.parquet as pq
 from pyiceberg.catalog import Catalog
-from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.io import FileIO
 from pyiceberg.io.pyarrow import (
@@ -44,8 +43,9 @@ from pyiceberg.table.update import (
 )
 from pyiceberg.types import BinaryType, IcebergType, StringType
 from pyiceberg.utils.datetime import datetime_to_millis
-from sqlalchemy import select, update
-from sqlalchemy.orm import Session
+
+if TYPE_CHECKING:  # the SQL catalog and SQLAlchemy are imported where used: the write tasks need neither
+    from pyiceberg.catalog.sql import SqlCatalog
 
 
 @dataclass(frozen=True)
@@ -241,6 +241,8 @@ def commit_table_updates(
 
 def sql_catalog(catalog: Catalog) -> SqlCatalog | None:
     """``catalog`` when it is a SQL catalog whose database reports updated rows (compare-and-swap)."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
     if isinstance(catalog, SqlCatalog) and catalog.engine.dialect.supports_sane_rowcount:
         return catalog
     return None
@@ -248,6 +250,8 @@ def sql_catalog(catalog: Catalog) -> SqlCatalog | None:
 
 def _table_row(catalog: SqlCatalog, identifier: tuple[str, ...]) -> list[Any]:
     """The conditions selecting the catalog row of the table ``identifier``."""
+    from pyiceberg.catalog.sql import IcebergTables
+
     return [
         IcebergTables.catalog_name == catalog.name,
         IcebergTables.table_namespace == Catalog.namespace_to_string(Catalog.namespace_from(identifier)),
@@ -260,6 +264,10 @@ def sql_metadata_location(catalog: SqlCatalog, identifier: tuple[str, ...]) -> s
 
     One indexed query, where loading the table parses its whole metadata file.
     """
+    from pyiceberg.catalog.sql import IcebergTables
+    from sqlalchemy import select
+    from sqlalchemy.orm import Session
+
     query = select(IcebergTables.metadata_location).where(*_table_row(catalog, identifier))
     with Session(catalog.engine) as session:
         return session.execute(query).scalar_one_or_none()
@@ -310,6 +318,10 @@ def sql_commit_table(
     Raises:
         CommitFailedException: A requirement does not hold, or the table moved meanwhile.
     """
+    from pyiceberg.catalog.sql import IcebergTables
+    from sqlalchemy import update
+    from sqlalchemy.orm import Session
+
     catalog = sql_catalog(table.catalog)
     assert catalog is not None
     base, base_location = table.metadata, table.metadata_location
