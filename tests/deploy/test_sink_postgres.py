@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -17,12 +13,11 @@ import pytest
 from pyiceberg.catalog import load_catalog
 
 from tests.support.postgres import PostgresServer
-from tests.support.processes import die_with_parent
+from tests.support.processes import spawn_evolving_writer
 from tests.support.tables import row_multiset, table_rows
 
 pytestmark = pytest.mark.deploy
 
-ROOT = Path(__file__).resolve().parents[2]
 WRITERS = ("a", "b")
 FILES = 3
 ROWS_PER_FILE = 40
@@ -41,20 +36,6 @@ def write_input(folder: Path, writer: str, offset: int) -> list[dict[str, Any]]:
     return rows
 
 
-def spawn(tmp_path: Path, writer: str, options: dict[str, str], go: Path) -> subprocess.Popen[str]:
-    args = ["--input", str(tmp_path / "in" / writer), "--checkpoint", str(tmp_path / "ck" / writer)]
-    args += ["--options", json.dumps(options), "--ready", str(tmp_path / f"{writer}.ready"), "--go", str(go)]
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.support.evolving_job", *args],
-        cwd=ROOT,
-        env={**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=die_with_parent,  # noqa: PLW1509 (only a prctl call)
-    )
-
-
 def test_two_processes_append_and_evolve_one_table_at_once(postgres: PostgresServer, tmp_path: Path) -> None:
     warehouse = tmp_path / "warehouse"
     warehouse.mkdir()
@@ -68,7 +49,7 @@ def test_two_processes_append_and_evolve_one_table_at_once(postgres: PostgresSer
     }
     expected = {w: write_input(tmp_path / "in" / w, w, n * 100_000) for n, w in enumerate(WRITERS)}
     go = tmp_path / "go"
-    processes = [spawn(tmp_path, w, options, go) for w in WRITERS]
+    processes = [spawn_evolving_writer(tmp_path, w, options, go) for w in WRITERS]
     try:
         deadline = time.monotonic() + 300
         while not all((tmp_path / f"{w}.ready").exists() for w in WRITERS):

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 import time
 from decimal import Decimal
@@ -31,9 +28,8 @@ from pyspark.sql import types as st
 from icesink import CommitConfig, IcebergSink, SinkMetrics
 from sink.commit.committer import Committer
 from sink.schema.coordinator import SchemaCheck, SchemaCoordinator
+from tests.support.processes import spawn_evolving_writer
 from tests.support.tables import catalog_from_options, row_multiset, table_rows
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def sample(metrics: SinkMetrics, name: str, **labels: str) -> float:
@@ -295,20 +291,6 @@ def _write_writer_input(folder: Path, writer: str, offset: int) -> list[int]:
     return ids
 
 
-def _spawn_writer(tmp_path: Path, writer: str, options: dict[str, str], go: Path) -> subprocess.Popen[str]:
-    """Another driver on the same table (:mod:`tests.support.evolving_job`), streaming once ``go`` exists."""
-    args = ["--input", str(tmp_path / "in" / writer), "--checkpoint", str(tmp_path / "ck" / writer)]
-    args += ["--options", json.dumps(options), "--ready", str(tmp_path / f"{writer}.ready"), "--go", str(go)]
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.support.evolving_job", *args],
-        cwd=ROOT,
-        env={**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
 def _start_query(spark: SparkSession, source: Path, checkpoint: Path, foreach: Any) -> Any:
     schema = spark.read.parquet(str(source)).schema
     stream: DataFrame = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(source))
@@ -328,7 +310,8 @@ def test_queries_and_processes_evolving_at_once_converge(
     writers = [f"q{q}" for q in range(QUERIES)] + [f"p{p}" for p in range(PROCESSES)]
     ids = {w: _write_writer_input(tmp_path / "in" / w, w, n * 100_000) for n, w in enumerate(writers)}
     go = tmp_path / "go"
-    processes = [_spawn_writer(tmp_path, w, options, go) for w in writers[QUERIES:]]  # they boot meanwhile
+    # the other writers boot meanwhile
+    processes = [spawn_evolving_writer(tmp_path, w, options, go) for w in writers[QUERIES:]]
     try:
         sink = IcebergSink.from_options(options)
         sink.prepare(BASE_SCHEMA)  # so that every writer's first batch brings something new

@@ -6,7 +6,11 @@ missing binary is treated: a skip on a developer's machine, a failure in CI.
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -52,3 +56,27 @@ def require_binary(name: str, path: str | None = None) -> str:
     if os.environ.get("CI"):
         pytest.fail(message)
     pytest.skip(message)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def spawn_evolving_writer(
+    tmp_path: Path, writer: str, options: dict[str, str], go: Path
+) -> subprocess.Popen[str]:
+    """Another driver on the same table (:mod:`tests.support.evolving_job`), streaming once ``go`` exists.
+
+    It reads ``tmp_path/in/<writer>``, checkpoints under ``tmp_path/ck/<writer>``, touches
+    ``tmp_path/<writer>.ready`` when set up, and dies with the test process.
+    """
+    args = ["--input", str(tmp_path / "in" / writer), "--checkpoint", str(tmp_path / "ck" / writer)]
+    args += ["--options", json.dumps(options), "--ready", str(tmp_path / f"{writer}.ready"), "--go", str(go)]
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.support.evolving_job", *args],
+        cwd=ROOT,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=die_with_parent,  # noqa: PLW1509 (only a prctl call)
+    )
