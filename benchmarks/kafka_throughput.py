@@ -92,6 +92,7 @@ def job_config(
     subscription: dict[str, Any],
     sink: dict[str, Any],
     max_offsets: int | None,
+    kafka_options: dict[str, Any] | None = None,
 ) -> Any:
     """The job's validated configuration: the Python source from the earliest offsets, ``availableNow``.
 
@@ -102,6 +103,7 @@ def job_config(
         subscription: ``{"topics": [...]}`` or ``{"topic-pattern": ...}``.
         sink: The sink options besides the catalog and the metrics port.
         max_offsets: ``kafka.max-offsets-per-trigger``; ``None``: one micro-batch.
+        kafka_options: More keys of the ``kafka`` section (``max-partitions``, ...).
     """
     from streaming_jobs.kafka_config import validate
 
@@ -113,6 +115,7 @@ def job_config(
     }
     if max_offsets:
         kafka["max-offsets-per-trigger"] = max_offsets
+    kafka.update(kafka_options or {})
     catalog = {
         "catalog.type": "sql",
         "catalog.uri": f"sqlite:///{root}/catalog.db",

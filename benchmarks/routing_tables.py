@@ -7,6 +7,9 @@ partitions), all the 1 KB JSON events of :mod:`benchmarks.kafka_throughput`. The
 batch, ``availableNow``, ``--max-offsets-per-trigger`` per micro-batch) alternately on
 the one topic into one table and on the N topics (``subscribePattern``,
 ``route.by=topic``, ``route.table-template``) into N tables, each run into fresh tables.
+With ``--contenders single,routed,unpacked`` a third run per round reads the N topics
+with ``kafka.max-partitions`` set to N: one Spark task per topic-partition, as the source
+did before it packed small offset ranges into two tasks per core.
 
 Reported per run: messages per second (from the query's start to its end), CPU
 seconds, micro-batches, and Spark jobs per micro-batch; per round, the ratio routed /
@@ -105,9 +108,19 @@ def single_run(spark: Any, broker: TansuBroker, root: Path, name: str, args: arg
 
 
 def routed_run(
-    spark: Any, broker: TansuBroker, root: Path, name: str, topics: int, args: argparse.Namespace
+    spark: Any,
+    broker: TansuBroker,
+    root: Path,
+    name: str,
+    topics: int,
+    args: argparse.Namespace,
+    *,
+    packed: bool = True,
 ) -> dict:
-    """One run of the first ``topics`` routed topics, each into its table (all of them: by pattern)."""
+    """One run of the first ``topics`` routed topics, each into its table (all of them: by pattern).
+
+    ``packed=False`` reads each topic-partition in a task of its own (``max-partitions``: the topics).
+    """
     subscription: dict[str, Any] = (
         {"topic-pattern": ROUTED_PREFIX + "\\d{3}"}
         if topics == args.topics
@@ -118,7 +131,8 @@ def routed_run(
         "route.table-template": f"{name}.{{topic}}",
         "dead-letter.table": f"{name}_dlq.dead_letters",
     }
-    config = job_config(broker, root, name, subscription, sink, args.max_offsets)
+    kafka = {} if packed else {"max-partitions": topics}
+    config = job_config(broker, root, name, subscription, sink, args.max_offsets, kafka)
     result = run_job(spark, config, root / f"checkpoint-{name}")
     messages = topics * args.messages_per_topic
     return {**result, "tables": topics, "messages": messages, "rows": rows_committed(config, name)}
@@ -146,7 +160,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-offsets", type=int, default=250_000, help="max-offsets-per-trigger")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--driver-memory", default="3g")
+    parser.add_argument(
+        "--contenders",
+        type=lambda v: [k.strip() for k in v.split(",") if k.strip()],
+        default=["single", "routed"],
+        help="runs per round, in order: single, routed, unpacked (routed with one task per topic-partition)",
+    )
     args = parser.parse_args(argv)
+    if "single" not in args.contenders or not set(args.contenders) <= {"single", "routed", "unpacked"}:
+        parser.error("--contenders: 'single' plus any of 'routed', 'unpacked'")
     if args.topics < 10 or args.topics > 1000:
         parser.error("--topics must be between 10 and 1000")
 
@@ -173,17 +195,25 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         for round_ in range(args.rounds):
-            for kind in ("single", "routed"):
+            rates: dict[str, float] = {}
+            for kind in args.contenders:
                 load = os.getloadavg()[0]
                 name = f"{kind}_{round_}"
                 if kind == "single":
                     result = single_run(spark, broker, root, name, args)
                 else:
-                    result = routed_run(spark, broker, root, name, args.topics, args)
+                    packed = kind == "routed"
+                    result = routed_run(spark, broker, root, name, args.topics, args, packed=packed)
                 print(f"round {round_ + 1} {describe(kind, result, load)}", flush=True)
                 results.append({"round": round_ + 1, "kind": kind, **result})
-            single, routed = results[-2]["rate"], results[-1]["rate"]
-            print(f"round {round_ + 1}: routed / single = {routed / single:.2f}", flush=True)
+                rates[kind] = result["rate"]
+            print(
+                f"round {round_ + 1}: "
+                + ", ".join(
+                    f"{k} / single = {rates[k] / rates['single']:.2f}" for k in rates if k != "single"
+                ),
+                flush=True,
+            )
         spark.stop()
     summarize(results, warm, args)
     return 0
@@ -191,17 +221,22 @@ def main(argv: list[str] | None = None) -> int:
 
 def summarize(results: list[dict[str, Any]], warm: dict[str, Any], args: argparse.Namespace) -> None:
     """Print the medians, the ratios and the Spark jobs per micro-batch, then everything as JSON."""
-    by_kind = {k: [r for r in results if r["kind"] == k] for k in ("single", "routed")}
+    by_kind = {k: [r for r in results if r["kind"] == k] for k in args.contenders}
     medians = {k: statistics.median(r["rate"] for r in rs) for k, rs in by_kind.items()}
-    ratios = [r["rate"] / s["rate"] for s, r in zip(by_kind["single"], by_kind["routed"], strict=True)]
+    ratios = {
+        k: [r["rate"] / s["rate"] for s, r in zip(by_kind["single"], rs, strict=True)]
+        for k, rs in by_kind.items()
+        if k != "single"
+    }
     jobs = {k: sorted({round(r["jobs_per_batch"], 1) for r in rs}) for k, rs in by_kind.items()}
-    print(
-        f"median: single {medians['single']:,.0f} msg/s, routed ({args.topics} tables) "
-        f"{medians['routed']:,.0f} msg/s, routed / single {statistics.median(ratios):.2f} "
-        f"(rounds: {', '.join(f'{x:.2f}' for x in ratios)}); Spark jobs per micro-batch: "
-        f"single {jobs['single']}, routed {jobs['routed']} ({warm['tables']} tables: "
-        f"{warm['jobs_per_batch']:.1f})"
-    )
+    for kind, values in ratios.items():
+        print(
+            f"median: single {medians['single']:,.0f} msg/s, {kind} ({args.topics} tables) "
+            f"{medians[kind]:,.0f} msg/s, {kind} / single {statistics.median(values):.2f} "
+            f"(rounds: {', '.join(f'{x:.2f}' for x in values)}); Spark jobs per micro-batch: "
+            f"single {jobs['single']}, {kind} {jobs[kind]} ({warm['tables']} tables: "
+            f"{warm['jobs_per_batch']:.1f})"
+        )
     summary = {
         "benchmark": "routing_tables",
         "topics": args.topics,
@@ -209,7 +244,7 @@ def summarize(results: list[dict[str, Any]], warm: dict[str, Any], args: argpars
         "single_messages": args.single_messages,
         "master": args.master,
         "median_messages_per_s": {k: round(v) for k, v in medians.items()},
-        "ratios": [round(x, 3) for x in ratios],
+        "ratios": {k: [round(x, 3) for x in values] for k, values in ratios.items()},
         "runs": results,
         "warm_up": warm,
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -10,6 +10,7 @@ A complete file (every key but ``kafka.bootstrap-servers``, one of ``kafka.topic
       starting-offsets: earliest       # latest (default), or {"orders": {"0": 42, "1": -2}}
       max-offsets-per-trigger: 500000
       min-partitions: 8
+      max-partitions: 16               # Python source only; default: 2 per core of the session
       fail-on-data-loss: true
       source: auto                     # jvm (Spark's connector), python (icesink-kafka), auto
       security:
@@ -70,6 +71,9 @@ from streaming_jobs.kafka_routing import check_routing, upserted_tables
 
 DEFAULT_METRICS_PORT = 9408  # what monitoring/prometheus/prometheus.yml scrapes
 DEFAULT_APP_NAME = "icesink-kafka-to-iceberg"
+# Two source tasks per core keep both busy when the ranges are uneven; more tasks only
+# add each task's fixed cost (benchmarks/README.md, "Routing: 200 topics").
+SOURCE_TASKS_PER_CORE = 2
 SourceChoice = Literal["auto", "jvm", "python"]
 Flavor = Literal["jvm", "python"]
 
@@ -86,6 +90,7 @@ _OPTION_KEYS = {
     "startingOffsets": "kafka.starting-offsets",
     "maxOffsetsPerTrigger": "kafka.max-offsets-per-trigger",
     "minPartitions": "kafka.min-partitions",
+    "maxPartitions": "kafka.max-partitions",
     "failOnDataLoss": "kafka.fail-on-data-loss",
 }
 _JAAS_MODULES = {
@@ -180,6 +185,11 @@ class KafkaSettings(_Section):
             new checkpoint: a restarted query goes on from its checkpoint.
         max_offsets_per_trigger: Most records per micro-batch (``maxOffsetsPerTrigger``).
         min_partitions: Least Spark partitions per micro-batch (``minPartitions``).
+        max_partitions: Most Spark partitions per micro-batch of the Python source
+            (``maxPartitions``): small offset ranges, such as one per topic of a pattern
+            with hundreds of topics, are read together by one task. Default:
+            :data:`SOURCE_TASKS_PER_CORE` per core of the session; Spark's connector
+            (``jvm``) has no such option and reads one partition per topic-partition.
         fail_on_data_loss: Fail when records were deleted before being read (``failOnDataLoss``).
         source: ``jvm``: Spark's Kafka connector; ``python``: icesink's Python source;
             ``auto``: the connector when it is on the classpath, else the Python source.
@@ -194,6 +204,7 @@ class KafkaSettings(_Section):
     starting_offsets: str | dict[str, dict[str, int]] = "latest"
     max_offsets_per_trigger: PositiveInt | None = None
     min_partitions: PositiveInt | None = None
+    max_partitions: PositiveInt | None = None
     fail_on_data_loss: bool = True
     source: SourceChoice = "auto"
     security: KafkaSecurity = Field(default_factory=KafkaSecurity)
@@ -255,8 +266,27 @@ class KafkaSettings(_Section):
             raise ValueError("set exactly one of 'topics' and 'topic-pattern'")
         return self
 
-    def source_options(self, flavor: Flavor) -> dict[str, str]:
-        """The options of Spark's Kafka source (``jvm``) or of ``icesink-kafka`` (``python``)."""
+    @model_validator(mode="after")
+    def _partition_bounds(self) -> KafkaSettings:
+        low, high = self.min_partitions, self.max_partitions
+        if low is not None and high is not None and low > high:
+            raise ValueError(f"min-partitions ({low}) is greater than max-partitions ({high})")
+        if high is not None and self.source == "jvm":
+            raise ValueError(
+                f"max-partitions ({high}) applies to the Python source only; Spark's connector (source: jvm) "
+                "reads one partition per topic-partition: remove max-partitions or set source: python"
+            )
+        return self
+
+    def source_options(self, flavor: Flavor, cores: int | None = None) -> dict[str, str]:
+        """The options of Spark's Kafka source (``jvm``) or of ``icesink-kafka`` (``python``).
+
+        Args:
+            flavor: Which source reads.
+            cores: The session's cores (``defaultParallelism``): without ``max-partitions``,
+                the Python source packs its ranges into :data:`SOURCE_TASKS_PER_CORE` tasks
+                per core (never fewer than ``min-partitions``).
+        """
         options = {"kafka.bootstrap.servers": self.bootstrap_servers}
         if self.topics is not None:
             options["subscribe"] = ",".join(self.topics)
@@ -268,6 +298,12 @@ class KafkaSettings(_Section):
             options["maxOffsetsPerTrigger"] = str(self.max_offsets_per_trigger)
         if self.min_partitions is not None:
             options["minPartitions"] = str(self.min_partitions)
+        if flavor == "python":
+            most = self.max_partitions
+            if most is None and cores is not None:
+                most = max(SOURCE_TASKS_PER_CORE * cores, self.min_partitions or 1)
+            if most is not None:
+                options["maxPartitions"] = str(most)
         client = {**self.security.client_options(flavor), **self.options}
         options.update({f"kafka.{k}": v for k, v in client.items()})
         return options

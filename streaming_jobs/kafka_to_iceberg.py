@@ -75,7 +75,8 @@ def _run(config: JobConfig, spark: Any, metrics: SinkMetrics | None) -> int:
     try:
         fmt = kafka_format(spark, config.kafka.source)
         flavor: Flavor = "jvm" if fmt == JVM_FORMAT else "python"
-        stream = spark.readStream.format(fmt).options(**config.kafka.source_options(flavor)).load()
+        cores = spark.sparkContext.defaultParallelism
+        stream = spark.readStream.format(fmt).options(**config.kafka.source_options(flavor, cores)).load()
         sink = IcebergSink.from_options(config.sink_options(), metrics)
         decoding = DecodingSink(sink, ValueDecoder(config.value.decode_options()))
         decoding.prepare()

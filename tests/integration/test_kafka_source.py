@@ -29,6 +29,7 @@ from streaming_jobs.kafka.source.kafka_offsets import (
     OffsetRange,
     offsets_from_json,
     offsets_to_json,
+    pack_ranges,
     plan_ranges,
     rate_limit,
     resolve_read_start,
@@ -428,6 +429,49 @@ def test_transaction_markers_leave_offset_gaps_that_are_skipped(
     assert len(collector.calls) == 5
 
 
+def test_many_topics_packed_into_few_tasks_are_read_exactly_once(
+    spark: Any, kafka_format: str, kafka_broker: TansuBroker, topic_name: str, tmp_path: Path
+) -> None:
+    topics = [f"{topic_name}-{n}" for n in range(6)]
+    expected: set[tuple[str, int, int]] = set()
+    for n, topic in enumerate(topics):
+        kafka_broker.create_topic(topic, partitions=2)
+        delivered = produce_spread(kafka_broker, topic, {0: 40 + 10 * n, 1: 15})
+        expected |= {(topic, partition, offset) for partition, offset in delivered}
+    pattern = re.escape(topic_name) + r"-\d"
+    seen: list[tuple[str, int, int]] = []
+    tasks: list[int] = []
+
+    def sink(batch_df: Any, batch_id: int) -> None:
+        tasks.append(batch_df.rdd.getNumPartitions())
+        seen.extend(
+            (r.topic, r.partition, r.offset)
+            for r in batch_df.select("topic", "partition", "offset").collect()
+        )
+
+    options = source_options(
+        kafka_broker, subscribePattern=pattern, startingOffsets="earliest", maxOffsetsPerTrigger="200"
+    )
+    query = start_query(
+        spark, kafka_format, {**options, "maxPartitions": "3"}, tmp_path / "ck", sink, availableNow=True
+    )
+    try:
+        assert query.awaitTermination(QUERY_TIMEOUT_S), "the AvailableNow query did not finish"
+    finally:
+        query.stop()
+
+    duplicates = [p for p, n in Counter(seen).items() if n > 1]
+    assert not duplicates, f"read more than once: {sorted(duplicates)[:10]}"
+    assert set(seen) == expected
+    assert len(tasks) >= 2, "maxOffsetsPerTrigger should have made several micro-batches"
+    assert max(tasks) == 3  # 12 topic-partitions in each micro-batch, packed into 3 tasks
+
+    batch = spark.read.format(kafka_format).options(**{**options, "maxPartitions": "4"}).load()
+    assert batch.rdd.getNumPartitions() == 4
+    rows = batch.select("topic", "partition", "offset").collect()
+    assert sorted((r.topic, r.partition, r.offset) for r in rows) == sorted(expected)
+
+
 # --- lost data and bad options -----------------------------------------------------------
 
 
@@ -479,6 +523,11 @@ def test_offsets_going_back_fail_the_query_unless_fail_on_data_loss_is_false(
         ({"kafka.auto.offset.reset": "earliest"}, "hint: use the startingOffsets option"),
         ({"kafka.no.such.property": "1"}, 'No such configuration property: \\"no.such.property\\"'),
         ({"includeHeaders": "true"}, "only 'false' is supported"),
+        ({"maxPartitions": "0"}, "option 'maxPartitions' has value '0'; accepted: a positive"),
+        (
+            {"minPartitions": "8", "maxPartitions": "4"},
+            "option 'minPartitions' (8) is greater than 'maxPartitions' (4)",
+        ),
     ],
 )
 def test_bad_options_fail_at_load_with_the_option_value_and_what_is_accepted(
@@ -515,6 +564,24 @@ def test_split_ranges_honours_min_partitions_without_losing_offsets() -> None:
     assert len(pieces) == 10
     covered = sorted((p.partition, o) for p in pieces for o in range(p.start, p.end))
     assert covered == sorted([(0, o) for o in range(900)] + [(1, o) for o in range(50, 150)])
+
+
+def test_pack_ranges_keeps_every_range_once_in_at_most_max_partitions_balanced() -> None:
+    ranges = [OffsetRange(f"t{n:03d}", n % 3, 10 * n, 10 * n + 100 + 37 * (n % 7)) for n in range(50)]
+    groups = pack_ranges(ranges, 4)
+    assert len(groups) == 4
+
+    def key(r: OffsetRange) -> tuple[str, int, int, int]:
+        return (r.topic, r.partition, r.start, r.end)
+
+    assert sorted((r for g in groups for r in g), key=key) == sorted(ranges, key=key)  # once each, unsplit
+    loads = [sum(r.size for r in g) for g in groups]
+    assert max(loads) - min(loads) <= max(r.size for r in ranges)
+    for g in groups:
+        assert list(g) == sorted(g, key=key)
+    assert pack_ranges(list(reversed(ranges)), 4) == groups  # depends on the ranges alone
+    assert pack_ranges(ranges[:3], 4) == [(r,) for r in ranges[:3]]
+    assert pack_ranges(ranges, None) == [(r,) for r in ranges]
 
 
 def test_records_deleted_before_the_range_start_are_data_loss() -> None:

@@ -12,7 +12,7 @@ import yaml
 from sink.errors import ConfigError
 from streaming_jobs.kafka.decode import ValueFormat
 from streaming_jobs.kafka_cli import load_config
-from streaming_jobs.kafka_config import DEFAULT_METRICS_PORT, JobConfig, validate
+from streaming_jobs.kafka_config import DEFAULT_METRICS_PORT, SOURCE_TASKS_PER_CORE, JobConfig, validate
 from streaming_jobs.kafka_to_iceberg import main
 
 MINIMAL: dict[str, Any] = {
@@ -188,6 +188,25 @@ def test_security_settings_for_both_clients() -> None:
     )
     assert jvm["kafka.ssl.truststore.type"] == "PEM"
     assert 'pa"ss' not in repr(config.kafka.security)  # a SecretStr
+
+
+def test_the_python_source_packs_its_ranges_into_two_tasks_per_core_unless_told() -> None:
+    config = validate(MINIMAL)
+    assert config.kafka.source_options("python", cores=4)["maxPartitions"] == str(SOURCE_TASKS_PER_CORE * 4)
+    assert "maxPartitions" not in config.kafka.source_options(
+        "jvm", cores=4
+    )  # the connector has no such option
+    at_least = validate(with_({"kafka/min-partitions": 20}))
+    assert at_least.kafka.source_options("python", cores=4)["maxPartitions"] == "20"  # never below min
+    explicit = validate(with_({"kafka/max-partitions": 3}))
+    assert explicit.kafka.source_options("python", cores=4)["maxPartitions"] == "3"
+
+    assert "min-partitions (9) is greater than max-partitions (3)" in error_of(
+        with_({"kafka/max-partitions": 3, "kafka/min-partitions": 9})
+    )
+    assert "max-partitions (3) applies to the Python source only" in error_of(
+        with_({"kafka/max-partitions": 3, "kafka/source": "jvm"})
+    )
 
 
 def test_secrets_never_appear_in_errors() -> None:

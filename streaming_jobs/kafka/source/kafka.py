@@ -20,13 +20,15 @@ How a micro-batch flows:
    taken in ``prepareForTriggerAvailableNow``.
 2. Driver, ``partitions(start, end)``: one :class:`OffsetRange` per partition (new
    partitions from their earliest offset), lost data reported per ``failOnDataLoss``,
-   split further for ``minPartitions``.
-3. Executors, ``read(partition)``: each range read exactly into Arrow record batches
-   (:func:`read_range`).
+   split further for ``minPartitions``, and packed into at most ``maxPartitions``
+   Spark partitions (:func:`pack_ranges`).
+3. Executors, ``read(partition)``: each range of the Spark partition read exactly into
+   Arrow record batches (:func:`read_range`), one range after the other.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from collections.abc import Iterator, Sequence
@@ -49,6 +51,7 @@ from streaming_jobs.kafka.source.kafka_offsets import (
     PartitionOffsets,
     offsets_from_json,
     offsets_to_json,
+    pack_ranges,
     plan_ranges,
     rate_limit,
     split_ranges,
@@ -75,15 +78,20 @@ def register_kafka_source(spark: Any) -> str:
 
 
 class KafkaInputPartition(InputPartition):
-    """One Spark task's work: an offset range of one topic-partition (picklable).
+    """One Spark task's work: offset ranges of one or more topic-partitions (picklable).
 
     Args:
-        offset_range: The records to read.
+        ranges: The records to read, in the order they are read.
     """
 
-    def __init__(self, offset_range: OffsetRange) -> None:
-        super().__init__(offset_range)
-        self.offset_range = offset_range
+    def __init__(self, ranges: tuple[OffsetRange, ...]) -> None:
+        super().__init__(ranges)
+        self.ranges = ranges
+
+
+def _input_partitions(ranges: list[OffsetRange], options: KafkaSourceOptions) -> list[InputPartition]:
+    split = split_ranges(ranges, options.min_partitions)
+    return [KafkaInputPartition(group) for group in pack_ranges(split, options.max_partitions)]
 
 
 class KafkaDataSource(DataSource):
@@ -175,9 +183,15 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         new = [tp for tp in until if tp not in begin]
         new_starts = self._reader().earliest_offsets(new) if new else {}
         ranges = plan_ranges(begin, until, new_starts, fail_on_data_loss=self._options.fail_on_data_loss)
-        ranges = split_ranges(ranges, self._options.min_partitions)
-        logger.debug("micro-batch %s -> %s: %s ranges", json.dumps(start), json.dumps(end), len(ranges))
-        return [KafkaInputPartition(r) for r in ranges]
+        partitions = _input_partitions(ranges, self._options)
+        logger.debug(
+            "micro-batch %s -> %s: %s ranges in %s partitions",
+            json.dumps(start),
+            json.dumps(end),
+            len(ranges),
+            len(partitions),
+        )
+        return partitions
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Read one range (on an executor)."""
@@ -226,7 +240,7 @@ class KafkaBatchReader(DataSourceReader):
         finally:
             reader.close()
         ranges = plan_ranges(start, end, {}, fail_on_data_loss=self._options.fail_on_data_loss)
-        return [KafkaInputPartition(r) for r in split_ranges(ranges, self._options.min_partitions)]
+        return _input_partitions(ranges, self._options)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Read one range (on an executor)."""
@@ -237,7 +251,7 @@ def _read(options: KafkaSourceOptions, partition: InputPartition) -> Iterator[pa
     # Spark hands a plain InputPartition(None) to a reader that planned no partitions.
     if not isinstance(partition, KafkaInputPartition):
         return iter(())
-    return read_range(options, partition.offset_range)
+    return itertools.chain.from_iterable(read_range(options, r) for r in partition.ranges)
 
 
 def _check_schema(schema: StructType) -> None:

@@ -13,6 +13,7 @@ topics by name and partitions by number.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 from collections.abc import Iterable, Mapping
@@ -219,6 +220,36 @@ def split_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[
             OffsetRange(r.topic, r.partition, lo, hi) for lo, hi in itertools.pairwise(bounds) if hi > lo
         )
     return pieces
+
+
+def pack_ranges(ranges: list[OffsetRange], max_partitions: int | None) -> list[tuple[OffsetRange, ...]]:
+    """Group the ranges into at most ``max_partitions`` Spark partitions (``maxPartitions``).
+
+    A Spark task costs tens of milliseconds whatever it reads, so a micro-batch of
+    hundreds of small ranges (one per topic of a pattern subscription) spends more on
+    tasks than on records. Packing is longest-processing-time first: the ranges, largest
+    first, each go to the partition with the fewest offsets so far, which keeps the
+    partitions within one range's size of each other. Each partition lists its ranges
+    in topic, partition and offset order, and the grouping depends on the ranges alone,
+    so a replayed micro-batch reads the same records in the same tasks.
+
+    Args:
+        ranges: The ranges of one micro-batch (already split for ``minPartitions``).
+        max_partitions: The most Spark partitions wanted, or None for one per range.
+
+    Returns:
+        The ranges of each Spark partition.
+    """
+    if max_partitions is None or len(ranges) <= max_partitions:
+        return [(r,) for r in ranges]
+    order = sorted(ranges, key=lambda r: (-r.size, r.topic, r.partition, r.start))
+    loads = [(0, i) for i in range(max_partitions)]  # (offsets so far, partition): a min-heap
+    groups: list[list[OffsetRange]] = [[] for _ in range(max_partitions)]
+    for r in order:
+        load, i = heapq.heappop(loads)
+        groups[i].append(r)
+        heapq.heappush(loads, (load + r.size, i))
+    return [tuple(sorted(g, key=lambda r: (r.topic, r.partition, r.start))) for g in groups if g]
 
 
 def resolve_read_start(offset_range: OffsetRange, low_watermark: int, *, fail_on_data_loss: bool) -> int:

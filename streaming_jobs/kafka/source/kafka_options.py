@@ -11,6 +11,8 @@ Accepted options (case-insensitive, like Spark's):
   (-2 earliest, -1 latest). Streaming default ``latest``, batch default ``earliest``.
 - ``endingOffsets`` (batch queries only): ``latest`` (default) or a JSON as above.
 - ``maxOffsetsPerTrigger``, ``minPartitions``, ``failOnDataLoss`` (default true),
+  ``maxPartitions`` (this source's own: at most this many Spark partitions per
+  micro-batch, small offset ranges packed together; default one per topic-partition),
   ``kafkaConsumer.pollTimeoutMs``, ``fetchOffset.numRetries``,
   ``fetchOffset.retryIntervalMs``, ``groupIdPrefix``, ``includeHeaders`` (only false).
 
@@ -57,6 +59,7 @@ _OPTIONS = {
         "endingOffsets",
         "maxOffsetsPerTrigger",
         "minPartitions",
+        "maxPartitions",
         "failOnDataLoss",
         "includeHeaders",
         "kafkaConsumer.pollTimeoutMs",
@@ -118,6 +121,7 @@ class KafkaSourceOptions:
         ending_offsets: Where a batch query ends.
         max_offsets_per_trigger: Rate limit per micro-batch, or None.
         min_partitions: Minimum number of Spark partitions per micro-batch, or None.
+        max_partitions: Maximum number of Spark partitions per micro-batch, or None.
         fail_on_data_loss: Whether lost data fails the query.
         poll_timeout_ms: How long a task waits for records before failing.
         fetch_offset_num_retries: Attempts of a driver offset query.
@@ -132,6 +136,7 @@ class KafkaSourceOptions:
     ending_offsets: OffsetSpec
     max_offsets_per_trigger: int | None
     min_partitions: int | None
+    max_partitions: int | None
     fail_on_data_loss: bool
     poll_timeout_ms: int
     fetch_offset_num_retries: int
@@ -211,13 +216,23 @@ class KafkaSourceOptions:
             _check_batch_bound(starting, "startingOffsets", forbidden=LATEST, opts=opts)
             _check_batch_bound(ending or OffsetSpec("latest"), "endingOffsets", forbidden=EARLIEST, opts=opts)
         prefix = opts.get("groupidprefix", DEFAULT_GROUP_ID_PREFIX)
+        min_partitions = _positive_int(opts, "minPartitions")
+        max_partitions = _positive_int(opts, "maxPartitions")
+        if min_partitions is not None and max_partitions is not None and min_partitions > max_partitions:
+            raise ConfigError(
+                f"option 'minPartitions' ({min_partitions}) is greater than "
+                f"'maxPartitions' ({max_partitions})",
+                hint="set minPartitions <= maxPartitions, or drop one of them",
+                option="maxPartitions",
+            )
         return cls(
             bootstrap_servers=bootstrap,
             subscription=parse_subscription(opts),
             starting_offsets=starting or OffsetSpec("latest"),
             ending_offsets=ending or OffsetSpec("latest"),
             max_offsets_per_trigger=_positive_int(opts, "maxOffsetsPerTrigger"),
-            min_partitions=_positive_int(opts, "minPartitions"),
+            min_partitions=min_partitions,
+            max_partitions=max_partitions,
             fail_on_data_loss=_boolean(opts, "failOnDataLoss", default=True),
             poll_timeout_ms=_positive_int(opts, "kafkaConsumer.pollTimeoutMs") or DEFAULT_POLL_TIMEOUT_MS,
             fetch_offset_num_retries=_positive_int(opts, "fetchOffset.numRetries")
