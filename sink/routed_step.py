@@ -12,10 +12,11 @@ What :class:`~sink.sink.IcebergSink` hands a batch to when routing is on. The st
 4. write     - ONE write job; each task splits rows by table          (:mod:`sink.write.routed_task`)
 5. dead      - bad and unroutable rows, one commit, before the data  (:mod:`sink.deadletter`)
    letters
-6. commit    - table by table, each with its own exactly-once ledger (:mod:`sink.commit.committer`)
+6. commit    - each table on its own, with its own exactly-once ledger (:mod:`sink.commit.committer`)
 
 The number of Spark jobs of a batch does not grow with its number of tables; the catalog
-calls of step 2 do (a few per table, on a small thread pool). A crash between two
+and storage calls of steps 2, 4 (the attempt records) and 6 do (a few per table, on a
+small thread pool: each table's calls are independent of the others'). A crash between two
 tables' commits replays the batch: the tables that have it are skipped in step 2 and
 their rows left out of the write. Routed writes are not shuffled (no bucket shuffle).
 """
@@ -64,7 +65,7 @@ from sink.write_step import BatchWriter
 
 logger = batch_logger(__name__)
 
-CATALOG_THREADS = 4  # tables prepared at once in step 2 (catalog round trips, not Spark jobs)
+CATALOG_THREADS = 4  # tables prepared, recorded or committed at once (catalog and storage round trips)
 _T = TypeVar("_T")
 
 
@@ -164,8 +165,10 @@ class RoutedStep:
         result = self._write(projection, targets, sink_id, batch_id, attempt)  # 4. the ONE write job
         rows = sum(f.record_count for f in result.files)
         self._dead_letters.deliver(projection.dead_letters, sink_id, batch_id, rows, result.counts)  # 5.
-        for target in targets:  # 6. table by table
-            self._commit(target, result, sink_id, batch_id, attempt)
+        commit = functools.partial(
+            self._commit, result=result, sink_id=sink_id, batch_id=batch_id, attempt=attempt
+        )
+        _parallel([functools.partial(commit, t) for t in targets])  # 6. each table on its own
 
     def _prepare(
         self,
@@ -254,7 +257,7 @@ class RoutedStep:
         self, projection: RoutedProjection, targets: list[_Target], sink_id: str, batch_id: int, attempt: str
     ) -> WriteResult:
         """Record each table's attempt, then write every table's files in ONE Spark job."""
-        destinations = []
+        destinations, records = [], []
         for target in targets:
             writer = BatchWriter(target.config, self._metrics)
             in_task = {
@@ -263,10 +266,10 @@ class RoutedStep:
             }
             spec = writer.write_spec(target.table, sink_id, batch_id, attempt, in_task)
             target.attempts = AttemptLog.for_sink(target.config, target.table, sink_id)
-            target.attempts.begin(
-                AttemptRecord(sink_id, batch_id, attempt, spec.file_prefix, spec.data_location)
-            )
+            record = AttemptRecord(sink_id, batch_id, attempt, spec.file_prefix, spec.data_location)
+            records.append(functools.partial(target.attempts.begin, record))
             destinations.append(DestinationSpec(target.index, spec, projection.slots[target.index]))
+        _parallel(records)  # every attempt is on record before any file is written
         routed = RoutedWriteSpec(tuple(destinations), self._config.write.memory_budget_bytes)
         with self._metrics.time_step(self.label, "write"):
             try:
