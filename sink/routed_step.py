@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
@@ -257,7 +257,8 @@ class RoutedStep:
         self, projection: RoutedProjection, targets: list[_Target], sink_id: str, batch_id: int, attempt: str
     ) -> WriteResult:
         """Record each table's attempt, then write every table's files in ONE Spark job."""
-        destinations, records = [], []
+        destinations: list[DestinationSpec] = []
+        records: list[Callable[[], None]] = []
         for target in targets:
             writer = BatchWriter(target.config, self._metrics)
             in_task = {
@@ -313,7 +314,7 @@ class RoutedStep:
         )
 
 
-def _parallel(calls: list[Callable[[], _T]]) -> list[_T]:
+def _parallel(calls: Sequence[Callable[[], _T]]) -> list[_T]:
     """Run ``calls`` on a few threads (inline for one), results in order; the first error is raised."""
     if len(calls) <= 1:
         return [call() for call in calls]
