@@ -13,6 +13,7 @@ A complete file (every key but ``kafka.bootstrap-servers``, one of ``kafka.topic
       max-partitions: 16               # Python source only; default: 2 per core of the session
       fail-on-data-loss: true
       source: auto                     # jvm (Spark's connector), python (icesink-kafka), auto
+      decode-in-source: true           # python: values decoded where they are read
       security:
         protocol: SASL_SSL
         sasl-mechanism: SCRAM-SHA-512
@@ -193,6 +194,9 @@ class KafkaSettings(_Section):
         fail_on_data_loss: Fail when records were deleted before being read (``failOnDataLoss``).
         source: ``jvm``: Spark's Kafka connector; ``python``: icesink's Python source;
             ``auto``: the connector when it is on the classpath, else the Python source.
+        decode_in_source: With the Python source, decode the values inside the source's
+            tasks (``icesink-kafka-decoded``), so that they cross to the JVM once, decoded;
+            false: the source yields raw records and a pass of their own decodes them.
         security: Authentication and encryption.
         options: Other client properties, without the ``kafka.`` prefix, in the names of the
             client the source uses (librdkafka for ``python``, Java's for ``jvm``).
@@ -207,6 +211,7 @@ class KafkaSettings(_Section):
     max_partitions: PositiveInt | None = None
     fail_on_data_loss: bool = True
     source: SourceChoice = "auto"
+    decode_in_source: bool = True
     security: KafkaSecurity = Field(default_factory=KafkaSecurity)
     options: dict[str, str] = Field(default_factory=dict)
 

@@ -10,7 +10,8 @@
 
 The configuration (:mod:`streaming_jobs.kafka_config`, read by
 :mod:`streaming_jobs.kafka_cli`; routing: :mod:`streaming_jobs.kafka_routing`) is
-validated before Spark starts. Then: the Kafka source (Spark's connector, or ``icesink-kafka``), a
+validated before Spark starts. Then: the Kafka source (Spark's connector, or
+``icesink-kafka-decoded``: ``icesink-kafka`` decoding the values where it reads them), a
 :class:`~streaming_jobs.kafka.decode.sink.DecodingSink` (JSON or Debezium values into typed rows,
 undecodable values to the dead-letter table) over an
 :class:`~sink.sink.IcebergSink`, and the checkpoint. SIGTERM and SIGINT stop the
@@ -32,6 +33,7 @@ from pyspark.errors import StreamingQueryException
 from icesink import ConfigError, IcebergSink, SinkMetrics
 from sink.config_route import route_label
 from streaming_jobs.kafka.decode import DecodingSink, ValueDecoder
+from streaming_jobs.kafka.decoding_source import register_decoding_source
 from streaming_jobs.kafka.source.kafka_select import JVM_FORMAT, kafka_format
 from streaming_jobs.kafka_cli import load_config
 from streaming_jobs.kafka_config import Flavor, JobConfig
@@ -75,10 +77,14 @@ def _run(config: JobConfig, spark: Any, metrics: SinkMetrics | None) -> int:
     try:
         fmt = kafka_format(spark, config.kafka.source)
         flavor: Flavor = "jvm" if fmt == JVM_FORMAT else "python"
-        cores = spark.sparkContext.defaultParallelism
-        stream = spark.readStream.format(fmt).options(**config.kafka.source_options(flavor, cores)).load()
+        decoder = ValueDecoder(config.value.decode_options())
+        options = config.kafka.source_options(flavor, spark.sparkContext.defaultParallelism)
+        if flavor == "python" and config.kafka.decode_in_source:
+            fmt = register_decoding_source(spark)  # the values cross to the JVM once, decoded
+            options.update(decoder.source_options())
+        stream = spark.readStream.format(fmt).options(**options).load()
         sink = IcebergSink.from_options(config.sink_options(), metrics)
-        decoding = DecodingSink(sink, ValueDecoder(config.value.decode_options()))
+        decoding = DecodingSink(sink, decoder)
         decoding.prepare()
     except ConfigError as e:
         print(f"icesink-kafka-to-iceberg: {e}", file=sys.stderr)

@@ -33,8 +33,10 @@ from streaming_jobs.kafka.decode.task import (
     DEAD_LETTER_DDL,
     KAFKA_COLUMNS,
     KAFKA_INPUT_COLUMNS,
+    PASS_COLUMNS,
     PASS_DDL,
     REJECTED,
+    SPEC_OPTION,
     TIMESTAMP_COLUMN,
     DecodeSpec,
     conform_function,
@@ -130,20 +132,35 @@ class ValueDecoder:
             return None
         return from_arrow_schema(self._target([]), prefer_timestamp_ntz=True)
 
+    def source_options(self) -> dict[str, str]:
+        """The options that make ``icesink-kafka-decoded`` decode as this decoder does.
+
+        With them, the source yields the decoding pass's rows itself
+        (:mod:`streaming_jobs.kafka.decoding_source`) and :meth:`decode` skips the pass.
+        """
+        return {SPEC_OPTION: self._spec.to_json()}
+
     def decode(self, batch_df: DataFrame) -> DecodedBatch:
         """Decode one micro-batch (see the module docstring).
 
+        ``batch_df`` holds raw Kafka records, or, from a source that decodes as it reads
+        (with :meth:`source_options`), the decoding pass's rows already.
+
         Raises:
-            ConfigError: ``batch_df`` does not have the Kafka source's columns.
+            ConfigError: ``batch_df`` has neither the Kafka source's columns nor the pass's.
         """
-        missing = [c for c in KAFKA_INPUT_COLUMNS if c not in batch_df.columns]
-        if missing:
-            raise ConfigError(
-                f"the batch lacks the Kafka source's columns {missing} (it has {batch_df.columns})",
-                hint="decode the DataFrame of a Kafka source (format 'kafka' or 'icesink-kafka') as loaded",
-            )
-        raw = batch_df.select(*KAFKA_INPUT_COLUMNS)
-        cache = raw.mapInArrow(decode_function(self._spec), PASS_DDL).persist(StorageLevel.MEMORY_AND_DISK)
+        if tuple(batch_df.columns) == PASS_COLUMNS:
+            passed = batch_df
+        else:
+            missing = [c for c in KAFKA_INPUT_COLUMNS if c not in batch_df.columns]
+            if missing:
+                raise ConfigError(
+                    f"the batch lacks the Kafka source's columns {missing} (it has {batch_df.columns})",
+                    hint="decode the DataFrame of a Kafka source (format 'kafka', 'icesink-kafka' or "
+                    "'icesink-kafka-decoded') as loaded",
+                )
+            passed = batch_df.select(*KAFKA_INPUT_COLUMNS).mapInArrow(decode_function(self._spec), PASS_DDL)
+        cache = passed.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             summary = cache.select("kind", "num_rows", "schema").collect()
         except BaseException:

@@ -59,6 +59,8 @@ DEAD_LETTER_VALUE_MAX_CHARS = 1024  # of the value shown as text; original_row k
 
 DATA, REJECTED = "data", "rejected"
 PASS_DDL = "kind string, num_rows bigint, schema binary, payload binary"
+PASS_COLUMNS = ("kind", "num_rows", "schema", "payload")
+SPEC_OPTION = "decode.spec"  # the option of a source that decodes as it reads: DecodeSpec.to_json()
 DEAD_LETTER_DDL = "column string, reason string, value string, original_row string"
 OUTPUT_BATCH_ROWS = 10_000
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
@@ -93,6 +95,31 @@ class DecodeSpec:
     fixed_schema: st.StructType | None = None
     metadata_columns: bool = True
     payload_compression: str | None = PAYLOAD_COMPRESSION
+
+    def to_json(self) -> str:
+        """The spec as a JSON string: how a data source option carries it to the executors."""
+        fixed = None if self.fixed_schema is None else self.fixed_schema.jsonValue()
+        return json.dumps(
+            {
+                "debezium": self.debezium,
+                "fixed_schema": fixed,
+                "metadata_columns": self.metadata_columns,
+                "payload_compression": self.payload_compression,
+            },
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> DecodeSpec:
+        """The spec of :meth:`to_json`."""
+        value = json.loads(text)
+        fixed = value["fixed_schema"]
+        return cls(
+            debezium=bool(value["debezium"]),
+            fixed_schema=None if fixed is None else st.StructType.fromJson(fixed),
+            metadata_columns=bool(value["metadata_columns"]),
+            payload_compression=value["payload_compression"],
+        )
 
     @property
     def reserved_names(self) -> frozenset[str]:

@@ -1,0 +1,122 @@
+"""``icesink-kafka-decoded`` against the real broker: the same rows and dead letters as decoding apart."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streaming_jobs.kafka.decode import DecodeOptions, ValueDecoder, ValueFormat, parse_ddl
+from streaming_jobs.kafka.decoding_source import register_decoding_source
+from streaming_jobs.kafka.source.kafka import register_kafka_source
+from tests.support.tansu import TansuBroker
+
+VALUES: list[bytes | None] = [
+    *[json.dumps({"id": i, "name": f"n{i}", "tags": [i, i + 1]}).encode() for i in range(300)],
+    b'{"id": 300',  # broken JSON
+    None,  # a tombstone
+    b"\xff\xfe",  # not UTF-8
+    json.dumps({"id": 2**40, "email": "a@b", "nested": {"x": 1.5}}).encode(),  # wider and new fields
+]
+
+
+def _order(row: dict[str, Any]) -> str:
+    return json.dumps(row, sort_keys=True, default=str)
+
+
+def decoded(decoder: ValueDecoder, batch_df: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
+    result = decoder.decode(batch_df)
+    try:
+        rows = sorted((r.asDict(recursive=True) for r in result.rows.collect()), key=_order)
+        dead = sorted((r.asDict() for r in result.dead_letters.collect()), key=_order)
+        return rows, dead, result.input_rows
+    finally:
+        result.release()
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        DecodeOptions(),
+        DecodeOptions(fixed_schema=parse_ddl("id BIGINT, name STRING"), metadata_columns=False),
+    ],
+    ids=["inferred", "fixed-schema"],
+)
+def test_decoding_in_the_source_gives_what_decoding_apart_gives(
+    spark: Any, kafka_broker: TansuBroker, topic_name: str, options: DecodeOptions
+) -> None:
+    kafka_broker.create_topic(topic_name, partitions=3)
+    kafka_broker.produce(topic_name, [(i % 3, None, v) for i, v in enumerate(VALUES)], linger_ms=20)
+    decoder = ValueDecoder(options)
+    kafka = {"kafka.bootstrap.servers": kafka_broker.bootstrap_servers, "subscribe": topic_name}
+
+    raw = spark.read.format(register_kafka_source(spark)).options(**kafka).load()
+    source = register_decoding_source(spark)
+    in_source = spark.read.format(source).options(**kafka, **decoder.source_options()).load()
+
+    assert in_source.columns == ["kind", "num_rows", "schema", "payload"]
+    rows, dead, count = decoded(decoder, in_source)
+    assert (rows, dead, count) == decoded(decoder, raw)
+    assert count == len(VALUES)
+    assert len(rows) + len(dead) == len(VALUES) and len(dead) == 3
+    assert {r["id"] for r in rows} == {*range(300), 2**40}
+
+
+def test_a_debezium_stream_through_the_decoding_source_is_exactly_once(
+    spark: Any, kafka_broker: TansuBroker, topic_name: str, tmp_path: Path
+) -> None:
+    kafka_broker.create_topic(topic_name, partitions=2)
+    events = [
+        {
+            "before": None,
+            "after": {"id": i, "v": f"v{i}"},
+            "op": "c",
+            "source": {"ts_ms": 1_714_564_800_000 + i},
+        }
+        for i in range(50)
+    ]
+    kafka_broker.produce(topic_name, [(i % 2, None, json.dumps(e).encode()) for i, e in enumerate(events)])
+    decoder = ValueDecoder(DecodeOptions(format=ValueFormat.DEBEZIUM_JSON))
+    seen: list[tuple[int, int, str]] = []
+
+    def collect(batch_df: Any, batch_id: int) -> None:
+        rows, dead, _ = decoded(decoder, batch_df)
+        assert not dead
+        seen.extend((r["_kafka_partition"], r["_kafka_offset"], r["_op"]) for r in rows)
+
+    options = {
+        "kafka.bootstrap.servers": kafka_broker.bootstrap_servers,
+        "subscribe": topic_name,
+        "startingOffsets": "earliest",
+        "maxOffsetsPerTrigger": "20",
+        **decoder.source_options(),
+    }
+    stream = spark.readStream.format(register_decoding_source(spark)).options(**options).load()
+    query = (
+        stream.writeStream.foreachBatch(collect)
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        assert query.awaitTermination(120), "the AvailableNow query did not finish"
+    finally:
+        query.stop()
+    assert sorted(seen) == sorted({(p, o, "c") for p in (0, 1) for o in range(25)})
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [(None, "needs the option 'decode.spec'"), ("{}", "option 'decode.spec' has value '{}', which is not")],
+)
+def test_the_decoding_source_without_a_good_spec_fails_at_load(
+    spark: Any, kafka_broker: TansuBroker, spec: str | None, expected: str
+) -> None:
+    options = {"kafka.bootstrap.servers": kafka_broker.bootstrap_servers, "subscribe": "t"}
+    if spec is not None:
+        options["decode.spec"] = spec
+    with pytest.raises(Exception, match="ICESINK-CONFIG") as failure:
+        spark.read.format(register_decoding_source(spark)).options(**options).load()
+    assert expected in str(failure.value)
