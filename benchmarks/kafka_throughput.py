@@ -40,6 +40,7 @@ _WORDS = [
     "".join(random.Random(n).choice("abcdefghijklmnopqrstuvwxyz") for _ in range(2 + n % 9))
     for n in range(2000)
 ]
+IN_SOURCE, APART = "in-source", "apart"  # values decoded inside the source's tasks, or by a pass of their own
 _STEPS = ("decode", "decode_dead_letters", "schema", "normalize", "route", "write", "commit")
 
 
@@ -150,12 +151,19 @@ def timed_run(spark: Any, config: Any, metrics: Any = None) -> tuple[float, dict
 
 
 def run_once(
-    spark: Any, broker: TansuBroker, root: Path, run: int, max_offsets: int | None
+    spark: Any,
+    broker: TansuBroker,
+    root: Path,
+    run: int,
+    max_offsets: int | None,
+    decode: str = IN_SOURCE,
 ) -> dict[str, Any]:
+    """One run into a fresh table; ``decode``: ``in-source`` or ``apart`` (``kafka.decode-in-source``)."""
     from sink.metrics import SinkMetrics
 
-    table = f"bench.events_{run}" if run >= 0 else f"bench.warmup_{-run}"
-    config = job_config(broker, root, table, {"topics": [TOPIC]}, {"table": table}, max_offsets)
+    table = f"bench.events_{decode.replace('-', '_')}_{run}" if run >= 0 else f"bench.warmup_{-run}"
+    kafka = {"decode-in-source": decode == IN_SOURCE}
+    config = job_config(broker, root, table, {"topics": [TOPIC]}, {"table": table}, max_offsets, kafka)
     metrics = SinkMetrics()  # read after the run: the job's sink stops serving its metrics as it closes
     elapsed, cpu = timed_run(spark, config, metrics)
     steps: dict[str, float] = {}
@@ -210,7 +218,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-offsets-per-trigger", type=int, default=0, help="0: one micro-batch per run")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--driver-memory", default="3g")
+    parser.add_argument(
+        "--decode",
+        type=lambda v: [k.strip() for k in v.split(",") if k.strip()],
+        default=[IN_SOURCE],
+        help="where values are decoded, one run each per round, alternating: in-source, apart (or both)",
+    )
     args = parser.parse_args(argv)
+    if not args.decode or not set(args.decode) <= {IN_SOURCE, APART}:
+        parser.error("--decode: in-source, apart, or both separated by a comma")
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from streaming_jobs.spark import get_spark
@@ -233,29 +249,38 @@ def main(argv: list[str] | None = None) -> int:
             )
         results = []
         for run in range(args.runs):
-            load = os.getloadavg()[0]
-            result = run_once(spark, broker, root, run, args.max_offsets_per_trigger or None)
-            if result["rows"] != args.messages:
-                raise RuntimeError(f"run {run + 1} wrote {result['rows']:,} rows, not {args.messages:,}")
-            result["rate"] = args.messages / result["seconds"]
-            result["per_cpu_second"] = args.messages / result["cpu_seconds"]
-            results.append(result)
-            steps = ", ".join(f"{s} {result['steps'].get(s, 0.0):.1f}" for s in _STEPS)
-            cpu = ", ".join(f"{k} {v:.1f}" for k, v in result["cpu"].items())
-            print(
-                f"run {run + 1}: {result['rows']:,} rows in {result['seconds']:.1f} s = "
-                f"{result['rate']:,.0f} messages/s; {result['cpu_seconds']:.1f} CPU s = "
-                f"{result['per_cpu_second']:,.0f} messages per CPU second ({cpu}; load average {load:.1f}); "
-                f"steps (s): {steps}",
-                flush=True,
-            )
+            for decode in args.decode:
+                load = os.getloadavg()[0]
+                result = run_once(spark, broker, root, run, args.max_offsets_per_trigger or None, decode)
+                if result["rows"] != args.messages:
+                    raise RuntimeError(f"run {run + 1} wrote {result['rows']:,} rows, not {args.messages:,}")
+                result.update(
+                    decode=decode,
+                    load_average=load,
+                    rate=args.messages / result["seconds"],
+                    per_cpu_second=args.messages / result["cpu_seconds"],
+                )
+                results.append(result)
+                steps = ", ".join(f"{s} {result['steps'].get(s, 0.0):.1f}" for s in _STEPS)
+                cpu = ", ".join(f"{k} {v:.1f}" for k, v in result["cpu"].items())
+                print(
+                    f"run {run + 1} (decoded {decode}): {result['rows']:,} rows in "
+                    f"{result['seconds']:.1f} s = {result['rate']:,.0f} messages/s; "
+                    f"{result['cpu_seconds']:.1f} CPU s = {result['per_cpu_second']:,.0f} messages per CPU "
+                    f"second ({cpu}; load average {load:.1f}); "
+                    f"steps (s): {steps}",
+                    flush=True,
+                )
         spark.stop()
+    for decode in args.decode:
+        mine = [r for r in results if r["decode"] == decode]
+        print(
+            f"median (decoded {decode}): {statistics.median(r['rate'] for r in mine):,.0f} messages/s on "
+            f"{args.master}, {statistics.median(r['per_cpu_second'] for r in mine):,.0f} messages per CPU "
+            f"second ({args.messages:,} x ~1 KB JSON messages)"
+        )
     median = statistics.median(r["rate"] for r in results)
     per_cpu = statistics.median(r["per_cpu_second"] for r in results)
-    print(
-        f"median: {median:,.0f} messages/s on {args.master}, {per_cpu:,.0f} messages per CPU second "
-        f"({args.messages:,} x ~1 KB JSON messages)"
-    )
     print(
         json.dumps(
             {
