@@ -22,17 +22,16 @@ This module joins the source and the decoding; neither of them imports the other
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-import pyarrow as pa
-from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
 from icesink import ConfigError
-from streaming_jobs.kafka.decode.task import PASS_COLUMNS, SPEC_OPTION, DecodeSpec, decode_function
+from streaming_jobs.kafka.decode.task import SPEC_OPTION, DecodeSpec, decode_function
 from streaming_jobs.kafka.source.kafka import KafkaBatchReader, KafkaDataSource, KafkaStreamReader
-from streaming_jobs.kafka.source.kafka_options import KafkaSourceOptions
+from streaming_jobs.kafka.source.kafka_options import KafkaSourceOptions, check_client_config
 from streaming_jobs.kafka.source.kafka_range_reader import KAFKA_SCHEMA
 
 DECODED_SOURCE_NAME = "icesink-kafka-decoded"
@@ -44,7 +43,6 @@ PASS_SCHEMA = StructType(
         StructField("payload", BinaryType()),
     ]
 )
-assert tuple(PASS_SCHEMA.names) == PASS_COLUMNS
 """:data:`~streaming_jobs.kafka.decode.task.PASS_DDL` as a schema (parsing DDL needs a session)."""
 
 
@@ -65,52 +63,20 @@ class DecodingKafkaDataSource(KafkaDataSource):
     def schema(self) -> StructType:
         """The decoding pass's rows: ``kind, num_rows, schema, payload``."""
         kafka_options, _ = _split_options(self.options)
-        KafkaSourceOptions.from_options(kafka_options)
+        check_client_config(KafkaSourceOptions.from_options(kafka_options))
         return PASS_SCHEMA
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """A reader for ``spark.readStream``."""
         kafka_options, spec = _split_options(self.options)
-        return DecodingStreamReader(KafkaSourceOptions.from_options(kafka_options, "stream"), spec)
+        options = KafkaSourceOptions.from_options(kafka_options, "stream")
+        return KafkaStreamReader(options, KAFKA_SCHEMA, decode_function(spec))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         """A reader for ``spark.read``."""
         kafka_options, spec = _split_options(self.options)
-        return DecodingBatchReader(KafkaSourceOptions.from_options(kafka_options, "batch"), spec)
-
-
-class DecodingStreamReader(KafkaStreamReader):
-    """``icesink-kafka``'s micro-batch reader, its records decoded in ``read()``.
-
-    Args:
-        options: The validated Kafka options.
-        spec: How the values are decoded.
-    """
-
-    def __init__(self, options: KafkaSourceOptions, spec: DecodeSpec) -> None:
-        super().__init__(options, KAFKA_SCHEMA)
-        self._spec = spec
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """Read and decode one partition's ranges (on an executor)."""
-        return decode_function(self._spec)(super().read(partition))
-
-
-class DecodingBatchReader(KafkaBatchReader):
-    """``icesink-kafka``'s batch reader, its records decoded in ``read()``.
-
-    Args:
-        options: The validated Kafka options.
-        spec: How the values are decoded.
-    """
-
-    def __init__(self, options: KafkaSourceOptions, spec: DecodeSpec) -> None:
-        super().__init__(options, KAFKA_SCHEMA)
-        self._spec = spec
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """Read and decode one partition's ranges (on an executor)."""
-        return decode_function(self._spec)(super().read(partition))
+        options = KafkaSourceOptions.from_options(kafka_options, "batch")
+        return KafkaBatchReader(options, KAFKA_SCHEMA, decode_function(spec))
 
 
 def _split_options(options: Mapping[str, str]) -> tuple[dict[str, str], DecodeSpec]:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from streaming_jobs.kafka.decode import DecodeOptions, ValueDecoder, ValueFormat, parse_ddl
+from streaming_jobs.kafka.decode.task import PASS_COLUMNS
 from streaming_jobs.kafka.decoding_source import register_decoding_source
 from streaming_jobs.kafka.source.kafka import register_kafka_source
 from tests.support.tansu import TansuBroker
@@ -56,7 +57,7 @@ def test_decoding_in_the_source_gives_what_decoding_apart_gives(
     source = register_decoding_source(spark)
     in_source = spark.read.format(source).options(**kafka, **decoder.source_options()).load()
 
-    assert in_source.columns == ["kind", "num_rows", "schema", "payload"]
+    assert tuple(in_source.columns) == PASS_COLUMNS
     rows, dead, count = decoded(decoder, in_source)
     assert (rows, dead, count) == decoded(decoder, raw)
     assert count == len(VALUES)

@@ -31,7 +31,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -120,17 +120,26 @@ class KafkaDataSource(DataSource):
         return KafkaBatchReader(KafkaSourceOptions.from_options(self.options, "batch"), schema)
 
 
+RecordTransform = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+"""What a task does with the record batches it read before Spark gets them (picklable)."""
+
+
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batch reader with admission control (``maxOffsetsPerTrigger``) and AvailableNow.
 
     Args:
         options: The validated options.
         schema: The schema Spark asks for; must be the Kafka schema.
+        transform: Applied to each task's record batches (a source that yields something
+            else than raw records, such as decoded values, declares that schema itself).
     """
 
-    def __init__(self, options: KafkaSourceOptions, schema: StructType) -> None:
+    def __init__(
+        self, options: KafkaSourceOptions, schema: StructType, transform: RecordTransform | None = None
+    ) -> None:
         _check_schema(schema)
         self._options = options
+        self._transform = transform
         self._offset_reader: KafkaOffsetReader | None = None
         self._available_now_target: PartitionOffsets | None = None
         self._latest: PartitionOffsets | None = None
@@ -194,8 +203,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return partitions
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """Read one range (on an executor)."""
-        return _read(self._options, partition)
+        """Read one partition's ranges (on an executor)."""
+        return _read(self._options, partition, self._transform)
 
     def commit(self, end: dict) -> None:
         """Nothing to do: offsets live in Spark's checkpoint, never in Kafka."""
@@ -224,11 +233,15 @@ class KafkaBatchReader(DataSourceReader):
     Args:
         options: The validated options.
         schema: The schema Spark asks for; must be the Kafka schema.
+        transform: Applied to each task's record batches (see :class:`KafkaStreamReader`).
     """
 
-    def __init__(self, options: KafkaSourceOptions, schema: StructType) -> None:
+    def __init__(
+        self, options: KafkaSourceOptions, schema: StructType, transform: RecordTransform | None = None
+    ) -> None:
         _check_schema(schema)
         self._options = options
+        self._transform = transform
 
     def partitions(self) -> Sequence[InputPartition]:
         """One input partition per offset range, planned on the driver."""
@@ -243,15 +256,18 @@ class KafkaBatchReader(DataSourceReader):
         return _input_partitions(ranges, self._options)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """Read one range (on an executor)."""
-        return _read(self._options, partition)
+        """Read one partition's ranges (on an executor)."""
+        return _read(self._options, partition, self._transform)
 
 
-def _read(options: KafkaSourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+def _read(
+    options: KafkaSourceOptions, partition: InputPartition, transform: RecordTransform | None
+) -> Iterator[pa.RecordBatch]:
     # Spark hands a plain InputPartition(None) to a reader that planned no partitions.
     if not isinstance(partition, KafkaInputPartition):
         return iter(())
-    return itertools.chain.from_iterable(read_range(options, r) for r in partition.ranges)
+    batches = itertools.chain.from_iterable(read_range(options, r) for r in partition.ranges)
+    return transform(batches) if transform is not None else batches
 
 
 def _check_schema(schema: StructType) -> None:
