@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: env system-deps demo demo-cluster test test-fast test-faults test-deploy lint format bench bench-upsert bench-routing clean
+.PHONY: env system-deps demo demo-cluster test test-fast test-faults test-deploy lint format bench bench-upsert bench-routing bench-deploy clean
 
 env: $(STAMP)
 
@@ -71,6 +71,13 @@ bench-upsert: env
 ROUTING_ARGS ?=
 bench-routing: env
 	$(PY) -m benchmarks.routing_tables $(ROUTING_ARGS)
+
+# SeaweedFS S3 + REST catalog against the local warehouse, then two 1-core workers against
+# local[2] on S3, 10 x 1M rows, 3 alternating rounds; quicker with e.g.
+# make bench-deploy DEPLOY_ARGS="--batches 3 --rows-per-batch 200000 --rounds 1"
+DEPLOY_ARGS ?=
+bench-deploy: env
+	$(PY) -m benchmarks.deploy $(DEPLOY_ARGS)
 
 clean:
 	rm -rf $(VENV) demo-data .pytest_cache .mypy_cache .ruff_cache

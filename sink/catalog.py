@@ -29,6 +29,23 @@ CREATED_TABLE_PROPERTIES = {
 }
 
 
+# Catalog properties no FileIO reads: the REST catalog's OAuth2 client credential.
+_CATALOG_ONLY_PROPERTIES = frozenset({"credential"})
+
+
+def executor_io_properties(config: SinkConfig, table: Table) -> dict[str, str]:
+    """The FileIO properties executors get to write ``table``'s files: storage settings only.
+
+    The catalog's options and those of the table's FileIO (what the catalog vended),
+    keeping only string values outside the catalog's own credential: pyiceberg's REST
+    catalog puts its auth manager among its properties, an object holding the catalog's
+    HTTP session and OAuth2 token, which must not be pickled into every task (executors
+    never talk to the catalog).
+    """
+    merged = {**config.catalog.plain_properties(), **table.io.properties}
+    return {k: v for k, v in merged.items() if isinstance(v, str) and k not in _CATALOG_ONLY_PROPERTIES}
+
+
 def open_catalog(config: SinkConfig) -> Catalog:
     """Load the configured catalog and check it answers.
 

@@ -33,7 +33,7 @@ from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
 from sink import failpoints
-from sink.catalog import CREATED_TABLE_PROPERTIES, ensure_namespace
+from sink.catalog import CREATED_TABLE_PROPERTIES, ensure_namespace, executor_io_properties
 from sink.commit import ledger
 from sink.commit.committer import Committer
 from sink.commit.ledger import BatchRange
@@ -302,7 +302,7 @@ class DeadLetterQueue:
                 properties.get("write.data.path", f"{table.location().rstrip('/')}/data"),
                 f"{sink_id.replace('-', '')[:12]}-b{batch_id}-{attempt}",
             ),
-            io_properties={**self._config.catalog.plain_properties(), **table.io.properties},
+            io_properties=executor_io_properties(self._config, table),
             table_properties=dict(properties),
             file_prefix=f"{sink_id.replace('-', '')[:12]}-b{batch_id}-{attempt}",
             target_file_size_bytes=int(

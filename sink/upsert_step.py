@@ -29,6 +29,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as st
 
+from sink.catalog import executor_io_properties
 from sink.commit.recovery import delete_leftovers
 from sink.commit.snapshot import require_format_v2
 from sink.config import SinkConfig
@@ -183,7 +184,7 @@ class UpsertStep:
         prefix = written.location.rstrip("/").rsplit("/", 1)[-1]  # the attempt's file prefix
         spec = LookupSpec(
             name,
-            {**self.config.catalog.plain_properties(), **table.io.properties},
+            executor_io_properties(self.config, table),
             prefix.removesuffix(f"-{written.attempt}"),
             self.config.write.compression_codec,
         )

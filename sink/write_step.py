@@ -17,6 +17,7 @@ from pyiceberg.table import Table
 from pyspark.sql import DataFrame
 
 from sink.arrow_source import ArrowSource
+from sink.catalog import executor_io_properties
 from sink.commit.recovery import AttemptLog, AttemptRecord, attempt_location
 from sink.config import SinkConfig
 from sink.errors import BadRecordError, SchemaError, WriteError, find_error_code
@@ -126,7 +127,7 @@ class BatchWriter:
             schema=table.schema(),
             partition_spec=table.spec(),
             data_location=attempt_location(data_location, f"{_short(sink_id)}-b{batch_id}-{attempt}"),
-            io_properties={**self.config.catalog.plain_properties(), **table.io.properties},
+            io_properties=executor_io_properties(self.config, table),
             table_properties=dict(properties),
             file_prefix=f"{_short(sink_id)}-b{batch_id}-{attempt}",
             target_file_size_bytes=int(

@@ -43,7 +43,8 @@ A complete file (every key but ``kafka.bootstrap-servers``, one of ``kafka.topic
 The file and the flags are read by :func:`streaming_jobs.kafka_cli.load_config` (flags
 win); :func:`validate` checks the result. Any error names the key, the value and what
 is accepted, and is raised as :class:`~sink.errors.ConfigError` before a SparkSession
-exists.
+exists. A value may refer to an environment variable, ``${env:NAME}``
+(:mod:`streaming_jobs.config_env`): credentials need not be in the file nor on the command line.
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ from pydantic import (
 )
 
 from icesink import ConfigError, SinkConfig
+from sink.secrets import hidden
+from streaming_jobs.config_env import expand_env
 from streaming_jobs.kafka.decode import DdlError, DecodeOptions, ValueFormat, parse_ddl
 from streaming_jobs.kafka.decode.debezium import SOURCE_TS_COLUMN
 from streaming_jobs.kafka.source.kafka_options import KafkaSourceOptions, check_client_config
@@ -419,6 +422,14 @@ class JobConfig(_Section):
             return data
         return {**data, "value": {**value, "metadata-columns": False}}
 
+    def __repr_args__(self) -> Any:
+        """The fields, with the sink's credentials masked as the sink itself shows them."""
+        for name, value in super().__repr_args__():
+            if name == "sink" and isinstance(value, Mapping):
+                yield name, {k: v if v is None else hidden(k, v) for k, v in value.items()}
+            else:
+                yield name, value
+
     @field_validator("sink", mode="before")
     @classmethod
     def _sink_strings(cls, value: Any) -> Any:
@@ -455,7 +466,7 @@ def validate(data: Mapping[str, Any]) -> JobConfig:
         ConfigError: Naming the key, the value and what is accepted.
     """
     try:
-        config = JobConfig.model_validate(data)
+        config = JobConfig.model_validate(expand_env(data))
     except ValidationError as e:
         raise _config_error(e) from e
     check_routing(config.sink, config.value.metadata_columns)
@@ -514,7 +525,7 @@ def _client_key(kafka: KafkaSettings, message: str) -> str:
 
 
 def _shown(key: str, value: Any) -> str:
-    if any(word in key for word in ("password", "secret")):
+    if any(word in key for word in ("password", "secret")) or isinstance(hidden(key, str(value)), SecretStr):
         return "'**********'"
     text = repr(value)
     return text if len(text) <= 200 else text[:200] + "...'"

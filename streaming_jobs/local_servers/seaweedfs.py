@@ -11,12 +11,16 @@ so several servers can run at once. Two buckets exist from the start:
   ``metadata/*.metadata.json``, ``*.avro``...): anything else is ACCESS_DENIED.
 
 The admin identity (S3 keys and the catalog's OAuth2 client credential) is random per
-server unless given, and only the server's environment carries it.
+server unless given, and only the server's environment carries it. The server's own
+Prometheus metrics (``SeaweedFS_s3_request_total`` per bucket, request type and status
+code, among others) are served on another free port: :meth:`SeaweedFS.s3_request_counts`
+reads them, so a benchmark can count the S3 requests a piece of work made.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 import sys
@@ -66,6 +70,7 @@ class SeaweedFS(ServerProcess):
         "admin",
         "admin_grpc",
         "debug",
+        "metrics",
     )
 
     def __init__(
@@ -88,6 +93,15 @@ class SeaweedFS(ServerProcess):
     @property
     def catalog_uri(self) -> str:
         return f"http://127.0.0.1:{self.ports['iceberg']}"
+
+    @property
+    def metrics_url(self) -> str:
+        """The server's Prometheus endpoint (every component of ``weed mini``)."""
+        return f"http://127.0.0.1:{self.ports['metrics']}/metrics"
+
+    def s3_request_counts(self) -> dict[tuple[str, str], int]:
+        """S3 API requests served so far, by (bucket, request type): see :func:`s3_request_counts`."""
+        return s3_request_counts(self.metrics_url)
 
     def _command(self) -> list[str]:
         port_flags = [f"-{flag}={self.ports[name]}" for name, flag in _PORT_FLAGS.items()]
@@ -195,5 +209,27 @@ _PORT_FLAGS = {
     "admin": "admin.port",
     "admin_grpc": "admin.port.grpc",
     "debug": "debug.port",
+    "metrics": "metricsPort",
 }
 """``weed mini`` flag of each port (a gRPC port left out would default to its HTTP port + 10000)."""
+
+
+def s3_request_counts(metrics_url: str) -> dict[tuple[str, str], int]:
+    """S3 API requests a SeaweedFS served so far, by (bucket, request type), every status code summed.
+
+    Read from ``SeaweedFS_s3_request_total`` at ``metrics_url`` (:attr:`SeaweedFS.metrics_url`).
+    Request types are SeaweedFS's: ``GET`` (object reads and HEAD), ``PUT``, ``POST``
+    (a multipart upload's create and complete), ``LIST``, ``DELETE``... What the REST
+    catalog does in the filer itself (it reaches the filer directly) is not an S3 request
+    and is not counted.
+    """
+    counts: dict[tuple[str, str], int] = {}
+    for match in _S3_REQUESTS.finditer(http_get(metrics_url)):
+        labels = dict(_LABEL.findall(match.group("labels")))
+        key = (labels.get("bucket", ""), labels.get("type", ""))
+        counts[key] = counts.get(key, 0) + round(float(match.group("value")))
+    return counts
+
+
+_S3_REQUESTS = re.compile(r"^SeaweedFS_s3_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$", re.MULTILINE)
+_LABEL = re.compile(r'(\w+)="([^"]*)"')

@@ -122,3 +122,20 @@ def test_table_bucket_refuses_keys_that_are_not_iceberg_files(
     assert not any(key.endswith(relative_key) for key in table_keys)
     assert filesystem.get_file_info(in_plain_bucket).size == 2
     assert read_back(catalog, table).equals(rows(0, 10))
+
+
+def test_s3_requests_are_counted_by_bucket_and_type(seaweedfs: SeaweedFS) -> None:
+    fs = seaweedfs.filesystem()
+    prefix = f"{WAREHOUSE_BUCKET}/counted-{uuid.uuid4().hex[:8]}"
+    before = seaweedfs.s3_request_counts()
+    for name in ("a", "b", "c"):
+        with fs.open_output_stream(f"{prefix}/{name}.bin") as out:
+            out.write(b"x" * 10)
+    listed = fs.get_file_info(FileSelector(prefix, recursive=True))
+    after = seaweedfs.s3_request_counts()
+
+    grown = {key: n - before.get(key, 0) for key, n in after.items() if n != before.get(key, 0)}
+    assert len(listed) == 3
+    assert grown[(WAREHOUSE_BUCKET, "PUT")] == 3
+    assert grown[(WAREHOUSE_BUCKET, "LIST")] >= 1
+    assert all(bucket == WAREHOUSE_BUCKET for bucket, _ in grown)

@@ -7,6 +7,7 @@ under the table's location.
 
 from __future__ import annotations
 
+import pickle
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +20,9 @@ from pyiceberg.catalog import Catalog, load_catalog
 from pyspark.sql import SparkSession
 
 from icesink import IcebergSink
+from sink.catalog import executor_io_properties
 from sink.commit import committer
+from sink.config import SinkConfig
 from tests.support.duckdb_reader import S3Settings, read_iceberg_with_duckdb
 from tests.support.s3_tables import check_table_folders, keys_under
 from tests.support.seaweedfs import REGION, WAREHOUSE_BUCKET, SeaweedFS
@@ -236,3 +239,18 @@ def test_sigv4_signed_catalog_through_the_sink_options(
     table = stream.loaded()
     assert row_multiset(table_rows(table)) == row_multiset(rows(0, 30))
     check_table_folders(seaweedfs, table)
+
+
+def test_write_tasks_get_storage_properties_only_never_the_catalogs_session(stream: Stream) -> None:
+    config = SinkConfig.from_options(stream.options())
+    table = stream.catalog.create_table(stream.table, pa.schema([("id", pa.int64())]))
+    assert any(not isinstance(v, str) for v in table.io.properties.values())  # the REST auth manager
+
+    shipped = executor_io_properties(config, table)
+
+    assert all(isinstance(v, str) for v in shipped.values())
+    assert "credential" not in shipped
+    assert b"requests" not in pickle.dumps(shipped)  # no HTTP session (token, cookies, hooks)
+    assert {k: shipped[k] for k in ("s3.endpoint", "s3.access-key-id", "s3.secret-access-key")} == {
+        k: stream.properties[k] for k in ("s3.endpoint", "s3.access-key-id", "s3.secret-access-key")
+    }
