@@ -68,6 +68,22 @@ class Layout:
 
 
 @dataclass(frozen=True)
+class QueryRun:
+    """What :func:`_run_query` measured of one query.
+
+    Attributes:
+        seconds: Wall time from ``start()`` to the end of ``awaitTermination()``.
+        probe: The process probe's figures.
+        trigger_ms: Per micro-batch with rows, Spark's progress ``durationMs`` (``addBatch``,
+            ``queryPlanning``, ``triggerExecution``, ...), in batch order.
+    """
+
+    seconds: float
+    probe: ProbeResult
+    trigger_ms: list[dict[str, int]]
+
+
+@dataclass(frozen=True)
 class Stream:
     """The input of every run: Parquet files read one per micro-batch."""
 
@@ -99,6 +115,8 @@ class RunResult:
     batch_seconds: list[float] = field(default_factory=list)
     commit_seconds: list[float] = field(default_factory=list)
     step_seconds: dict[str, float] = field(default_factory=dict)
+    trigger_ms: list[dict[str, int]] = field(default_factory=list)
+    batch_step_seconds: list[dict[str, float]] = field(default_factory=list)
 
     @property
     def rows_per_s(self) -> float:
@@ -114,6 +132,8 @@ class RunResult:
             "batch_seconds": [round(s, 4) for s in self.batch_seconds],
             "commit_seconds": [round(s, 4) for s in self.commit_seconds],
             "step_seconds": {k: round(v, 3) for k, v in self.step_seconds.items()},
+            "trigger_ms": self.trigger_ms,
+            "batch_step_seconds": [{k: round(v, 3) for k, v in b.items()} for b in self.batch_step_seconds],
             "memory": {k: v for k, v in vars(self.probe).items() if k.endswith("_bytes")},
             "cpu_seconds": self.probe.cpu_seconds,
             "probe_samples": self.probe.samples,
@@ -126,8 +146,9 @@ BatchFunction = Callable[[DataFrame, int], None]
 class _TimedBatches:
     """Wraps a ``foreachBatch`` function: time of each call (write and commit included).
 
-    With ``sink``, also the commit step's time of each call, read from the sink's
-    ``icesink_step_duration_seconds`` histogram before and after the call.
+    With ``sink``, also each step's time in each call (the commit's, and all of them in
+    ``batch_step_seconds``), read from the sink's ``icesink_step_duration_seconds``
+    histogram before and after the call.
     """
 
     def __init__(self, function: BatchFunction, sink: IcebergSink | None = None) -> None:
@@ -135,6 +156,7 @@ class _TimedBatches:
         self.sink = sink
         self.batch_seconds: list[float] = []
         self.commit_seconds: list[float] = []
+        self.batch_step_seconds: list[dict[str, float]] = []
 
     def step_sum(self, step: str) -> float:
         assert self.sink is not None
@@ -144,18 +166,18 @@ class _TimedBatches:
         return value or 0.0
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
-        commit_before = self.step_sum("commit") if self.sink else 0.0
+        before = {step: self.step_sum(step) for step in STEPS} if self.sink else {}
         start = time.perf_counter()
         self.function(batch_df, batch_id)
         self.batch_seconds.append(time.perf_counter() - start)
         if self.sink:
-            self.commit_seconds.append(self.step_sum("commit") - commit_before)
+            steps = {step: self.step_sum(step) - before[step] for step in STEPS}
+            self.commit_seconds.append(steps["commit"])
+            self.batch_step_seconds.append(steps)
 
 
-def _run_query(
-    stream: Stream, name: str, writer: DataStreamWriter, run_dir: Path, jvm_pid: int
-) -> tuple[float, ProbeResult]:
-    """Start the query, wait for it to end; its wall time and the probe's figures."""
+def _run_query(stream: Stream, name: str, writer: DataStreamWriter, run_dir: Path, jvm_pid: int) -> QueryRun:
+    """Start the query, wait for it to end; its wall time, the probe's figures, Spark's batch times."""
     writer = writer.option("checkpointLocation", str(run_dir / "checkpoint")).trigger(availableNow=True)
     with ProcessProbe(jvm_pid) as probe:
         start = time.perf_counter()
@@ -169,7 +191,8 @@ def _run_query(
             f"{name}: the query read {read} rows in {len(progress)} batches, "
             f"expected {stream.rows} in {stream.batches}"
         )
-    return seconds, probe.result
+    trigger_ms = [{k: int(v) for k, v in sorted(p.durationMs.items())} for p in progress]
+    return QueryRun(seconds, probe.result, trigger_ms)
 
 
 def _check_rows(name: str, written: int, stream: Stream) -> None:
@@ -202,11 +225,14 @@ def run_icesink(mode: str) -> Contender:
         df = stream.read()
         sink.prepare(df.schema)
         timed = _TimedBatches(sink, sink)
-        seconds, probe = _run_query(stream, name, df.writeStream.foreachBatch(timed), run_dir, jvm_pid)
+        query = _run_query(stream, name, df.writeStream.foreachBatch(timed), run_dir, jvm_pid)
         rows, files = _iceberg_files(sink.catalog.load_table(TABLE))
         _check_rows(name, rows, stream)
         steps = {step: timed.step_sum(step) for step in STEPS}
-        return RunResult(name, seconds, rows, probe, files, timed.batch_seconds, timed.commit_seconds, steps)
+        return RunResult(
+            name, query.seconds, rows, query.probe, files, timed.batch_seconds, timed.commit_seconds, steps,
+            query.trigger_ms, timed.batch_step_seconds,
+        )  # fmt: skip
 
     return run
 
@@ -221,18 +247,20 @@ def run_parquet(stream: Stream, run_dir: Path, jvm_pid: int) -> RunResult:
     )
     output = run_dir / "output"
     writer = df.writeStream.format("parquet").partitionBy("day", "bucket").option("path", str(output))
-    seconds, probe = _run_query(stream, "parquet", writer, run_dir, jvm_pid)
+    query = _run_query(stream, "parquet", writer, run_dir, jvm_pid)
     paths = [p for p in output.rglob("*.parquet") if "_spark_metadata" not in p.parts]
     rows = sum(pq.read_metadata(p).num_rows for p in paths)
     _check_rows("parquet", rows, stream)
-    return RunResult("parquet", seconds, rows, probe, size_summary(p.stat().st_size for p in paths))
+    files = size_summary(p.stat().st_size for p in paths)
+    return RunResult("parquet", query.seconds, rows, query.probe, files, trigger_ms=query.trigger_ms)
 
 
 def run_noop(stream: Stream, run_dir: Path, jvm_pid: int) -> RunResult:
     """Spark's ``noop`` sink: reads every row, writes nothing (the floor of any sink)."""
     writer = stream.read().writeStream.format("noop")
-    seconds, probe = _run_query(stream, "noop", writer, run_dir, jvm_pid)
-    return RunResult("noop", seconds, stream.rows, probe)  # rows checked from the query's progress
+    query = _run_query(stream, "noop", writer, run_dir, jvm_pid)
+    # Rows checked from the query's progress.
+    return RunResult("noop", query.seconds, stream.rows, query.probe, trigger_ms=query.trigger_ms)
 
 
 def _count(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -247,11 +275,14 @@ def run_count(stream: Stream, run_dir: Path, jvm_pid: int) -> RunResult:
         counted.append(batch_df.mapInArrow(_count, "n long").agg(F.sum("n")).collect()[0][0] or 0)
 
     timed = _TimedBatches(count)
-    seconds, probe = _run_query(
+    query = _run_query(
         stream, "mapinarrow-count", stream.read().writeStream.foreachBatch(timed), run_dir, jvm_pid
     )
     _check_rows("mapinarrow-count", sum(counted), stream)
-    return RunResult("mapinarrow-count", seconds, sum(counted), probe, batch_seconds=timed.batch_seconds)
+    return RunResult(
+        "mapinarrow-count", query.seconds, sum(counted), query.probe,
+        batch_seconds=timed.batch_seconds, trigger_ms=query.trigger_ms,
+    )  # fmt: skip
 
 
 def run_naive(stream: Stream, run_dir: Path, jvm_pid: int) -> RunResult:
@@ -265,12 +296,13 @@ def run_naive(stream: Stream, run_dir: Path, jvm_pid: int) -> RunResult:
     spec = build_partition_spec(parse_partition_by(stream.layout.partition_by), schema)
     table = catalog.create_table(TABLE, schema=schema, partition_spec=spec)
     timed = _TimedBatches(lambda batch_df, batch_id: table.append(batch_df.toArrow()))
-    seconds, probe = _run_query(
-        stream, "pyiceberg-naive", df.writeStream.foreachBatch(timed), run_dir, jvm_pid
-    )
+    query = _run_query(stream, "pyiceberg-naive", df.writeStream.foreachBatch(timed), run_dir, jvm_pid)
     rows, files = _iceberg_files(catalog.load_table(TABLE))
     _check_rows("pyiceberg-naive", rows, stream)
-    return RunResult("pyiceberg-naive", seconds, rows, probe, files, timed.batch_seconds)
+    return RunResult(
+        "pyiceberg-naive", query.seconds, rows, query.probe, files, timed.batch_seconds,
+        trigger_ms=query.trigger_ms,
+    )  # fmt: skip
 
 
 Contender = Callable[[Stream, Path, int], RunResult]

@@ -30,6 +30,11 @@ small input comes first and is not counted. Run with::
 
     .venv/bin/python -m benchmarks.run --repeats 3 --out results.json
 
+``--fresh-process`` instead runs every contender run in a new process of its own, with
+no warm-up, as a new job starts (:mod:`benchmarks._fresh`)::
+
+    .venv/bin/python -m benchmarks.run --fresh-process --contenders icesink-bucket,icesink-none,parquet
+
 ``--scaling`` instead runs a matrix (rows per batch, partition values, ``local[1]`` vs
 ``local[2]``), each setting in its own process (a master cannot change within one
 Spark application), and reports how the cost grows::
@@ -447,10 +452,27 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run each contender alone in a fresh process, one repeat, and compare the driver's peaks",
     )
+    parser.add_argument(
+        "--fresh-process",
+        action="store_true",
+        help="run every contender run in a new process of its own, no warm-up, round-robin "
+        "(and, each round, the one-process mode once, for comparison)",
+    )
+    parser.add_argument(
+        "--fresh-no-warm", action="store_true", help="with --fresh-process: skip the one-process runs"
+    )
+    parser.add_argument("--fresh-prepare", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--fresh-child", choices=list(CONTENDERS), help=argparse.SUPPRESS)
+    parser.add_argument("--fresh-repeat", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--fresh-spawned-at", type=float, default=0.0, help=argparse.SUPPRESS)
     parser.add_argument("--render", type=Path, help="print the tables of an earlier --out file and exit")
     args = parser.parse_args(argv)
+    if args.fresh_prepare or args.fresh_child or args.fresh_process:
+        return _main_fresh(args)
     if args.render:
         earlier = json.loads(args.render.read_text())
+        if earlier.get("config", {}).get("mode") == "fresh-process":
+            return _main_fresh(args, earlier)
         for result in earlier.get("scaling", earlier.get("memory", [earlier])):
             result["summary"] = summarize(result["runs"], result["config"]["contenders"])
         if "scaling" in earlier:
@@ -469,6 +491,26 @@ def main(argv: list[str] | None = None) -> int:
         text = markdown(result)
     print(text, flush=True)
     if args.out:
+        args.out.write_text(json.dumps(result, indent=2))
+    return 0
+
+
+def _main_fresh(args: argparse.Namespace, earlier: dict[str, Any] | None = None) -> int:
+    """``--fresh-process`` (the parent), its children, or ``--render`` of its results."""
+    from benchmarks import _fresh
+
+    if args.fresh_prepare:
+        _fresh.prepare(args)
+        return 0
+    if args.fresh_child:
+        args.out.write_text(json.dumps(_fresh.run_child(args), indent=2))
+        return 0
+    result = earlier if earlier is not None else _fresh.run_fresh(args)
+    result["summary"] = summarize(result["runs"], result["config"]["contenders"])
+    if "warm" in result:
+        result["warm"]["summary"] = summarize(result["warm"]["runs"], result["config"]["contenders"])
+    print(_fresh.fresh_markdown(result), flush=True)
+    if args.out and earlier is None:
         args.out.write_text(json.dumps(result, indent=2))
     return 0
 

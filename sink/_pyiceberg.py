@@ -20,14 +20,6 @@ import pyarrow.parquet as pq
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.io import FileIO
-from pyiceberg.io.pyarrow import (
-    MetricModeTypes,
-    MetricsMode,
-    compute_statistics_plan,
-    data_file_statistics_from_parquet_metadata,
-    match_metrics_mode,
-    parquet_path_to_id_mapping,
-)
 from pyiceberg.manifest import ManifestContent, ManifestWriterV2
 from pyiceberg.partitioning import _to_partition_representation
 from pyiceberg.schema import Schema
@@ -62,6 +54,10 @@ class StatisticsPlan:
 
 def statistics_plan(schema: Schema, table_properties: dict[str, str]) -> StatisticsPlan:
     """The :class:`StatisticsPlan` of files of ``schema`` in a table with ``table_properties``."""
+    # pyiceberg.io.pyarrow (with pyarrow.dataset and pandas) is imported where used, at a
+    # write task's first rows (sink.write.preload), never by a task without rows.
+    from pyiceberg.io.pyarrow import compute_statistics_plan, parquet_path_to_id_mapping
+
     columns = compute_statistics_plan(schema, table_properties)
     _bounds_for_dotted_names(schema, table_properties, columns)
     return StatisticsPlan(columns, parquet_path_to_id_mapping(schema))
@@ -72,6 +68,7 @@ def _bounds_for_dotted_names(schema: Schema, properties: dict[str, str], columns
 
     pyiceberg takes a dot in a column's name for nesting and keeps only counts for it.
     """
+    from pyiceberg.io.pyarrow import MetricModeTypes, MetricsMode, match_metrics_mode
     from pyiceberg.table import TableProperties
 
     default = properties.get(
@@ -97,6 +94,8 @@ def footer_statistics(metadata: pq.FileMetaData, plan: StatisticsPlan) -> dict[s
         ``nan_value_counts``, ``lower_bounds``, ``upper_bounds`` (bytes in Iceberg's
         single-value serialization) and ``split_offsets``.
     """
+    from pyiceberg.io.pyarrow import data_file_statistics_from_parquet_metadata
+
     stats = data_file_statistics_from_parquet_metadata(
         parquet_metadata=metadata,
         stats_columns=plan.columns,

@@ -12,7 +12,6 @@ import itertools
 from collections.abc import Iterator
 
 import pyarrow as pa
-from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.schema import Schema
 from pyiceberg.types import (
     BinaryType,
@@ -184,6 +183,10 @@ def iceberg_to_arrow_schema(schema: Schema) -> pa.Schema:
     Uses Arrow's 32-bit-offset string, binary and list types, which is what Spark hands
     to Python, so casting a batch from Spark to this schema copies no string data.
     """
+    # Imported here: pyiceberg.io.pyarrow imports pandas, which a write task without rows
+    # need not load (see sink._pyiceberg).
+    from pyiceberg.io.pyarrow import schema_to_pyarrow
+
     arrow = schema_to_pyarrow(schema, include_field_ids=True)
     return pa.schema([_small_field(f) for f in arrow], metadata=arrow.metadata)
 

@@ -38,6 +38,7 @@ from pyiceberg.types import (
 )
 from pyspark.sql import Row, SparkSession
 from pyspark.sql import functions as F
+from pyspark.util import InheritableThread
 
 from sink.errors import SelfCheckError
 from sink.route.shuffle import exact_repartition
@@ -258,8 +259,10 @@ def ensure_self_checks(spark: SparkSession, source_types: Iterable[IcebergType],
     The bucket hash is checked with the spec's vectors of the code paths the table's
     bucket source types take (:func:`vectors_for`), so a table bucketing ints does not
     wait for the large byte-string expressions to compile; other paths are checked when
-    a table first needs them. Thread-safe; a failure is not remembered, so the next
-    batch checks again (and fails again if the mismatch is real).
+    a table first needs them. When both checks are due they run at once
+    (:func:`_run_checks`); both must pass before this returns. Thread-safe; a failure is
+    not remembered, so the next batch checks again (and fails again if the mismatch is
+    real).
 
     Args:
         spark: The session the sink runs in; none of its settings are changed.
@@ -274,9 +277,55 @@ def ensure_self_checks(spark: SparkSession, source_types: Iterable[IcebergType],
         vectors = [
             v for v in vectors_for(source_types) if (application, _path(v.source_type)) not in _checked
         ]
-        if vectors:
-            verify_bucket_function(spark, vectors)
+        shuffle = shuffle and (application, _SHUFFLE) not in _checked
+        hash_error, shuffle_error = _run_checks(spark, vectors, shuffle)
+        if vectors and hash_error is None:
             _checked.update((application, _path(v.source_type)) for v in vectors)
-        if shuffle and (application, _SHUFFLE) not in _checked:
-            verify_partition_keys(spark)
+        if shuffle and shuffle_error is None:
             _checked.add((application, _SHUFFLE))
+    for error in (hash_error, shuffle_error):
+        if error is not None:
+            raise error
+
+
+def _run_checks(
+    spark: SparkSession, vectors: list[HashVector], shuffle: bool
+) -> tuple[SelfCheckError | None, SelfCheckError | None]:
+    """The errors of the bucket hash check of ``vectors`` and of the shuffle check (when due).
+
+    When both are due they run at once, the hash check in a thread of its own: each is a
+    small Spark job whose time is mostly latency (planning, code generation, task
+    scheduling), paid by a new job's first bucketed batch, so the two overlap well.
+    """
+
+    def check_hash() -> SelfCheckError | None:
+        try:
+            verify_bucket_function(spark, vectors)
+        except SelfCheckError as e:
+            return e
+        return None
+
+    def check_shuffle() -> SelfCheckError | None:
+        try:
+            verify_partition_keys(spark)
+        except SelfCheckError as e:
+            return e
+        return None
+
+    if not (vectors and shuffle):
+        return (check_hash() if vectors else None), (check_shuffle() if shuffle else None)
+    hash_result: list[SelfCheckError | None] = []
+    # An InheritableThread runs its Spark job with the caller's local properties (job
+    # group, scheduler pool, tags), as the caller's own job would.
+    thread = InheritableThread(lambda: hash_result.append(check_hash()), session=spark)
+    thread.start()
+    try:
+        shuffle_error = check_shuffle()
+    finally:
+        thread.join()
+    if not hash_result:  # the thread died of something other than a failed check
+        return SelfCheckError(
+            "the bucket hash self-check did not finish",
+            hint="see the driver's log; bucketed tables cannot be written safely until it passes",
+        ), shuffle_error
+    return hash_result[0], shuffle_error

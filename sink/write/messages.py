@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from decimal import Decimal
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 MESSAGE_COLUMN = "icesink_data_file"
@@ -172,4 +173,17 @@ def _decode_value(value: Any) -> Any:
 def messages_to_arrow(messages: list[DataFileMessage], report: TaskReport) -> pa.RecordBatch:
     """The Arrow batch a write task yields: one JSON message per file, then its report."""
     texts = [m.to_json() for m in messages] + [report.to_json()]
-    return pa.RecordBatch.from_arrays([pa.array(texts, type=pa.string())], schema=MESSAGE_SCHEMA)
+    return pa.RecordBatch.from_arrays([string_array(texts)], schema=MESSAGE_SCHEMA)
+
+
+def string_array(texts: list[str]) -> pa.Array:
+    """``texts`` as an Arrow string array, built from its buffers.
+
+    ``pa.array()`` of a Python list imports pandas the first time (it asks pandas whether
+    the list is one of its arrays): over a quarter of a second in a new Spark worker, whose
+    first task may have no rows and so no other use for pandas.
+    """
+    data = [text.encode() for text in texts]
+    offsets = np.zeros(len(data) + 1, dtype="<i4")
+    np.cumsum([len(d) for d in data], out=offsets[1:])
+    return pa.StringArray.from_buffers(len(data), pa.py_buffer(offsets), pa.py_buffer(b"".join(data)))

@@ -3,11 +3,15 @@
 A write task of a single table has one of these (:class:`~sink.write.task.DataTaskWriter`);
 a routed task, one per destination table, all feeding one fanout
 (:mod:`sink.write.routed_task`). Built from the table's
-:class:`~sink.write.task.WriteSpec` inside the task; opens the file system lazily.
+:class:`~sink.write.task.WriteSpec` inside the task; opens the file system, and builds the
+file schema and statistics plan, when the first rows need them: a task without rows
+(Spark hands one to a write job for every empty input split) then never loads the
+modules behind them (pyiceberg's Arrow file IO, and pandas with it).
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +19,7 @@ import pyarrow as pa
 from pyiceberg.io import FileIO, load_file_io
 from pyiceberg.typedef import Record
 
-from sink._pyiceberg import partition_representation, statistics_plan
+from sink._pyiceberg import StatisticsPlan, partition_representation, statistics_plan
 from sink.errors import WriteError
 from sink.type_mapping import iceberg_to_arrow_schema
 from sink.write.keys import KeyFunction, arrow_key_functions
@@ -39,10 +43,7 @@ class TableFiles:
         self.spec = spec
         self._task_id = task_id
         self._attempt = attempt
-        self.io: FileIO = load_file_io(spec.io_properties, spec.data_location)
-        self.arrow_schema = iceberg_to_arrow_schema(spec.schema)
         self._estimator = CompressionEstimator()
-        self._stats_plan = statistics_plan(spec.schema, spec.table_properties)
         self._file_seq = itertools.count(1)
         self._source_types = [
             spec.schema.find_field(f.source_id).field_type for f in spec.partition_spec.fields
@@ -50,9 +51,23 @@ class TableFiles:
         self._row_group_bytes = min(
             spec.row_group_size_bytes, max(spec.target_file_size_bytes // 4, 64 * 1024)
         )
-        self.key_functions = self._task_key_functions()
 
-    def _task_key_functions(self) -> list[KeyFunction] | None:
+    @functools.cached_property
+    def io(self) -> FileIO:
+        """The table's file system, built on first use."""
+        return load_file_io(self.spec.io_properties, self.spec.data_location)
+
+    @functools.cached_property
+    def arrow_schema(self) -> pa.Schema:
+        """The Arrow schema of the data files (field ids, 32-bit offsets)."""
+        return iceberg_to_arrow_schema(self.spec.schema)
+
+    @functools.cached_property
+    def _stats_plan(self) -> StatisticsPlan:
+        return statistics_plan(self.spec.schema, self.spec.table_properties)
+
+    @functools.cached_property
+    def key_functions(self) -> list[KeyFunction] | None:
         """The functions computing partition values here, or ``None`` when the input carries them."""
         spec = self.spec
         if not spec.partition_values_in_task:

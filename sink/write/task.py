@@ -32,6 +32,7 @@ from sink.write.messages import (
     WriteResult,
     messages_to_arrow,
 )
+from sink.write.preload import preloading
 from sink.write.rolling import RollingFileWriter
 from sink.write.split import arrow_bytes, chunked, split_by_key
 from sink.write.table_files import TableFiles
@@ -146,6 +147,7 @@ def task_function(
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         if before is not None:
             batches = before(batches)
+        batches = preloading(batches)
         from pyspark import TaskContext
 
         context = TaskContext.get()
@@ -168,7 +170,6 @@ class DataTaskWriter:
         self._spec = spec
         self._task_id = task_id
         self._files = TableFiles(spec, task_id, attempt)
-        self._arrow_schema = self._files.arrow_schema
         self._fanout, self._chunk_bytes = task_fanout(
             self._files.new_rolling_writer, spec.memory_budget_bytes
         )
@@ -183,10 +184,11 @@ class DataTaskWriter:
         """Write every batch; on failure delete what was written and raise :class:`WriteError`."""
         n = self._spec.num_data_columns
         buckets = _BucketSequence(self._spec.sequential_buckets)
-        width = len(self._arrow_schema)
         try:
             for received in chunked(batches, self._chunk_bytes):
-                flag = len(self._arrow_schema) if self._spec.bad_row_flag else None
+                # The file schema is built at the first rows (a task without rows never needs it).
+                width = len(self._files.arrow_schema)
+                flag = width if self._spec.bad_row_flag else None
                 batch = self._rows.without_bad_rows(received, flag)
                 if batch.num_rows == 0:
                     continue

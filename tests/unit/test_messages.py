@@ -2,10 +2,18 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from hypothesis import given
+import pyarrow as pa
+from hypothesis import given, settings
 from hypothesis import strategies as s
 
-from sink.write.messages import DataFileMessage, RowCounts, TaskReport, WriteResult, messages_to_arrow
+from sink.write.messages import (
+    DataFileMessage,
+    RowCounts,
+    TaskReport,
+    WriteResult,
+    messages_to_arrow,
+    string_array,
+)
 
 partition_values = s.one_of(
     s.none(),
@@ -62,3 +70,11 @@ def test_write_result_sums_the_reports_of_every_task() -> None:
     texts = first.column(0).to_pylist() + empty.column(0).to_pylist()
     result = WriteResult.from_json(texts)
     assert result == WriteResult([m], RowCounts(input_rows=9, bad_rows=6))
+
+
+@settings(deadline=None)  # the first pa.array() below imports pandas
+@given(s.lists(s.text()))
+def test_string_array_built_from_buffers_equals_pyarrows_own(texts: list[str]) -> None:
+    array = string_array(texts)
+    array.validate(full=True)
+    assert array.equals(pa.array(texts, pa.string()))

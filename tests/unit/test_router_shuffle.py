@@ -108,3 +108,48 @@ def test_self_checks_run_once_per_application_and_type_path(
     assert calls[1] == "shuffle"
     assert calls[2] == tuple(v for v in self_check.BUCKET_HASH_VECTORS if str(v.source_type) == "date")
     assert len(calls) == 3
+
+
+def test_self_checks_due_together_both_run_and_only_the_passing_one_is_remembered(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from pyiceberg.types import IntegerType
+
+    calls: list[tuple[str, bool]] = []
+
+    def wrong_hash(session: SparkSession, vectors: object) -> None:
+        calls.append(("hash", threading.current_thread() is threading.main_thread()))
+        raise SelfCheckError("the bucket hash differs")
+
+    def shuffle(session: SparkSession) -> None:
+        calls.append(("shuffle", threading.current_thread() is threading.main_thread()))
+
+    monkeypatch.setattr(self_check, "_checked", set())
+    monkeypatch.setattr(self_check, "verify_bucket_function", wrong_hash)
+    monkeypatch.setattr(self_check, "verify_partition_keys", shuffle)
+    with pytest.raises(SelfCheckError, match="the bucket hash differs"):
+        self_check.ensure_self_checks(spark, [IntegerType()], shuffle=True)
+    # Both ran, the hash check in a thread of its own, at the same time as the shuffle check.
+    assert sorted(calls) == [("hash", False), ("shuffle", True)]
+    calls.clear()
+    monkeypatch.setattr(self_check, "verify_bucket_function", lambda s, v: calls.append(("hash", True)))
+    self_check.ensure_self_checks(spark, [IntegerType()], shuffle=True)
+    assert calls == [("hash", True)]  # the shuffle passed before: not checked again
+
+
+def test_real_self_checks_due_together_report_the_failing_shuffle(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pyiceberg.types import IntegerType
+
+    def naive(df: DataFrame, partition_ids: object, num_partitions: int) -> DataFrame:
+        return df.repartition(num_partitions, F.col("pid"))
+
+    monkeypatch.setattr(self_check, "_checked", set())
+    monkeypatch.setattr(self_check, "exact_repartition", naive)
+    with pytest.raises(SelfCheckError, match="sends partition ids to other partitions"):
+        self_check.ensure_self_checks(spark, [IntegerType()], shuffle=True)
+    application = self_check.application_id(spark)
+    assert self_check._checked == {(application, "integer")}  # the hash passed; the shuffle is due again
