@@ -170,15 +170,16 @@ def run_target(
     df = stream.read()
     sink.prepare(df.schema)
     measured = _MeasuredBatches(sink, options["table"], target.metrics_url, rest)
-    seconds, probe = _run_query(stream, name, df.writeStream.foreachBatch(measured), run_dir, jvm_pid)
+    query = _run_query(stream, name, df.writeStream.foreachBatch(measured), run_dir, jvm_pid)
     steps = {step: measured.step_sum(step) for step in STEPS}
     table = sink.catalog.load_table(options["table"])
     rows, files = _iceberg_files(table)
     _check_rows(name, rows, stream)
     sink.close()
     result = RunResult(
-        name, seconds, rows, probe, files, measured.batch_seconds, measured.commit_seconds, steps
-    )
+        name, query.seconds, rows, query.probe, files, measured.batch_seconds, measured.commit_seconds, steps,
+        query.trigger_ms,
+    )  # fmt: skip
     return DeployRun(
         result, target.name, master, table.location(), measured.s3_requests, measured.rest_requests
     )
