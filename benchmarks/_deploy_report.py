@@ -41,22 +41,21 @@ def _contender(name: str, runs: list[dict[str, Any]], reference: list[dict[str, 
         "files": runs[-1]["files"],
     }
     if s3:
-        totals = [sum(b.values()) for b in s3]
-        summary["s3_requests_per_batch"] = {
-            "median": statistics.median(totals),
-            "min": min(totals),
-            "max": max(totals),
-            "by_bucket_and_type": _median_by_key(s3),
-        }
+        summary["s3_requests_per_batch"] = _requests_per_batch(s3, "by_bucket_and_type")
     if rest:
-        totals = [sum(b.values()) for b in rest]
-        summary["rest_requests_per_batch"] = {
-            "median": statistics.median(totals),
-            "min": min(totals),
-            "max": max(totals),
-            "by_method": _median_by_key(rest),
-        }
+        summary["rest_requests_per_batch"] = _requests_per_batch(rest, "by_method")
     return summary
+
+
+def _requests_per_batch(batches: list[dict[str, Any]], breakdown: str) -> dict[str, Any]:
+    """Requests per batch (median, min, max) and the median of each kind, under ``breakdown``."""
+    totals = [sum(b.values()) for b in batches]
+    return {
+        "median": statistics.median(totals),
+        "min": min(totals),
+        "max": max(totals),
+        breakdown: _median_by_key(batches),
+    }
 
 
 def summarize(result: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
