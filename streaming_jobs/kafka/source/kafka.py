@@ -131,7 +131,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         options: The validated options.
         schema: The schema Spark asks for; must be the Kafka schema.
         transform: Applied to each task's record batches (a source that yields something
-            else than raw records, such as decoded values, declares that schema itself).
+            other than raw records, such as decoded values, declares that schema itself).
     """
 
     def __init__(
@@ -187,7 +187,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return offsets_to_json(self._latest) if self._latest is not None else None
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        """One input partition per offset range of the micro-batch."""
+        """The micro-batch's offset ranges, packed into input partitions (``maxPartitions``)."""
         begin, until = offsets_from_json(start), offsets_from_json(end)
         new = [tp for tp in until if tp not in begin]
         new_starts = self._reader().earliest_offsets(new) if new else {}
@@ -244,7 +244,7 @@ class KafkaBatchReader(DataSourceReader):
         self._transform = transform
 
     def partitions(self) -> Sequence[InputPartition]:
-        """One input partition per offset range, planned on the driver."""
+        """The offset ranges, planned on the driver, packed into input partitions (``maxPartitions``)."""
         reader = KafkaOffsetReader(self._options)
         try:
             tps = reader.topic_partitions()
