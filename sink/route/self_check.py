@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -299,18 +299,10 @@ def _run_checks(
     """
 
     def check_hash() -> SelfCheckError | None:
-        try:
-            verify_bucket_function(spark, vectors)
-        except SelfCheckError as e:
-            return e
-        return None
+        return _error_of(lambda: verify_bucket_function(spark, vectors))
 
     def check_shuffle() -> SelfCheckError | None:
-        try:
-            verify_partition_keys(spark)
-        except SelfCheckError as e:
-            return e
-        return None
+        return _error_of(lambda: verify_partition_keys(spark))
 
     if not (vectors and shuffle):
         return (check_hash() if vectors else None), (check_shuffle() if shuffle else None)
@@ -329,3 +321,12 @@ def _run_checks(
             hint="see the driver's log; bucketed tables cannot be written safely until it passes",
         ), shuffle_error
     return hash_result[0], shuffle_error
+
+
+def _error_of(check: Callable[[], None]) -> SelfCheckError | None:
+    """The :class:`SelfCheckError` ``check`` raises, or ``None`` when it passes."""
+    try:
+        check()
+    except SelfCheckError as e:
+        return e
+    return None
