@@ -36,9 +36,9 @@ test-fast: env
 	$(PY) -m pytest -q tests/unit $(PYTEST_ARGS)
 
 # Every fault of tests/faults/harness.py in both commit modes at every batch (a seeded
-# selection of them runs in make test).
-test-faults: env
-	$(PY) -m pytest -q -m faults_full tests/faults $(PYTEST_ARGS)
+# selection of them runs in make test), and the SIGKILL runs kept out of make test.
+test-faults: env system-deps
+	$(PY) -m pytest -q -m faults_full tests $(PYTEST_ARGS)
 
 # Real servers on loopback: SeaweedFS (S3 + REST catalog), PostgreSQL, Spark cluster, Spark Connect.
 test-deploy: env system-deps

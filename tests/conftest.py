@@ -17,6 +17,16 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``faults_full`` run only with ``-m faults_full`` (``make test-faults``)."""
+    if "faults_full" in (config.getoption("-m") or ""):
+        return
+    skip = pytest.mark.skip(reason="part of the full fault matrix: make test-faults (-m faults_full)")
+    for item in items:
+        if "faults_full" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
     """One local[2] SparkSession shared by the whole test session."""

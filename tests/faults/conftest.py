@@ -1,8 +1,7 @@
 """The fault-injection suite: a seeded selection in ``make test``, the full matrix with ``make test-faults``.
 
-Tests marked ``faults_full`` run only when selected with ``-m faults_full``. Every
-outcome is tallied; the terminal summary gives faults injected, rows checked, lost and
-duplicated (the figures the README records).
+Every outcome is tallied; the terminal summary gives faults injected, rows checked, lost
+and duplicated (the figures the README records).
 """
 
 from __future__ import annotations
@@ -14,15 +13,6 @@ import pytest
 from tests.faults.harness import Outcome
 
 OUTCOMES: list[Outcome] = []
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if "faults_full" in (config.getoption("-m") or ""):
-        return
-    skip = pytest.mark.skip(reason="the full fault matrix runs with make test-faults (-m faults_full)")
-    for item in items:
-        if "faults_full" in item.keywords:
-            item.add_marker(skip)
 
 
 @pytest.fixture()

@@ -175,7 +175,11 @@ def _counters(sink: IcebergSink) -> dict[str, float]:
     return totals
 
 
-@pytest.mark.parametrize("crash_at", ["after-write", "after-commit"])
+# A replay after the commit is also checked in process (test_upsert_row_delta's replayed
+# batch); its SIGKILL run is in make test-faults.
+@pytest.mark.parametrize(
+    "crash_at", ["after-write", pytest.param("after-commit", marks=pytest.mark.faults_full)]
+)
 def test_sigkill_around_the_commit_then_restart_applies_every_change_once(
     tmp_path: Path, catalog_options: dict[str, str], crash_at: str
 ) -> None:
