@@ -70,6 +70,47 @@ class LookupSpec:
     location: str | None = None
 
 
+class DeletedPositions:
+    """The positions earlier delete files removed, per data file, each delete file read once.
+
+    The lookup's delete files are partition-scoped: every data file of a partition shares
+    them. Reading them once per Spark task, not once per data file, keeps a batch's reads
+    at data files plus delete files where they would grow with their product, which
+    grows with the square of the batches since the last compaction. Only the current
+    partition's delete files are kept (the driver hands a Spark task its lookup tasks
+    ordered by partition).
+    """
+
+    def __init__(self, io: FileIO) -> None:
+        self._io = io
+        self._partition: tuple[int, tuple[Any, ...]] | None = None
+        self._by_delete_file: dict[str, dict[str, pa.Array]] = {}
+
+    def of(self, task: LookupTask) -> pa.Array:
+        """Positions of ``task``'s data file deleted by its delete files (int64, maybe empty)."""
+        partition = (task.spec_id, task.partition)
+        if partition != self._partition:
+            self._partition, self._by_delete_file = partition, {}
+        found = [self._read(path).get(task.data_file) for path in task.delete_files]
+        return pa.chunked_array([p for p in found if p is not None], pa.int64()).combine_chunks()
+
+    def _read(self, path: str) -> dict[str, pa.Array]:
+        """A delete file's positions, by the data file they refer to."""
+        by_data_file = self._by_delete_file.get(path)
+        if by_data_file is None:
+            with self._io.new_input(path).open() as stream:
+                rows = pq.read_table(stream, columns=["file_path", "pos"])
+            grouped = rows.group_by("file_path", use_threads=False).aggregate([("pos", "list")])
+            by_data_file = {
+                data_file: positions.values
+                for data_file, positions in zip(
+                    grouped.column("file_path").to_pylist(), grouped.column("pos_list"), strict=True
+                )
+            }
+            self._by_delete_file[path] = by_data_file
+        return by_data_file
+
+
 @dataclass(frozen=True)
 class LookupResult:
     """The delete files a lookup wrote, and what its tasks read."""
@@ -78,8 +119,15 @@ class LookupResult:
     report: LookupReport
 
 
-def find_rows(task: LookupTask, io: FileIO) -> tuple[pa.Table, LookupReport]:
+def find_rows(
+    task: LookupTask, io: FileIO, deleted: DeletedPositions | None = None
+) -> tuple[pa.Table, LookupReport]:
     """The live rows of the task's data file holding one of its keys.
+
+    Args:
+        task: The data file and the keys it can hold.
+        io: The table's file system.
+        deleted: The delete files read so far by this Spark task (a new one: none).
 
     Returns:
         ``file_path``, ``pos`` and the key columns of every match (position order), and
@@ -106,9 +154,9 @@ def find_rows(task: LookupTask, io: FileIO) -> tuple[pa.Table, LookupReport]:
                 rows_read += group_rows
             offset += group_rows
     matched = _matches(pieces, task.keys)
-    deleted = _deleted_positions(task, io)
-    if deleted is not None and matched.num_rows:
-        matched = matched.filter(pc.invert(pc.is_in(matched.column("pos"), value_set=deleted)))
+    if matched.num_rows and task.delete_files:
+        gone = (deleted or DeletedPositions(io)).of(task)
+        matched = matched.filter(pc.invert(pc.is_in(matched.column("pos"), value_set=gone)))
     matched = matched.sort_by("pos")
     paths = pa.array([task.data_file] * matched.num_rows, pa.string())
     result = pa.table(
@@ -129,8 +177,9 @@ def lookup_and_write(
     """
     writers: dict[tuple[int, tuple[Any, ...]], PositionDeleteWriter] = {}
     report = LookupReport()
+    deleted = DeletedPositions(io)
     for task in tasks:
-        rows, task_report = find_rows(task, io)
+        rows, task_report = find_rows(task, io, deleted)
         report += task_report
         if rows.num_rows == 0:
             continue
@@ -155,7 +204,7 @@ def lookup_and_write(
 
 def run_lookup_locally(tasks: Iterable[LookupTask], spec: LookupSpec) -> LookupResult:
     """Run the tasks one after the other in this process (small plans, tests): one task of the lookup."""
-    files, report = lookup_and_write(tasks, spec, load_file_io(spec.io_properties))
+    files, report = lookup_and_write(sorted(tasks, key=_by_partition), spec, load_file_io(spec.io_properties))
     return LookupResult(files, report)
 
 
@@ -170,7 +219,7 @@ def run_lookup(
     if not tasks:
         return LookupResult([], LookupReport())
     slices = max(1, min(parallelism, len(tasks)))
-    ordered = sorted(tasks, key=lambda t: (t.spec_id, repr(t.partition), t.data_file))
+    ordered = sorted(tasks, key=_by_partition)
     rows = [(task.to_json(), n * slices // len(ordered)) for n, task in enumerate(ordered)]
     # Contiguous ranges of tasks ordered by partition: a Spark task gets whole partitions where it can.
     frame = spark.createDataFrame(rows, "task string, slice int").repartitionByRange(slices, "slice")
@@ -206,6 +255,11 @@ def lookup_function(spec: LookupSpec) -> Callable[[Iterator[pa.RecordBatch]], It
         yield pa.RecordBatch.from_arrays([pa.array(texts, pa.string())], schema=MESSAGE_SCHEMA)
 
     return run
+
+
+def _by_partition(task: LookupTask) -> tuple[int, str, str]:
+    """Sort key: the tasks of a partition next to each other (they share their delete files)."""
+    return task.spec_id, repr(task.partition), task.data_file
 
 
 def _columns_by_field_id(schema: pa.Schema, field_ids: tuple[int, ...], path: str) -> list[int]:
@@ -250,15 +304,3 @@ def _matches(pieces: list[pa.Table], keys: pa.Table) -> pa.Table:
         return rows.filter(pc.is_in(rows.column(0), value_set=keys.column(0).combine_chunks()))
     wanted = keys.group_by(names, use_threads=False).aggregate([])
     return rows.join(wanted, keys=names, join_type="inner", use_threads=False)
-
-
-def _deleted_positions(task: LookupTask, io: FileIO) -> pa.Array | None:
-    """Positions of the task's data file already deleted by its earlier delete files."""
-    if not task.delete_files:
-        return None
-    parts = []
-    for path in task.delete_files:
-        with io.new_input(path).open() as stream:
-            table = pq.read_table(stream, columns=["file_path", "pos"])
-        parts.append(table.filter(pc.equal(table.column("file_path"), task.data_file)).column("pos"))
-    return pa.chunked_array([c for p in parts for c in p.chunks], pa.int64()).combine_chunks()

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import shutil
+from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyiceberg.io.pyarrow import PyArrowFileIO
+from pyiceberg.io.pyarrow import PyArrowFile, PyArrowFileIO
 
 from sink.upsert.lookup import LookupSpec, find_rows, lookup_and_write
 from sink.upsert.messages import LookupReport, LookupTask
@@ -70,6 +72,61 @@ def test_rows_deleted_before_are_not_found_again(tmp_path: Path) -> None:
     assert pq.read_table(message.path.removeprefix("file://")).to_pylist() == [
         {"file_path": data_file, "pos": 450}
     ]
+
+
+class _CountingIO(PyArrowFileIO):
+    """The local file system, counting the files opened for reading."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.opened: Counter[str] = Counter()
+
+    def new_input(self, location: str) -> PyArrowFile:
+        self.opened[location] += 1
+        return super().new_input(location)
+
+
+def test_each_delete_file_is_read_once_for_the_data_files_of_its_partition(tmp_path: Path) -> None:
+    first = _data_file(tmp_path)
+    data_files = [first]
+    for n in range(1, 4):  # four data files of one partition, the same rows
+        shutil.copy(first.removeprefix("file://"), tmp_path / f"data-{n}.parquet")
+        data_files.append(f"file://{tmp_path}/data-{n}.parquet")
+    io = _CountingIO()
+    delete_files = []
+    for n, positions in enumerate([[5, 7], [450]]):  # two earlier batches' partition-scoped delete files
+        writer = PositionDeleteWriter(io, f"file://{tmp_path}/earlier-{n}.parquet", (1,), 0, "zstd")
+        writer.write(
+            pa.record_batch(
+                {
+                    "file_path": [path for path in data_files[n::2] for _ in positions],
+                    "pos": pa.array([p for _ in data_files[n::2] for p in positions], pa.int64()),
+                }
+            )
+        )
+        writer.close()
+        delete_files.append(writer.path)
+    keys = [(5, "eu"), (7, "eu"), (450, "us")]
+    tasks = [
+        LookupTask(n, path, 0, (1,), 600, (1, 7), _task(path, keys).keys, tuple(delete_files))
+        for n, path in enumerate(data_files)
+    ]
+    io.opened.clear()  # the writers asked for their files' sizes
+
+    [message], report = lookup_and_write(tasks, LookupSpec("t", {}, "b"), io)
+
+    assert {path: io.opened[path] for path in delete_files} == {path: 1 for path in delete_files}
+    live = pq.read_table(message.path.removeprefix("file://")).to_pylist()
+    expected = [  # files 0 and 2 lost 5 and 7 before, files 1 and 3 lost 450
+        (data_files[0], 450),
+        (data_files[1], 5),
+        (data_files[1], 7),
+        (data_files[2], 450),
+        (data_files[3], 5),
+        (data_files[3], 7),
+    ]
+    assert live == [{"file_path": path, "pos": pos} for path, pos in sorted(expected)]
+    assert report.rows_matched == 6 and report.files_read == 4
 
 
 def test_no_match_writes_no_file(tmp_path: Path) -> None:
