@@ -247,7 +247,7 @@ class SinkConfig(_Frozen):
         _check_write_and_commit(self.write, self.commit)
         staged = {"target_bytes", "interval_s", "max_batches"} & self.commit.model_fields_set
         check_upsert(self.upsert, bool(staged))
-        check_route(self.route, self.table, staged, self.write.distribution_mode, self.upsert.enabled)
+        check_route(self.route, self.table, staged, self.write.distribution_mode, self.upsert)
         return self
 
     @classmethod

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from sink.config_upsert import UpsertConfig
 from sink.errors import ConfigError, PartitionSpecError
 from sink.partitioning import check_terms, parse_partition_by
 
@@ -31,10 +32,6 @@ TABLE_OPTION_KEYS = (
     "upsert.key-columns",
 )
 TABLE_PROPERTY_PREFIX = "table-property."
-UPSERT_HINT = (
-    "routed tables are appended to: remove write.mode=upsert (also from route.table-options), "
-    "or write the upserted stream with a sink of its own"
-)
 _CODECS = frozenset({"zstd", "snappy", "gzip", "lz4", "brotli", "none", "uncompressed"})
 _IDENTIFIER = re.compile(r"^[^.\s]+(\.[^.\s]+)+$")
 
@@ -151,16 +148,20 @@ def _check_values(pattern: str, options: dict[str, str]) -> None:
 
 
 def check_route(
-    route: RouteConfig, table: str, staged_commits: set[str], distribution: Any, upsert: bool
+    route: RouteConfig,
+    table: str,
+    staged_commits: set[str],
+    distribution: Any,
+    upsert: UpsertConfig,
 ) -> None:
-    """Routing options that fit together: a source of names, and nothing routing cannot do yet.
+    """Routing options that fit together: a source of names, nothing routing cannot do, keys for upserts.
 
     Args:
         route: The routing section.
         table: The ``table`` option ('' when not given).
         staged_commits: The commit cadence fields that were set (``interval_s`` ...).
         distribution: The ``distribution-mode`` that was set, if any.
-        upsert: Whether ``write.mode`` is ``upsert``.
+        upsert: The sink's upsert section (the default of every routed table).
 
     Raises:
         ConfigError: Naming the options and the fix.
@@ -198,15 +199,36 @@ def check_route(
             f"option 'distribution-mode' is {mode!r} but routed writes are not shuffled",
             hint="remove distribution-mode (or set it to none) when route.by is set",
         )
-    upserted = [
-        pattern
-        for pattern, options in route.table_options
-        if options.get("write.mode", "").lower() == "upsert" or "upsert.key-columns" in options
-    ]
-    if upsert or upserted:
-        where = f" (route.table-options {upserted})" if upserted else ""
+    for pattern, options in route.table_options:
+        _check_upserted_pattern(pattern, options, upsert)
+
+
+def _check_upserted_pattern(pattern: str, options: dict[str, str], upsert: UpsertConfig) -> None:
+    """A pattern that upserts has key columns (its own or the sink's), none of them a change column."""
+    mode = options.get("write.mode", upsert.mode.value).lower()
+    keys = options.get("upsert.key-columns", ",".join(upsert.key_columns))
+    names = {k.strip() for k in keys.split(",") if k.strip()}
+    if mode == "upsert":
+        if not names:
+            raise ConfigError(
+                f"route.table-options pattern {pattern!r} upserts (write.mode=upsert) "
+                "without upsert.key-columns",
+                hint=f'add the key columns to the pattern, e.g. {{"{pattern}": {{"write.mode": "upsert", '
+                '"upsert.key-columns": "id"}}',
+            )
+        clash = sorted(names & set(upsert.change_columns))
+        if clash:
+            raise ConfigError(
+                f"route.table-options pattern {pattern!r}: upsert.key-columns names {clash}, "
+                "which is the op or order column",
+                hint="the op and order columns describe a change and are not stored: pick other key columns",
+            )
+    elif "upsert.key-columns" in options:
         raise ConfigError(
-            f"write.mode=upsert{where} cannot be used with route.by={route.by.value} yet", hint=UPSERT_HINT
+            f"route.table-options pattern {pattern!r} sets upsert.key-columns "
+            f"{options['upsert.key-columns']!r} but its write.mode is 'append'",
+            hint="add write.mode=upsert to the pattern to upsert its tables by these keys, "
+            "or remove upsert.key-columns",
         )
 
 

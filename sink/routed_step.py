@@ -5,14 +5,17 @@ What :class:`~sink.sink.IcebergSink` hands a batch to when routing is on. The st
 
 1. route     - the batch's destination values and their non-null    (:mod:`sink.destinations.resolve`)
                columns: ONE Spark job; each value named a table      (:mod:`sink.destinations.naming`)
+   changes   - upserted tables: the last change per key, rejected    (:mod:`sink.routed_upserts`)
+               changes set aside (one counting job)
 2. schema    - per table: load or create it with its own options,   (:mod:`sink.destinations.table_options`,
                settle crashed attempts, skip it when its ledger has   :mod:`sink.schema.coordinator`)
                the batch, evolve it with its own columns only
 3. normalize - ONE projection for every table                        (:mod:`sink.destinations.projection`)
-4. write     - ONE write job; each task splits rows by table          (:mod:`sink.write.routed_task`)
-5. dead      - bad and unroutable rows, one commit, before the data  (:mod:`sink.deadletter`)
-   letters
-6. commit    - each table on its own, with its own exactly-once ledger (:mod:`sink.commit.committer`)
+4. write     - ONE write job; each task splits rows by table          (:mod:`sink.routed_write`)
+5. dead      - bad, unroutable and rejected rows, one commit, before  (:mod:`sink.deadletter`)
+   letters     the data
+6. commit    - each table on its own, with its own exactly-once ledger (:mod:`sink.commit.committer`);
+               upserted tables after ONE key job and ONE lookup job    (:mod:`sink.routed_upserts`)
 
 The number of Spark jobs of a batch does not grow with its number of tables; the catalog
 and storage calls of steps 2, 4 (the attempt records) and 6 do (a few per table, on a
@@ -26,10 +29,6 @@ from __future__ import annotations
 import functools
 import threading
 import uuid
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import TypeVar
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
@@ -40,7 +39,7 @@ from sink import catalog as catalogs
 from sink.commit import ledger
 from sink.commit.committer import Committer
 from sink.commit.ledger import BatchRange
-from sink.commit.recovery import AttemptLog, AttemptRecord
+from sink.commit.recovery import AttemptLog
 from sink.config import SchemaEvolution, SinkConfig
 from sink.deadletter import DeadLetterQueue
 from sink.destinations.naming import DestinationNames
@@ -53,33 +52,16 @@ from sink.destinations.projection import (
 )
 from sink.destinations.resolve import DestinationValue, resolve, route_column
 from sink.destinations.table_options import TableOptions
-from sink.errors import BadRecordError, ConfigError, SchemaError, WriteError, find_error_code
 from sink.log_context import batch_logger
 from sink.metrics import SinkMetrics
-from sink.normalize import bad_record_error
+from sink.parallel import run_parallel
+from sink.routed_upserts import RoutedChanges, RoutedUpserts, UpsertedTable
+from sink.routed_write import RoutedTarget, check_keys_in_task, write_routed
 from sink.schema.coordinator import coordinator_for
-from sink.write.keys import arrow_key_functions
+from sink.upsert_step import UpsertStep
 from sink.write.messages import WriteResult
-from sink.write.routed_task import DestinationSpec, RoutedWriteSpec, run_routed_write
-from sink.write_step import BatchWriter
 
 logger = batch_logger(__name__)
-
-CATALOG_THREADS = 4  # tables prepared, recorded or committed at once (catalog and storage round trips)
-_T = TypeVar("_T")
-
-
-@dataclass
-class _Target:
-    """A table the batch writes: its configuration, table, columns offered and values routed to it."""
-
-    name: str
-    config: SinkConfig
-    table: Table
-    columns: tuple[int, ...]
-    values: tuple[str, ...]
-    index: int = -1
-    attempts: AttemptLog | None = None
 
 
 class RoutedStep:
@@ -108,6 +90,7 @@ class RoutedStep:
         self.label = label
         self._names = DestinationNames(config.route, reserved=(dead_letters.table_name,))
         self._options = TableOptions(config)
+        self._upserts = RoutedUpserts(config, metrics)
         self._recovered: set[tuple[str, str]] = set()  # (table, sink id) settled in this process
         self._lock = threading.Lock()
         self._sink_locks: dict[str, threading.Lock] = {}
@@ -121,11 +104,31 @@ class RoutedStep:
             self._write_batch(batch_df, batch_id, sink_id)
 
     def _write_batch(self, batch_df: DataFrame, batch_id: int, sink_id: str) -> None:
-        case_sensitive = self._config.table_schema.case_sensitive
-        position = route_column(batch_df.schema, self._config.route, case_sensitive)
+        position = route_column(batch_df.schema, self._config.route, self._config.table_schema.case_sensitive)
         with self._metrics.time_step(self.label, "route"):  # 1. the ONE job finding the destinations
             found = resolve(batch_df, position)
             tables_of = self._names.tables_of(d.value for d in found)
+        configs = {
+            d.value: self._options.config_for(n) for d in found if d.value and (n := tables_of[d.value])
+        }
+        upserted = {value: config for value, config in configs.items() if config.upsert.enabled}
+        changes = self._upserts.split(batch_df, position, upserted)  # upserted tables: last change per key
+        try:
+            self._write_routed(changes, found, tables_of, position, sink_id, batch_id)
+        finally:
+            changes.release()
+
+    def _write_routed(
+        self,
+        changes: RoutedChanges,
+        found: list[DestinationValue],
+        tables_of: dict[str | None, str | None],
+        position: int,
+        sink_id: str,
+        batch_id: int,
+    ) -> None:
+        case_sensitive = self._config.table_schema.case_sensitive
+        batch_df = changes.rows
         targets, skipped = self._prepare(found, tables_of, batch_df.schema, sink_id, batch_id)
         indexes = {v: t.index for t in targets for v in t.values} | dict.fromkeys(skipped, SKIPPED)
         unroutable = [d for d in found if tables_of[d.value] is None]
@@ -152,23 +155,49 @@ class RoutedStep:
             tables = [DestinationTable(t.index, t.name, t.table.schema(), t.columns) for t in targets]
             projection = project(batch_df, tables, indexes, options)
         try:
-            self._write_and_commit(projection, targets, sink_id, batch_id)
+            self._write_and_commit(projection, changes, targets, sink_id, batch_id)
         except BaseException:
             with self._lock:  # the replay settles what this attempt left behind
                 self._recovered.difference_update((t.name, sink_id) for t in targets)
             raise
 
     def _write_and_commit(
-        self, projection: RoutedProjection, targets: list[_Target], sink_id: str, batch_id: int
+        self,
+        projection: RoutedProjection,
+        changes: RoutedChanges,
+        targets: list[RoutedTarget],
+        sink_id: str,
+        batch_id: int,
     ) -> None:
         attempt = uuid.uuid4().hex[:16]
-        result = self._write(projection, targets, sink_id, batch_id, attempt)  # 4. the ONE write job
+        budget = self._config.write.memory_budget_bytes
+        result = write_routed(
+            projection, targets, budget, self._metrics, self.label, sink_id, batch_id, attempt
+        )
         rows = sum(f.record_count for f in result.files)
-        self._dead_letters.deliver(projection.dead_letters, sink_id, batch_id, rows, result.counts)  # 5.
+        dead_letters, counts = self._upserts.dead_letters(changes, projection.dead_letters, result.counts)
+        self._dead_letters.deliver(dead_letters, sink_id, batch_id, rows, counts)  # 5.
+        self._upserts.count_rejected(changes)
+        upserted = [t for t in targets if t.config.upsert.enabled]
+        self._upserts.commit(  # 6. upserted tables: ONE key job, ONE lookup job, a row delta each
+            [
+                UpsertedTable(t.name, t.config, t.table, t.index, t.values, t.file_prefix, t.location)
+                for t in upserted
+            ],
+            projection,
+            changes,
+            result.files,
+            sink_id,
+            batch_id,
+            attempt,
+        )
+        for target in upserted:
+            assert target.attempts is not None
+            target.attempts.end(batch_id, attempt)
         commit = functools.partial(
             self._commit, result=result, sink_id=sink_id, batch_id=batch_id, attempt=attempt
         )
-        _parallel([functools.partial(commit, t) for t in targets])  # 6. each table on its own
+        run_parallel([functools.partial(commit, t) for t in targets if not t.config.upsert.enabled])  # 6.
 
     def _prepare(
         self,
@@ -177,7 +206,7 @@ class RoutedStep:
         schema: st.StructType,
         sink_id: str,
         batch_id: int,
-    ) -> tuple[list[_Target], list[str]]:
+    ) -> tuple[list[RoutedTarget], list[str]]:
         """Step 2 for every table of the batch: the tables to write, and the values of tables to skip."""
         grouped: dict[str, tuple[set[int], list[str]]] = {}
         for d in found:
@@ -187,7 +216,7 @@ class RoutedStep:
                 columns.update(d.columns)
                 values.append(d.value)
         prepare = functools.partial(self._prepare_table, schema=schema, sink_id=sink_id, batch_id=batch_id)
-        ready = _parallel(
+        ready = run_parallel(
             [
                 functools.partial(prepare, n, tuple(sorted(c)), tuple(v))
                 for n, (c, v) in sorted(grouped.items())
@@ -206,9 +235,11 @@ class RoutedStep:
         schema: st.StructType,
         sink_id: str,
         batch_id: int,
-    ) -> tuple[_Target, bool]:
+    ) -> tuple[RoutedTarget, bool]:
         """Load or create one table, settle its crashed attempts, check its ledger, evolve it."""
         config = self._options.config_for(name)
+        if config.upsert.enabled:  # the op and order columns describe a change: not stored
+            columns = tuple(p for p in columns if schema.fields[p].name not in config.upsert.change_columns)
         offered = st.StructType([schema.fields[p] for p in columns])
         self._metrics.start_sink(name, sink_id)
         with self._metrics.time_step(name, "schema"):
@@ -216,7 +247,7 @@ class RoutedStep:
             if table is None:
                 table = catalogs.create_table(self._catalog, config, offered)
             self._recover(config, table, sink_id)
-            target = _Target(name, config, table, columns, values)
+            target = RoutedTarget(name, config, table, columns, values)
             if ledger.is_committed(table, sink_id, batch_id):
                 logger.info("batch %s of sink %s already committed to %s: skipped", batch_id, sink_id, name)
                 self._metrics.replays_skipped.labels(name, sink_id).inc()
@@ -236,7 +267,8 @@ class RoutedStep:
                     )
                     .table
                 )
-        _check_keys_in_task(target.table, name)
+        check_keys_in_task(target.table, name)
+        UpsertStep(config, self._metrics).check_table(target.table)  # upserted: v2, with its key columns
         return target, False
 
     def _recover(self, config: SinkConfig, table: Table, sink_id: str) -> None:
@@ -253,37 +285,8 @@ class RoutedStep:
         with self._lock:
             self._recovered.add(key)
 
-    def _write(
-        self, projection: RoutedProjection, targets: list[_Target], sink_id: str, batch_id: int, attempt: str
-    ) -> WriteResult:
-        """Record each table's attempt, then write every table's files in ONE Spark job."""
-        destinations: list[DestinationSpec] = []
-        records: list[Callable[[], None]] = []
-        for target in targets:
-            writer = BatchWriter(target.config, self._metrics)
-            in_task = {
-                "num_data_columns": len(target.table.schema().fields),
-                "partition_values_in_task": True,
-            }
-            spec = writer.write_spec(target.table, sink_id, batch_id, attempt, in_task)
-            target.attempts = AttemptLog.for_sink(target.config, target.table, sink_id)
-            record = AttemptRecord(sink_id, batch_id, attempt, spec.file_prefix, spec.data_location)
-            records.append(functools.partial(target.attempts.begin, record))
-            destinations.append(DestinationSpec(target.index, spec, projection.slots[target.index]))
-        _parallel(records)  # every attempt is on record before any file is written
-        routed = RoutedWriteSpec(tuple(destinations), self._config.write.memory_budget_bytes)
-        with self._metrics.time_step(self.label, "write"):
-            try:
-                result = run_routed_write(projection.rows, routed)
-            except Exception as e:
-                raise _write_error(e, self.label, batch_id) from e
-        for d in destinations:
-            files = [f for f in result.files if f.table == d.spec.table]
-            self._metrics.record_files(d.spec.table, files, d.spec.target_file_size_bytes)
-        return result
-
     def _commit(
-        self, target: _Target, result: WriteResult, sink_id: str, batch_id: int, attempt: str
+        self, target: RoutedTarget, result: WriteResult, sink_id: str, batch_id: int, attempt: str
     ) -> None:
         """Commit one table's files of the batch, exactly once by its ledger."""
         name = target.name
@@ -312,38 +315,3 @@ class RoutedStep:
             name,
             outcome.snapshot_id,
         )
-
-
-def _parallel(calls: Sequence[Callable[[], _T]]) -> list[_T]:
-    """Run ``calls`` on a few threads (inline for one), results in order; the first error is raised."""
-    if len(calls) <= 1:
-        return [call() for call in calls]
-    with ThreadPoolExecutor(min(CATALOG_THREADS, len(calls)), thread_name_prefix="icesink-route") as pool:
-        return list(pool.map(lambda call: call(), calls))
-
-
-def _check_keys_in_task(table: Table, name: str) -> None:
-    """Routed writes compute partition values in the task: the table's spec must allow it."""
-    if table.spec().fields and arrow_key_functions(table.spec(), table.schema()) is None:
-        raise ConfigError(
-            f"table {name} is partitioned by {table.spec()}, whose values a routed write cannot compute "
-            "in its write tasks (a transform of a nested or decimal column)",
-            table=name,
-            hint="partition routed tables by top-level columns of int, long, date, time, timestamp, "
-            "string or binary type (route.table-options partition-by)",
-        )
-
-
-def _write_error(error: Exception, label: str, batch_id: int) -> Exception:
-    """The sink's error for a failed routed write job (it reaches the driver as text)."""
-    found = find_error_code(str(error))
-    if found is SchemaError and isinstance(error, SchemaError):
-        return error
-    if found is BadRecordError:
-        bad = bad_record_error(str(error), label, batch_id)
-        if bad is not None:
-            return bad
-    first = next(
-        (line.strip() for line in str(error).splitlines() if "ICESINK-" in line), type(error).__name__
-    )
-    return WriteError(f"routed write job of batch {batch_id} failed: {first}", table=label, batch_id=batch_id)

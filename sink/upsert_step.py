@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -42,7 +42,7 @@ from sink.upsert.changes import DELETE_OP, UPSERT_OPS, last_changes_df
 from sink.upsert.lookup import LookupResult, LookupSpec, run_lookup
 from sink.upsert.messages import LookupTask
 from sink.upsert.row_delta import delete_uncommitted
-from sink.write.messages import RowCounts
+from sink.write.messages import DataFileMessage, RowCounts
 from sink.write_step import WrittenBatch
 
 logger = logging.getLogger(__name__)
@@ -189,7 +189,7 @@ class UpsertStep:
             self.config.write.compression_codec,
         )
         applier = UpsertApplier(
-            table, self._keys, sink_id, self.config.commit, spec, _lookup_in(batch.changes.sparkSession)
+            table, self._keys, sink_id, self.config.commit, spec, spark_lookups(batch.changes.sparkSession)
         )
         with self.metrics.time_step(name, "commit"):
             outcome = applier.apply(keys, written.files, batch_id, written.attempt, location=written.location)
@@ -227,28 +227,43 @@ class UpsertStep:
     def _record(
         self, sink_id: str, batch_id: int, keys: int, written: WrittenBatch, outcome: UpsertOutcome
     ) -> None:
-        name = self.config.table
-        upserted = sum(f.record_count for f in written.files)
-        commit = outcome.commit
-        self.metrics.record_commit(name, sink_id, batch_id, written.files, commit.attempts, commit.conflicts)
-        self.metrics.batches.labels(name, sink_id, "committed").inc()
-        self.metrics.upserted_keys.labels(name, sink_id).inc(upserted)
-        self.metrics.deleted_keys.labels(name, sink_id).inc(max(0, keys - upserted))
-        self.metrics.delete_files.labels(name, sink_id).inc(outcome.delete_files)
-        logger.info(
-            "batch %s of sink %s: %s keys upserted, %s deleted, %s delete files; committed to %s as "
-            "snapshot %s",
-            batch_id,
-            sink_id,
-            upserted,
-            max(0, keys - upserted),
-            outcome.delete_files,
-            name,
-            commit.snapshot_id,
-        )
+        record_upsert(self.metrics, self.config.table, sink_id, batch_id, keys, written.files, outcome)
 
 
-def _lookup_in(spark: SparkSession) -> Callable[[list[LookupTask], LookupSpec], LookupResult]:
+def record_upsert(
+    metrics: SinkMetrics,
+    name: str,
+    sink_id: str,
+    batch_id: int,
+    keys: int,
+    files: Sequence[DataFileMessage],
+    outcome: UpsertOutcome,
+) -> None:
+    """Count and log one committed upsert batch of table ``name`` (``keys``: every key it changed)."""
+    upserted = sum(f.record_count for f in files)
+    commit = outcome.commit
+    metrics.record_commit(name, sink_id, batch_id, list(files), commit.attempts, commit.conflicts)
+    metrics.batches.labels(name, sink_id, "committed").inc()
+    metrics.upserted_keys.labels(name, sink_id).inc(upserted)
+    metrics.deleted_keys.labels(name, sink_id).inc(max(0, keys - upserted))
+    metrics.delete_files.labels(name, sink_id).inc(outcome.delete_files)
+    logger.info(
+        "batch %s of sink %s: %s keys upserted, %s deleted, %s delete files; committed to %s as snapshot %s",
+        batch_id,
+        sink_id,
+        upserted,
+        max(0, keys - upserted),
+        outcome.delete_files,
+        name,
+        commit.snapshot_id,
+    )
+
+
+def lookup_parallelism(spark: SparkSession) -> int:
+    """Spark tasks of a lookup job: the session's shuffle partitions."""
+    return int(spark.conf.get("spark.sql.shuffle.partitions") or _DEFAULT_LOOKUP_TASKS)
+
+
+def spark_lookups(spark: SparkSession) -> Callable[[list[LookupTask], LookupSpec], LookupResult]:
     """Lookups run as Spark jobs of ``spark``: the driver reads no data file."""
-    parallelism = int(spark.conf.get("spark.sql.shuffle.partitions") or _DEFAULT_LOOKUP_TASKS)
-    return functools.partial(run_lookup, spark, parallelism=parallelism)
+    return functools.partial(run_lookup, spark, parallelism=lookup_parallelism(spark))

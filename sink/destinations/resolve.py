@@ -62,6 +62,11 @@ def destination_value(source: Column) -> Column:
     return source.cast("string")
 
 
+def quoted(name: str) -> str:
+    """``name`` as a column reference (it may hold dots or backticks)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
 def positional(batch_df: DataFrame) -> DataFrame:
     """``batch_df`` with its columns named by position (names may repeat, or hold dots)."""
     return batch_df.toDF(*[f"{SOURCE_PREFIX}{i}" for i in range(len(batch_df.columns))])

@@ -3,7 +3,9 @@
 The patterns are tried in the order given (``fnmatch``, case-insensitive on the table
 name); the first that matches supplies the overrides. The result is an ordinary
 single-table :class:`~sink.config.SinkConfig`, so creating, evolving, writing and
-committing a routed table is what the sink does for its one table.
+committing a routed table is what the sink does for its one table. ``write.mode`` and
+``upsert.key-columns`` make a table upserted (:mod:`sink.routed_upserts`); the op and
+order columns are the sink's.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import threading
 
 from sink.config import SinkConfig
 from sink.config_route import TABLE_PROPERTY_PREFIX, RouteConfig
+from sink.config_upsert import UpsertConfig
 
 _WRITE_FIELDS = {
     "write.target-file-size-bytes": "target_file_size_bytes",
@@ -69,4 +72,11 @@ class TableOptions:
         }
         if "partition-by" in options:
             update["partition_by"] = options["partition-by"]
+        upsert = {
+            field: options[key] if field == "mode" else tuple(k.strip() for k in options[key].split(","))
+            for key, field in (("write.mode", "mode"), ("upsert.key-columns", "key_columns"))
+            if key in options
+        }
+        if upsert:
+            update["upsert"] = UpsertConfig.model_validate({**base.upsert.model_dump(), **upsert})
         return base.model_copy(update=update)

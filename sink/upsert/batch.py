@@ -58,6 +58,14 @@ class UpsertOutcome:
     delete_paths: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class PlannedLookup:
+    """A lookup planned on the table's current snapshot, and the spec its tasks run with."""
+
+    plan: LookupPlan
+    spec: LookupSpec
+
+
 class UpsertApplier:
     """Applies upsert batches of one sink to one table.
 
@@ -92,6 +100,29 @@ class UpsertApplier:
     def table(self) -> Table:
         return self._committer.table
 
+    def plan_lookup(
+        self, keys: pa.Table, batch_id: int, attempt: str, location: str | None = None, redo: int = 0
+    ) -> PlannedLookup | None:
+        """Refresh the table and plan the lookup of ``keys``; ``None`` when the ledger has the batch.
+
+        Run its tasks and hand both to :meth:`apply` (``first``) to run the lookups of many
+        tables in one Spark job.
+        """
+        metadata_cache.refresh(self.table)
+        if ledger.is_committed(self.table, self._sink_id, batch_id):  # a replay: no lookup needed
+            logger.info(
+                "batch %s of sink %s already committed to %s; skipped",
+                batch_id,
+                self._sink_id,
+                self._spec.table,
+            )
+            return None
+        plan = self._planner.plan(self.table.metadata, keys)
+        prefix = f"{self._spec.file_prefix}-{attempt}-r{redo}"
+        return PlannedLookup(
+            plan, replace(self._spec, file_prefix=prefix, location=location or self._spec.location)
+        )
+
     def apply(
         self,
         keys: pa.Table,
@@ -99,6 +130,7 @@ class UpsertApplier:
         batch_id: int,
         attempt: str,
         location: str | None = None,
+        first: tuple[PlannedLookup | None, LookupResult] | None = None,
     ) -> UpsertOutcome:
         """Delete the current rows of ``keys`` and add ``data_files``, in one snapshot.
 
@@ -108,23 +140,24 @@ class UpsertApplier:
             batch_id: The micro-batch.
             attempt: The batch's write attempt (unique per attempt; names its delete files).
             location: The folder for the delete files (``None``: next to each data file).
+            first: The first lookup, planned by :meth:`plan_lookup` and run by the caller;
+                ``None``: planned and run here. Redos after a conflict always run here.
         """
         batches = BatchRange(batch_id, batch_id)
         for redo in range(self._redos + 1):
-            metadata_cache.refresh(self.table)
-            if ledger.is_committed(self.table, self._sink_id, batch_id):  # a replay: no lookup needed
-                logger.info(
-                    "batch %s of sink %s already committed to %s; skipped",
-                    batch_id,
-                    self._sink_id,
-                    self._spec.table,
+            if redo == 0 and first is not None:
+                planned, result = first
+            else:
+                planned = self.plan_lookup(keys, batch_id, attempt, location, redo)
+                result = (
+                    self._run_lookup(list(planned.plan.tasks), planned.spec)
+                    if planned
+                    else LookupResult([], LookupReport())
                 )
+            if planned is None:
                 empty = LookupPlan(None, (), 0, keys.num_rows)
                 return UpsertOutcome(RowDeltaOutcome(None, 1, 0, True), empty, LookupReport(), 0, redo)
-            plan = self._planner.plan(self.table.metadata, keys)
-            prefix = f"{self._spec.file_prefix}-{attempt}-r{redo}"
-            spec = replace(self._spec, file_prefix=prefix, location=location or self._spec.location)
-            result = self._run_lookup(list(plan.tasks), spec)
+            plan = planned.plan
             try:
                 outcome = self._committer.commit(
                     data_files, result.delete_files, plan.snapshot_id, batches, {batch_id: attempt}

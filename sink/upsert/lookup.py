@@ -23,15 +23,16 @@ larger delete files mean fewer files to open and fewer manifest entries, at the 
 of reading the positions of other data files of the partition; compaction removes both
 kinds.
 
-The driver runs the tasks with :func:`run_lookup` (one Spark job through ``mapInArrow``)
-or, for a small plan, in its own process with :func:`run_lookup_locally`.
+The driver runs the tasks with :func:`run_lookup` (one Spark job through ``mapInArrow``;
+:func:`run_lookups` for several tables in one job) or, for a small plan, in its own
+process with :func:`run_lookup_locally`.
 """
 
 from __future__ import annotations
 
 import logging
 import posixpath
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +42,7 @@ import pyarrow.parquet as pq
 from pyiceberg.io import FileIO, load_file_io
 
 from sink.upsert.messages import LookupReport, LookupTask
-from sink.write.messages import MESSAGE_DDL, MESSAGE_SCHEMA, DataFileMessage
+from sink.write.messages import DataFileMessage
 from sink.write.position_deletes import PositionDeleteWriter
 
 if TYPE_CHECKING:
@@ -216,43 +217,71 @@ def run_lookup(
     Only the tasks' JSON travels to the executors and only the delete file messages
     and the reports come back: the driver reads no data file.
     """
-    if not tasks:
-        return LookupResult([], LookupReport())
-    slices = max(1, min(parallelism, len(tasks)))
-    ordered = sorted(tasks, key=_by_partition)
-    rows = [(task.to_json(), n * slices // len(ordered)) for n, task in enumerate(ordered)]
-    # Contiguous ranges of tasks ordered by partition: a Spark task gets whole partitions where it can.
-    frame = spark.createDataFrame(rows, "task string, slice int").repartitionByRange(slices, "slice")
-    texts = [row[0] for row in frame.mapInArrow(lookup_function(spec), MESSAGE_DDL).collect()]
-    report = LookupReport()
-    files: list[DataFileMessage] = []
-    for text in texts:
-        if LookupReport.is_report(text):
-            report += LookupReport.from_json(text)
-        else:
-            files.append(DataFileMessage.from_json(text))
-    logger.info(
-        "lookup for %s read %s files (%s rows), found %s rows, wrote %s delete files (prefix %s)",
-        spec.table,
-        report.files_read,
-        report.rows_read,
-        report.rows_matched,
-        len(files),
-        spec.file_prefix,
+    return run_lookups(spark, [(spec, tasks)], parallelism)[0]
+
+
+def run_lookups(
+    spark: SparkSession, lookups: Sequence[tuple[LookupSpec, list[LookupTask]]], parallelism: int
+) -> list[LookupResult]:
+    """The lookups of several tables (a routed batch's) in ONE Spark job; their results in order.
+
+    The tasks are ordered by table, then partition, and cut into at most ``parallelism``
+    contiguous ranges, one per Spark task: a Spark task gets whole partitions where it can.
+    """
+    work = [(n, task) for n, (_, tasks) in enumerate(lookups) for task in tasks]
+    if not work:
+        return [LookupResult([], LookupReport()) for _ in lookups]
+    slices = max(1, min(parallelism, len(work)))
+    ordered = sorted(work, key=lambda item: (item[0], *_by_partition(item[1])))
+    rows = [(n, task.to_json(), i * slices // len(ordered)) for i, (n, task) in enumerate(ordered)]
+    frame = spark.createDataFrame(rows, "spec int, task string, slice int").repartitionByRange(
+        slices, "slice"
     )
-    return LookupResult(files, report)
+    specs = [spec for spec, _ in lookups]
+    found = frame.mapInArrow(_lookups_function(specs), _RESULT_DDL).collect()
+    reports = [LookupReport() for _ in lookups]
+    files: list[list[DataFileMessage]] = [[] for _ in lookups]
+    for n, text in found:
+        if LookupReport.is_report(text):
+            reports[n] += LookupReport.from_json(text)
+        else:
+            files[n].append(DataFileMessage.from_json(text))
+    for spec, report, written in zip(specs, reports, files, strict=True):
+        logger.info(
+            "lookup for %s read %s files (%s rows), found %s rows, wrote %s delete files (prefix %s)",
+            spec.table,
+            report.files_read,
+            report.rows_read,
+            report.rows_matched,
+            len(written),
+            spec.file_prefix,
+        )
+    return [LookupResult(f, r) for f, r in zip(files, reports, strict=True)]
 
 
-def lookup_function(spec: LookupSpec) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function of :func:`run_lookup` (output schema: ``MESSAGE_SCHEMA``)."""
+_RESULT_DDL = "spec int, message string"
+_RESULT_SCHEMA = pa.schema([("spec", pa.int32()), ("message", pa.string())])
+
+
+def _lookups_function(
+    specs: list[LookupSpec],
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function of :func:`run_lookups`: ``(spec, task)`` in, ``(spec, message)`` out."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        io = load_file_io(spec.io_properties)
-        tasks = [LookupTask.from_json(text) for batch in batches for text in batch.column(0).to_pylist()]
-        messages, report = lookup_and_write(tasks, spec, io)
-        texts = [message.to_json() for message in messages]
-        texts.append(report.to_json())
-        yield pa.RecordBatch.from_arrays([pa.array(texts, pa.string())], schema=MESSAGE_SCHEMA)
+        by_spec: dict[int, list[LookupTask]] = {}
+        for batch in batches:
+            for n, text in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
+                by_spec.setdefault(n, []).append(LookupTask.from_json(text))
+        numbers: list[int] = []
+        texts: list[str] = []
+        for n, tasks in sorted(by_spec.items()):
+            messages, report = lookup_and_write(tasks, specs[n], load_file_io(specs[n].io_properties))
+            texts += [message.to_json() for message in messages] + [report.to_json()]
+            numbers += [n] * (len(messages) + 1)
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(numbers, pa.int32()), pa.array(texts, pa.string())], schema=_RESULT_SCHEMA
+        )
 
     return run
 

@@ -75,3 +75,49 @@ def test_a_debezium_topic_becomes_an_upserted_table(
         e.data_file.content for m in snapshot.manifests(table.io) for e in m.fetch_manifest_entry(table.io)
     }
     assert DataFileContent.POSITION_DELETES in contents and DataFileContent.EQUALITY_DELETES not in contents
+
+
+def test_debezium_topics_routed_by_topic_each_become_an_upserted_table(
+    spark: Any, kafka_broker: TansuBroker, tmp_path: Path, metrics_exports: None
+) -> None:
+    topics = [f"customers-{os.getpid()}", f"vendors-{os.getpid()}"]
+    for topic in topics:  # the same changes on both topics, the second shifted by 10
+        kafka_broker.create_topic(topic, 1)
+        shift = 10 * topics.index(topic)
+        records = [
+            (0, None, debezium(n, op, _shifted(before, shift), _shifted(after, shift)))
+            for n, (op, before, after) in enumerate(EVENTS)
+        ]
+        kafka_broker.produce(topic, records)
+    data = job_config(kafka_broker, topics[0], tmp_path, "", 4)  # a few changes per micro-batch
+    data["kafka"]["topics"] = topics
+    data["sink"] = {k: v for k, v in data["sink"].items() if k != "table"}
+    data["sink"].update({"route.by": "topic", "route.table-template": "e2e.{topic}"})
+    data["sink"]["dead-letter.table"] = "e2e.routed__dlq"
+    config_file = tmp_path / "job.yaml"
+    config_file.write_text(yaml.safe_dump(data))
+    flags = [
+        "--value-format",
+        "debezium-json",
+        "--value-schema",
+        "id BIGINT, name STRING",
+        "--upsert-key",
+        "id",
+    ]
+    config = load_config(["--config", str(config_file), *flags])
+    assert run(config, spark) == 0
+
+    catalog = catalog_from_options({k: str(v) for k, v in config.sink_options().items()})
+    for shift, topic in enumerate(topics):
+        table = catalog.load_table(f"e2e.{topic.replace('-', '_')}")
+        expected = {1 + 10 * shift: "a2", 2 + 10 * shift: "b again", 3 + 10 * shift: "c"}
+        assert {r["id"]: r["name"] for r in table.scan().to_arrow().to_pylist()} == expected
+        assert {r["id"]: r["name"] for r in duckdb_read(table.metadata_location).to_pylist()} == expected
+        assert "_op" not in table.schema().column_names and "_source_ts" not in table.schema().column_names
+        assert table.schema().identifier_field_names() == {"id"}
+        assert len(table.snapshots()) >= 3  # a row delta per micro-batch with its changes
+        assert {s.summary.operation.value for s in table.snapshots() if s.summary} == {"overwrite"}
+
+
+def _shifted(row: dict[str, Any] | None, by: int) -> dict[str, Any] | None:
+    return None if row is None else {**row, "id": int(row["id"]) + by}

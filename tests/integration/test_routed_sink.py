@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import functools
-import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +14,7 @@ from pyspark.sql import types as st
 from icesink import IcebergSink
 from sink import failpoints
 from sink.errors import BadRecordError, CommitError
+from tests.support.spark_jobs import count_spark_jobs
 from tests.support.tables import catalog_from_options, check_data_files, data_files, table_rows
 
 EVENTS = st.StructType(
@@ -55,18 +54,6 @@ def _sink(catalog_options: dict[str, str], **options: str) -> IcebergSink:
 
 def _columns(catalog: Catalog, name: str) -> list[str]:
     return [f.name for f in catalog.load_table(name).schema().fields]
-
-
-def _spark_jobs(spark: SparkSession, call: Callable[[], None]) -> int:
-    """Spark jobs ``call`` runs on this thread (counted through its job group)."""
-    group = f"routed-{uuid.uuid4().hex[:8]}"
-    context = spark.sparkContext
-    context.setJobGroup(group, "count the jobs of one routed batch")
-    try:
-        call()
-    finally:
-        context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
-    return len(context.statusTracker().getJobIdsForGroup(group))
 
 
 def test_rows_go_to_their_own_tables_with_their_own_columns(
@@ -193,7 +180,7 @@ def test_spark_jobs_per_batch_do_not_grow_with_the_tables(
         with _sink(catalog_options, **{"route.table-template": f"n{n}.{{value}}"}) as sink:
             # the first batch creates the tables, the second finds them
             counts[n] = [
-                _spark_jobs(spark, functools.partial(sink, _events(spark, kinds, 2), b)) for b in (0, 1)
+                count_spark_jobs(spark, functools.partial(sink, _events(spark, kinds, 2), b)) for b in (0, 1)
             ]
         catalog = catalog_from_options(catalog_options)
         assert len(catalog.list_tables(f"n{n}")) == n

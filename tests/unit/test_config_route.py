@@ -67,14 +67,29 @@ def test_bad_table_options_name_the_pattern_and_the_key(table_options: str, mess
         ({"commit.interval-s": "60"}, r"\['commit.interval-s'\] cannot be used with route.by=field"),
         ({"commit.max-batches": "3"}, "commit.max-batches"),
         ({"distribution-mode": "hash"}, "routed writes are not shuffled"),
-        ({"write.mode": "upsert", "upsert.key-columns": "id"}, "write.mode=upsert"),
-        ({"route.table-options": '{"ev.o*": {"write.mode": "upsert"}}'}, r"route.table-options \['ev.o\*'\]"),
-        ({"route.table-options": '{"ev.*": {"upsert.key-columns": "id"}}'}, "write.mode=upsert"),
+        (
+            {"route.table-options": '{"ev.o*": {"write.mode": "upsert"}}'},
+            r"pattern 'ev.o\*' upserts \(write.mode=upsert\) without upsert.key-columns",
+        ),
+        ({"route.table-options": '{"ev.*": {"upsert.key-columns": "id"}}'}, "its write.mode is 'append'"),
+        (
+            {"route.table-options": '{"ev.*": {"write.mode": "upsert", "upsert.key-columns": "_op"}}'},
+            r"names \['_op'\], which is the op or order column",
+        ),
     ],
 )
-def test_what_routing_cannot_do_yet_is_refused(options: dict[str, str], message: str) -> None:
+def test_what_routing_cannot_do_is_refused(options: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         SinkConfig.from_options({**ROUTED, **options})
+
+
+def test_upserted_routed_tables_take_the_sink_keys_or_their_own() -> None:
+    table_options = '{"ev.o*": {"upsert.key-columns": "order_id"}, "ev.log": {"write.mode": "append"}}'
+    options = {"write.mode": "upsert", "upsert.key-columns": "id", "route.table-options": table_options}
+    tables = TableOptions(SinkConfig.from_options({**ROUTED, **options}))
+    assert tables.config_for("ev.orders").upsert.key_columns == ("order_id",)
+    assert tables.config_for("ev.users").upsert.key_columns == ("id",)
+    assert tables.config_for("ev.users").upsert.enabled and not tables.config_for("ev.log").upsert.enabled
 
 
 def test_template_namespace_with_the_value_needs_a_dead_letter_table() -> None:

@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
+from sink.config import SinkConfig
+from sink.destinations.table_options import TableOptions
 from sink.errors import ConfigError
 from streaming_jobs.kafka_cli import load_config
 from streaming_jobs.kafka_routing import is_routed, upserted_tables
@@ -105,8 +107,10 @@ def test_bad_table_options_json_names_the_key() -> None:
         upserted_tables(options)
 
 
-def test_debezium_upserts_of_routed_tables_fail_at_start_up_while_the_sink_cannot_do_them() -> None:
+def test_debezium_upserts_of_routed_tables_upsert_each_table_by_the_key() -> None:
     flags = [*BASE, "--topic-pattern", "cdc\\..*", "--route-by", "topic", "--table-template", "cdc.{topic}"]
-    with pytest.raises(ConfigError, match="upsert") as info:
-        load_config([*flags, "--value-format", "debezium-json", "--upsert-key", "id"])
-    assert "route.table-options" in str(info.value) and "route.by=topic" in str(info.value)
+    config = load_config([*flags, "--value-format", "debezium-json", "--upsert-key", "id"])
+    sink = SinkConfig.from_options(config.sink_options())
+    table = TableOptions(sink).config_for("cdc.cdc_orders")
+    assert table.upsert.enabled and table.upsert.key_columns == ("id",)
+    assert table.upsert.order_column == "_source_ts"  # Debezium's source time orders a key's changes

@@ -1,0 +1,110 @@
+"""Step 4 of a routed batch: each table's attempt on record, then ONE Spark job writes every table's files.
+
+Routed writes are not shuffled: each task splits its rows by table and computes their
+partition values itself (:mod:`sink.write.routed_task`), so a routed table's partition
+spec must be computable from Arrow columns (:func:`check_keys_in_task`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pyiceberg.table import Table
+
+from sink.commit.recovery import AttemptLog, AttemptRecord
+from sink.config import SinkConfig
+from sink.destinations.projection import RoutedProjection
+from sink.errors import BadRecordError, ConfigError, SchemaError, WriteError, find_error_code
+from sink.metrics import SinkMetrics
+from sink.normalize import bad_record_error
+from sink.parallel import run_parallel
+from sink.write.keys import arrow_key_functions
+from sink.write.messages import WriteResult
+from sink.write.routed_task import DestinationSpec, RoutedWriteSpec, run_routed_write
+from sink.write_step import BatchWriter
+
+
+@dataclass
+class RoutedTarget:
+    """A table the batch writes: its configuration, table, columns offered and values routed to it."""
+
+    name: str
+    config: SinkConfig
+    table: Table
+    columns: tuple[int, ...]
+    values: tuple[str, ...]
+    index: int = -1
+    attempts: AttemptLog | None = None
+    file_prefix: str = ""  # of the batch attempt, on this table
+    location: str = ""
+
+
+def write_routed(
+    projection: RoutedProjection,
+    targets: list[RoutedTarget],
+    memory_budget_bytes: int,
+    metrics: SinkMetrics,
+    label: str,
+    sink_id: str,
+    batch_id: int,
+    attempt: str,
+) -> WriteResult:
+    """Record each table's attempt, then write every table's files in ONE Spark job.
+
+    ``memory_budget_bytes`` is the task's, for all its tables together; each target gets
+    its attempt's file prefix and folder.
+    """
+    destinations: list[DestinationSpec] = []
+    records: list[Callable[[], None]] = []
+    for target in targets:
+        writer = BatchWriter(target.config, metrics)
+        in_task = {
+            "num_data_columns": len(target.table.schema().fields),
+            "partition_values_in_task": True,
+        }
+        spec = writer.write_spec(target.table, sink_id, batch_id, attempt, in_task)
+        target.attempts = AttemptLog.for_sink(target.config, target.table, sink_id)
+        record = AttemptRecord(sink_id, batch_id, attempt, spec.file_prefix, spec.data_location)
+        records.append(functools.partial(target.attempts.begin, record))
+        target.file_prefix, target.location = spec.file_prefix, spec.data_location
+        destinations.append(DestinationSpec(target.index, spec, projection.slots[target.index]))
+    run_parallel(records)  # every attempt is on record before any file is written
+    routed = RoutedWriteSpec(tuple(destinations), memory_budget_bytes)
+    with metrics.time_step(label, "write"):
+        try:
+            result = run_routed_write(projection.rows, routed)
+        except Exception as e:
+            raise _write_error(e, label, batch_id) from e
+    for d in destinations:
+        files = [f for f in result.files if f.table == d.spec.table]
+        metrics.record_files(d.spec.table, files, d.spec.target_file_size_bytes)
+    return result
+
+
+def check_keys_in_task(table: Table, name: str) -> None:
+    """Routed writes compute partition values in the task: the table's spec must allow it."""
+    if table.spec().fields and arrow_key_functions(table.spec(), table.schema()) is None:
+        raise ConfigError(
+            f"table {name} is partitioned by {table.spec()}, whose values a routed write cannot compute "
+            "in its write tasks (a transform of a nested or decimal column)",
+            table=name,
+            hint="partition routed tables by top-level columns of int, long, date, time, timestamp, "
+            "string or binary type (route.table-options partition-by)",
+        )
+
+
+def _write_error(error: Exception, label: str, batch_id: int) -> Exception:
+    """The sink's error for a failed routed write job (it reaches the driver as text)."""
+    found = find_error_code(str(error))
+    if found is SchemaError and isinstance(error, SchemaError):
+        return error
+    if found is BadRecordError:
+        bad = bad_record_error(str(error), label, batch_id)
+        if bad is not None:
+            return bad
+    first = next(
+        (line.strip() for line in str(error).splitlines() if "ICESINK-" in line), type(error).__name__
+    )
+    return WriteError(f"routed write job of batch {batch_id} failed: {first}", table=label, batch_id=batch_id)
