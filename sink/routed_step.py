@@ -176,8 +176,8 @@ class RoutedStep:
         )
         rows = sum(f.record_count for f in result.files)
         dead_letters, counts = self._upserts.dead_letters(changes, projection.dead_letters, result.counts)
-        self._dead_letters.deliver(dead_letters, sink_id, batch_id, rows, counts)  # 5.
-        self._upserts.count_rejected(changes)
+        if not self._dead_letters.deliver(dead_letters, sink_id, batch_id, rows, counts).skipped_replay:  # 5.
+            self._upserts.count_rejected(changes)
         upserted = [t for t in targets if t.config.upsert.enabled]
         self._upserts.commit(  # 6. upserted tables: ONE key job, ONE lookup job, a row delta each
             [

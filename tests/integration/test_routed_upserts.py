@@ -181,6 +181,8 @@ def test_a_crash_between_two_tables_row_deltas_replays_only_the_rest(
         assert _state(table, key) == EXPECTED[name]
         assert len(table.snapshots()) == 3
     assert len(table_rows(catalog.load_table("cdc.routed__dlq"))) == 2  # not twice
+    labels = {"table": "cdc.users", "reason": "null_key"}
+    assert sink.metrics.registry.get_sample_value("icesink_dead_letter_reasons_total", labels) == 1
 
 
 @pytest.mark.parametrize(
