@@ -360,9 +360,7 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
         "delete_files_written": median(mine, "delete_files_written"),
         "data_files_written": median(mine, "data_files_written"),
         "lookup_s": median(mine, "lookup_s"),
-        "plan_and_commit_p50_p99": [
-            percentile([b["plan_and_commit_s"] for b in mine], q) for q in (0.5, 0.99)
-        ],
+        "plan_and_commit_p50_p99": [percentile([b["plan_and_commit_s"] for b in mine], q) for q in (50, 99)],
         "seconds_split": {
             k: median(mine, k) for k in ("change_frames_s", "write_s", "lookup_s", "plan_and_commit_s")
         },

@@ -1,4 +1,4 @@
-"""The upsert benchmark's change stream: its mix, its seed, and the expected state it keeps."""
+"""The upsert benchmark: its change stream (mix, seed, expected state) and its summary."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections import Counter
 import pyarrow as pa
 
 from benchmarks._upsert_changes import ChangeStream, rows, same_rows
+from benchmarks.upsert import summarize
 
 
 def _apply(state: dict[int, int], batch: pa.Table) -> None:
@@ -53,3 +54,26 @@ def test_same_seed_same_stream_and_same_rows_names_a_difference() -> None:
         same_rows(expected.slice(1), expected)
         == f"{expected.num_rows - 1} rows, expected {expected.num_rows}"
     )
+
+
+def test_the_summary_gives_the_median_and_the_99th_percentile_of_plan_and_commit() -> None:
+    fields = [
+        "changes_per_s",
+        "files_read",
+        "files_in_table",
+        "buckets_read",
+        "keys_per_task_mean",
+        "rows_read",
+        "row_groups_skipped",
+        "delete_files_written",
+        "data_files_written",
+        "lookup_s",
+        "change_frames_s",
+        "write_s",
+    ]
+    batches = [
+        {"batch": n, "changes": 10, "plan_and_commit_s": float(n), **dict.fromkeys(fields, 1.0)}
+        for n in range(1, 102)  # batch 1 warms up: 2..101 are counted
+    ]
+    summary = summarize({"icesink": batches, "pyiceberg": []})
+    assert summary["plan_and_commit_p50_p99"] == [51.5, 100.01]
