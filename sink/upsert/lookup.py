@@ -30,6 +30,7 @@ process with :func:`run_lookup_locally`.
 
 from __future__ import annotations
 
+import json
 import logging
 import posixpath
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -41,7 +42,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyiceberg.io import FileIO, load_file_io
 
-from sink.upsert.messages import LookupReport, LookupTask
+from sink.upsert.deleted_positions import DeletedPositions
+from sink.upsert.messages import LookupReport, LookupTask, decode_keys, encode_keys
 from sink.write.messages import DataFileMessage
 from sink.write.position_deletes import PositionDeleteWriter
 
@@ -69,47 +71,6 @@ class LookupSpec:
     file_prefix: str
     compression: str = "zstd"
     location: str | None = None
-
-
-class DeletedPositions:
-    """The positions earlier delete files removed, per data file, each delete file read once.
-
-    The lookup's delete files are partition-scoped: every data file of a partition shares
-    them. Reading them once per Spark task, not once per data file, keeps a batch's reads
-    at data files plus delete files where they would grow with their product, which
-    grows with the square of the batches since the last compaction. Only the current
-    partition's delete files are kept (the driver hands a Spark task its lookup tasks
-    ordered by partition).
-    """
-
-    def __init__(self, io: FileIO) -> None:
-        self._io = io
-        self._partition: tuple[int, tuple[Any, ...]] | None = None
-        self._by_delete_file: dict[str, dict[str, pa.Array]] = {}
-
-    def of(self, task: LookupTask) -> pa.Array:
-        """Positions of ``task``'s data file deleted by its delete files (int64, maybe empty)."""
-        partition = (task.spec_id, task.partition)
-        if partition != self._partition:
-            self._partition, self._by_delete_file = partition, {}
-        found = [self._read(path).get(task.data_file) for path in task.delete_files]
-        return pa.chunked_array([p for p in found if p is not None], pa.int64()).combine_chunks()
-
-    def _read(self, path: str) -> dict[str, pa.Array]:
-        """A delete file's positions, by the data file they refer to."""
-        by_data_file = self._by_delete_file.get(path)
-        if by_data_file is None:
-            with self._io.new_input(path).open() as stream:
-                rows = pq.read_table(stream, columns=["file_path", "pos"])
-            grouped = rows.group_by("file_path", use_threads=False).aggregate([("pos", "list")])
-            by_data_file = {
-                data_file: positions.values
-                for data_file, positions in zip(
-                    grouped.column("file_path").to_pylist(), grouped.column("pos_list"), strict=True
-                )
-            }
-            self._by_delete_file[path] = by_data_file
-        return by_data_file
 
 
 @dataclass(frozen=True)
@@ -227,16 +188,16 @@ def run_lookups(
 
     The tasks are ordered by table, then partition, and cut into at most ``parallelism``
     contiguous ranges, one per Spark task: a Spark task gets whole partitions where it can.
+    A partition's keys (:attr:`LookupTask.partition_keys`) travel once per Spark task that
+    has files of it, not once per file.
     """
     work = [(n, task) for n, (_, tasks) in enumerate(lookups) for task in tasks]
     if not work:
         return [LookupResult([], LookupReport()) for _ in lookups]
     slices = max(1, min(parallelism, len(work)))
     ordered = sorted(work, key=lambda item: (item[0], *_by_partition(item[1])))
-    rows = [(n, task.to_json(), i * slices // len(ordered)) for i, (n, task) in enumerate(ordered)]
-    frame = spark.createDataFrame(rows, "spec int, task string, slice int").repartitionByRange(
-        slices, "slice"
-    )
+    frame = spark.createDataFrame(_wire_rows(ordered, slices), "spec int, kind int, text string, slice int")
+    frame = frame.repartitionByRange(slices, "slice")
     specs = [spec for spec, _ in lookups]
     found = frame.mapInArrow(_lookups_function(specs), _RESULT_DDL).collect()
     reports = [LookupReport() for _ in lookups]
@@ -259,6 +220,27 @@ def run_lookups(
     return [LookupResult(f, r) for f, r in zip(files, reports, strict=True)]
 
 
+_KEY_SET, _TASK = 0, 1  # the kinds of input rows of a lookup job
+
+
+def _wire_rows(ordered: list[tuple[int, LookupTask]], slices: int) -> list[tuple[int, int, str, int]]:
+    """``(spec, kind, text, slice)`` rows: each task, after the key set it refers to (once per slice)."""
+    rows: list[tuple[int, int, str, int]] = []
+    shipped: dict[tuple[int, int], str] = {}  # (the key table's id, slice) -> key set name
+    for i, (n, task) in enumerate(ordered):
+        part = i * slices // len(ordered)
+        shared = task.partition_keys
+        if shared is None:
+            rows.append((n, _TASK, task.to_json(), part))
+            continue
+        name = shipped.get((id(shared), part))
+        if name is None:
+            name = shipped[(id(shared), part)] = f"k{len(shipped)}"
+            rows.append((n, _KEY_SET, json.dumps([name, encode_keys(shared)]), part))
+        rows.append((n, _TASK, task.to_json(key_set=name), part))
+    return rows
+
+
 _RESULT_DDL = "spec int, message string"
 _RESULT_SCHEMA = pa.schema([("spec", pa.int32()), ("message", pa.string())])
 
@@ -266,13 +248,18 @@ _RESULT_SCHEMA = pa.schema([("spec", pa.int32()), ("message", pa.string())])
 def _lookups_function(
     specs: list[LookupSpec],
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function of :func:`run_lookups`: ``(spec, task)`` in, ``(spec, message)`` out."""
+    """The ``mapInArrow`` function of :func:`run_lookups`: wire rows in, ``(spec, message)`` out."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        rows = [
+            row for batch in batches for row in zip(*(c.to_pylist() for c in batch.columns[:3]), strict=True)
+        ]
+        key_sets = dict(json.loads(text) for _, kind, text in rows if kind == _KEY_SET)
+        key_sets = {name: decode_keys(encoded) for name, encoded in key_sets.items()}
         by_spec: dict[int, list[LookupTask]] = {}
-        for batch in batches:
-            for n, text in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
-                by_spec.setdefault(n, []).append(LookupTask.from_json(text))
+        for n, kind, text in rows:
+            if kind == _TASK:
+                by_spec.setdefault(n, []).append(LookupTask.from_json(text, key_sets))
         numbers: list[int] = []
         texts: list[str] = []
         for n, tasks in sorted(by_spec.items()):

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import dataclass, fields
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import pyarrow as pa
@@ -31,6 +32,11 @@ class LookupTask:
         key_field_ids: Field ids of the key columns, in the order of ``keys``' columns.
         keys: The batch's keys that the file can hold (partition and column bounds allow them).
         delete_files: Position delete files that already apply to the data file.
+        partition_keys: Every key of the batch in the file's partition, one table shared
+            by the partition's tasks (``None``: not known). A Spark lookup ships it once
+            per partition and the task searches the file for all of them: a key outside
+            the file's bounds cannot be in it, so the result is the same, and the keys do
+            not travel once per data file. Not part of the task's JSON or equality.
     """
 
     index: int
@@ -41,26 +47,44 @@ class LookupTask:
     key_field_ids: tuple[int, ...]
     keys: pa.Table
     delete_files: tuple[str, ...] = ()
+    partition_keys: pa.Table | None = field(default=None, compare=False, repr=False)
 
-    def to_json(self) -> str:
-        """Encode for the wire."""
-        data = {f.name: getattr(self, f.name) for f in fields(self)}
+    def to_json(self, key_set: str | None = None) -> str:
+        """Encode for the wire; with ``key_set``, the keys are that shared key set's (not included)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "partition_keys"}
         data["partition"] = [_encode_value(v) for v in self.partition]
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, self.keys.schema) as writer:
-            writer.write_table(self.keys)
-        data["keys"] = base64.b64encode(sink.getvalue().to_pybytes()).decode()
+        if key_set is None:
+            data["keys"] = encode_keys(self.keys)
+        else:
+            del data["keys"]
+            data["key_set"] = key_set
         return json.dumps(data, separators=(",", ":"))
 
     @classmethod
-    def from_json(cls, text: str) -> LookupTask:
-        """Decode what :meth:`to_json` produced."""
+    def from_json(cls, text: str, key_sets: Mapping[str, pa.Table] | None = None) -> LookupTask:
+        """Decode what :meth:`to_json` produced (``key_sets``: the shared key sets by name)."""
         data = json.loads(text)
         data["partition"] = tuple(_decode_value(v) for v in data["partition"])
         data["key_field_ids"] = tuple(data["key_field_ids"])
         data["delete_files"] = tuple(data["delete_files"])
-        data["keys"] = pa.ipc.open_stream(base64.b64decode(data["keys"])).read_all()
+        if "key_set" in data:
+            data["keys"] = (key_sets or {})[data.pop("key_set")]
+        else:
+            data["keys"] = decode_keys(data["keys"])
         return cls(**data)
+
+
+def encode_keys(keys: pa.Table) -> str:
+    """A key table as text: an Arrow IPC stream in base64."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, keys.schema) as writer:
+        writer.write_table(keys)
+    return base64.b64encode(sink.getvalue().to_pybytes()).decode()
+
+
+def decode_keys(text: str) -> pa.Table:
+    """What :func:`encode_keys` produced."""
+    return pa.ipc.open_stream(base64.b64decode(text)).read_all()
 
 
 @dataclass(frozen=True)

@@ -152,6 +152,7 @@ class LookupPlanner:
                     key_field_ids=key_ids,
                     keys=subset,
                     delete_files=tuple(sorted(d.file_path for d in delete_files)),
+                    partition_keys=candidates.in_partition(data_file.spec_id, data_file.partition),
                 )
             )
         logger.info(
@@ -205,6 +206,7 @@ class _KeyCandidates:
         self._comparable = [_comparable(keys.column(i), t) for i, t in enumerate(self._types)]
         self._specs = specs
         self._groups: dict[int, tuple[list[int], dict[tuple[Any, ...], pa.Table]]] = {}
+        self._in_partition: dict[tuple[int, tuple[Any, ...]], pa.Table] = {}
 
     def for_file(
         self,
@@ -235,6 +237,17 @@ class _KeyCandidates:
                 mask = part if mask is None else pc.and_(mask, part)
         selected = group if mask is None else group.filter(mask)
         return selected.select(list(range(len(self._key_ids))))
+
+    def in_partition(self, spec_id: int, partition: Any) -> pa.Table:
+        """Every key of the partition (the same table for every file of it)."""
+        positions, groups = self._grouped(spec_id)
+        key = tuple(partition[p] for p in positions) if positions else ()
+        found = self._in_partition.get((spec_id, key))
+        if found is None:
+            group = groups.get(key)
+            found = self._keys.slice(0, 0) if group is None else group.select(list(range(len(self._key_ids))))
+            self._in_partition[(spec_id, key)] = found
+        return found
 
     def _grouped(self, spec_id: int) -> tuple[list[int], dict[tuple[Any, ...], pa.Table]]:
         """Positions of the key-sourced fields of the spec, and the keys grouped by their values."""
