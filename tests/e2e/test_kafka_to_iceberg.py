@@ -183,6 +183,9 @@ def test_job_ingests_every_message_once_and_evolves_the_schema(
     assert served["icesink_dead_letter_rows_total"] == len(events.malformed)
 
 
+# The routed job's SIGKILL test (tests/e2e/test_kafka_routing.py) kills this job's process
+# in make test; this one, twice at seeded random moments, is in make test-faults.
+@pytest.mark.faults_full
 def test_sigkilled_twice_then_restarted_ends_with_the_same_result(
     kafka_broker: TansuBroker, events: Produced, tmp_path: Path
 ) -> None:
