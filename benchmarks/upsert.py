@@ -12,7 +12,7 @@ batches of ``--batch-size`` changes (70% updates of live keys, 20% inserts of ne
   versions in the executors, ``UpsertApplier.apply`` (lookup planned from the
   manifests, lookup tasks in the executors writing position deletes, one row delta
   commit);
-* pyiceberg, on batch 1 and the next ``--pyiceberg-batches`` batches only (it rewrites
+* pyiceberg, on batch 1 and the next ``--pyiceberg-batches`` batches only (0: none; it rewrites
   every data file holding a changed key: minutes per batch on a large table):
   ``Table.upsert`` of the inserted and updated rows, then ``Table.delete`` of the
   deleted keys.
@@ -315,7 +315,7 @@ def _batches(
         figures = _icesink_batch(spark, tables, path, version, counts["u"] + counts["d"])
         icesink.append({"batch": version, **figures, "live_rows": stream.live})
         line = f"batch {version}: icesink {figures['changes_per_s']:,.0f} changes/s"
-        if version <= args.pyiceberg_batches + 1:
+        if args.pyiceberg_batches and version <= args.pyiceberg_batches + 1:
             theirs = _pyiceberg_batch(tables.reference, changes, counts["u"], counts["c"])
             reference.append({"batch": version, **theirs})
             line += f", pyiceberg {theirs['changes_per_s']:,.0f} changes/s"
@@ -377,10 +377,20 @@ def markdown(result: dict[str, Any]) -> str:
     )
     per_key = f"{s['files_per_key']:.1f}" if s["files_per_key"] is not None else "-"
     commit = " / ".join(f"{x * 1000:,.0f}" for x in s["plan_and_commit_p50_p99"])
+    theirs = (
+        f"pyiceberg on batches 2 to {c['pyiceberg_batches'] + 1}" if result["pyiceberg"] else "no pyiceberg"
+    )
+    same = s["icesink_same_batches_changes_per_s"]
+    reference_rows = [
+        f"| icesink, the pyiceberg batches | {same:,.0f} | {ratio} | | | | | | | | |",
+        f"| pyiceberg `upsert` + `delete` | {s['pyiceberg_changes_per_s']:,.0f} | 1.0x | | | | | | | | |",
+    ]
+    if not result["pyiceberg"]:
+        reference_rows = []
     lines = [
         f"{c['rows']:,} rows, bucket({c['buckets']}, id), {c['batches']} batches of {c['batch_size']:,} "
-        f"changes (seed {c['seed']}; batch 1 a warm-up, not counted), pyiceberg on batches 2 to "
-        f"{c['pyiceberg_batches'] + 1}, {c['master']}; load average {load['load_average_start'][0]} at the "
+        f"changes (seed {c['seed']}; batch 1 a warm-up, not counted), {theirs}, "
+        f"{c['master']}; load average {load['load_average_start'][0]} at the "
         f"start, {load['load_average_end'][0]} at the end",
         "",
         "| | changes/s (median) | x pyiceberg (same batches) | data files read per batch / in table "
@@ -393,9 +403,7 @@ def markdown(result: dict[str, Any]) -> str:
         f"| {s['buckets_read']:.0f} | {per_key} | {s['keys_per_task']:,.0f} "
         f"| {s['rows_read_per_key']:.1f} "
         f"| {s['row_groups_skipped']:.0f} | {s['delete_files_written']:.0f} | {commit} ms |",
-        f"| icesink, the pyiceberg batches | {s['icesink_same_batches_changes_per_s']:,.0f} | {ratio} "
-        "| | | | | | | | |",
-        f"| pyiceberg `upsert` + `delete` | {s['pyiceberg_changes_per_s']:,.0f} | 1.0x | | | | | | | | |",
+        *reference_rows,
         "",
         f"icesink per batch (medians): {split}.",
         "",
@@ -429,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
         "--pyiceberg-batches",
         type=int,
         default=3,
-        help="batches also applied by pyiceberg (its share of the run)",
+        help="batches also applied by pyiceberg after its warm-up batch (0: none, icesink only)",
     )
     parser.add_argument("--buckets", type=int, default=16, help="N of bucket(N, id)")
     parser.add_argument("--seed", type=int, default=18)
@@ -443,8 +451,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.render:
         print(markdown(json.loads(args.render.read_text())))
         return 0
-    if not 1 <= args.pyiceberg_batches < args.batches:
-        parser.error("--pyiceberg-batches must be at least 1 and less than --batches (batch 1 warms up)")
+    if not 0 <= args.pyiceberg_batches < args.batches:
+        parser.error("--pyiceberg-batches must be 0 (icesink only) or more, and less than --batches")
     result = run(args)
     if args.out:
         args.out.write_text(json.dumps(result, indent=2))
