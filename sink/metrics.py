@@ -226,6 +226,11 @@ class SinkMetrics(MetricFamilies):
         self.last_batch_id.labels(table, sink_id).set(batch_id)
         self.last_commit_time.labels(table, sink_id).set(time.time())
 
+    def record_replay(self, table: str, sink_id: str) -> None:
+        """A replayed batch found already committed to ``table`` (skipped, nothing written again)."""
+        self.replays_skipped.labels(table, sink_id).inc()
+        self.batches.labels(table, sink_id, "replay_skipped").inc()
+
     def record_staged(self, table: str, sink_id: str, files: Sequence[DataFileMessage]) -> None:
         """What is staged but not yet committed for ``(table, sink_id)`` (replaces the last value)."""
         self.staged_bytes.labels(table, sink_id).set(sum(m.file_size_bytes for m in files))

@@ -250,8 +250,7 @@ class RoutedStep:
             target = RoutedTarget(name, config, table, columns, values)
             if ledger.is_committed(table, sink_id, batch_id):
                 logger.info("batch %s of sink %s already committed to %s: skipped", batch_id, sink_id, name)
-                self._metrics.replays_skipped.labels(name, sink_id).inc()
-                self._metrics.batches.labels(name, sink_id, "replay_skipped").inc()
+                self._metrics.record_replay(name, sink_id)
                 return target, True
             if config.table_schema.evolution is not SchemaEvolution.OFF:
                 target.table = (
@@ -301,8 +300,7 @@ class RoutedStep:
         assert target.attempts is not None
         target.attempts.end(batch_id, attempt)
         if outcome.skipped_replay:
-            self._metrics.replays_skipped.labels(name, sink_id).inc()
-            self._metrics.batches.labels(name, sink_id, "replay_skipped").inc()
+            self._metrics.record_replay(name, sink_id)
             return
         self._metrics.record_commit(name, sink_id, batch_id, files, outcome.attempts, outcome.conflicts)
         self._metrics.batches.labels(name, sink_id, "committed").inc()

@@ -291,8 +291,7 @@ class RoutedUpserts:
                 raise
         if outcome.commit.skipped_replay:
             delete_uncommitted(applier.table, mine)
-            self._metrics.replays_skipped.labels(table.name, sink_id).inc()
-            self._metrics.batches.labels(table.name, sink_id, "replay_skipped").inc()
+            self._metrics.record_replay(table.name, sink_id)
         else:
             record_upsert(self._metrics, table.name, sink_id, batch_id, keys.num_rows, mine, outcome)
         return outcome

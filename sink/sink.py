@@ -190,8 +190,7 @@ class IcebergSink:
         name, sink_id = self.config.table, state.sink_id
         if ledger.is_committed(table, sink_id, batch_id) or state.staging.contains(batch_id):
             logger.info("batch %s of sink %s already committed to %s: skipped", batch_id, sink_id, name)
-            self.metrics.replays_skipped.labels(name, sink_id).inc()
-            self.metrics.batches.labels(name, sink_id, "replay_skipped").inc()
+            self.metrics.record_replay(name, sink_id)
             return
         # 0. changes (upsert mode): the last change per key; rejected changes set aside
         changes = self._upsert.split(batch_df)

@@ -102,8 +102,7 @@ class StagedCommits:
                     state.staging.batches.clear()  # Spark replays the batch; nothing is staged durably
                 raise
         if outcome.skipped_replay:
-            self.metrics.replays_skipped.labels(name, sink_id).inc()
-            self.metrics.batches.labels(name, sink_id, "replay_skipped").inc()
+            self.metrics.record_replay(name, sink_id)
         else:
             # 7. metrics
             self.metrics.record_commit(

@@ -195,8 +195,7 @@ class UpsertStep:
             outcome = applier.apply(keys, written.files, batch_id, written.attempt, location=written.location)
         if outcome.commit.skipped_replay:
             delete_uncommitted(table, written.files)
-            self.metrics.replays_skipped.labels(name, sink_id).inc()
-            self.metrics.batches.labels(name, sink_id, "replay_skipped").inc()
+            self.metrics.record_replay(name, sink_id)
         else:
             taken = {f.path for f in written.files} | set(outcome.delete_paths)
             delete_leftovers(table.io, written.location, prefix, taken)  # files of failed tasks
