@@ -55,7 +55,7 @@ from sink.destinations.table_options import TableOptions
 from sink.log_context import batch_logger
 from sink.metrics import SinkMetrics
 from sink.parallel import run_parallel
-from sink.routed_upserts import RoutedChanges, RoutedUpserts, UpsertedTable
+from sink.routed_upserts import RoutedChanges, RoutedUpserts
 from sink.routed_write import RoutedTarget, check_keys_in_task, write_routed
 from sink.schema.coordinator import coordinator_for
 from sink.upsert_step import UpsertStep
@@ -179,21 +179,8 @@ class RoutedStep:
         if not self._dead_letters.deliver(dead_letters, sink_id, batch_id, rows, counts).skipped_replay:  # 5.
             self._upserts.count_rejected(changes)
         upserted = [t for t in targets if t.config.upsert.enabled]
-        self._upserts.commit(  # 6. upserted tables: ONE key job, ONE lookup job, a row delta each
-            [
-                UpsertedTable(t.name, t.config, t.table, t.index, t.values, t.file_prefix, t.location)
-                for t in upserted
-            ],
-            projection,
-            changes,
-            result.files,
-            sink_id,
-            batch_id,
-            attempt,
-        )
-        for target in upserted:
-            assert target.attempts is not None
-            target.attempts.end(batch_id, attempt)
+        # 6. upserted tables: ONE key job, ONE lookup job, a row delta each
+        self._upserts.commit(upserted, projection, changes, result.files, sink_id, batch_id, attempt)
         commit = functools.partial(
             self._commit, result=result, sink_id=sink_id, batch_id=batch_id, attempt=attempt
         )

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyiceberg.table import Table
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
@@ -40,6 +39,7 @@ from sink.destinations.projection import RoutedProjection
 from sink.destinations.resolve import destination_value, quoted
 from sink.metrics import SinkMetrics
 from sink.parallel import run_parallel
+from sink.routed_write import RoutedTarget
 from sink.upsert.batch import PlannedLookup, UpsertApplier, UpsertOutcome
 from sink.upsert.changes import DELETE_OP, UPSERT_OPS, last_changes_df
 from sink.upsert.lookup import LookupResult, LookupSpec, run_lookups
@@ -84,29 +84,6 @@ class RoutedChanges:
     def release(self) -> None:
         if self.cached is not None:
             self.cached.unpersist()
-
-
-@dataclass(frozen=True)
-class UpsertedTable:
-    """One upserted table of a batch, as the routed step prepared and wrote it.
-
-    Attributes:
-        name: The table's identifier.
-        config: Its configuration (``upsert`` enabled).
-        table: The table, after the batch's schema step.
-        index: The destination index of its rows in the projection.
-        values: The destination values routed to it.
-        file_prefix: The batch attempt's file prefix on this table.
-        location: The batch attempt's data folder on this table.
-    """
-
-    name: str
-    config: SinkConfig
-    table: Table
-    index: int
-    values: tuple[str, ...]
-    file_prefix: str
-    location: str
 
 
 class RoutedUpserts:
@@ -218,7 +195,7 @@ class RoutedUpserts:
 
     def commit(
         self,
-        tables: Sequence[UpsertedTable],
+        tables: Sequence[RoutedTarget],
         projection: RoutedProjection,
         changes: RoutedChanges,
         files: Sequence[DataFileMessage],
@@ -273,7 +250,7 @@ class RoutedUpserts:
     def _apply(
         self,
         applier: UpsertApplier,
-        table: UpsertedTable,
+        target: RoutedTarget,
         keys: pa.Table,
         first: tuple[PlannedLookup | None, LookupResult],
         files: Sequence[DataFileMessage],
@@ -281,23 +258,26 @@ class RoutedUpserts:
         batch_id: int,
         attempt: str,
     ) -> UpsertOutcome:
-        """One table's row delta (its lookup redone alone after a conflict)."""
-        mine = [f for f in files if f.table == table.name]
-        with self._metrics.time_step(table.name, "commit"):
+        """One table's row delta (its lookup redone alone after a conflict), then its attempt ended."""
+        name = target.name
+        mine = [f for f in files if f.table == name]
+        with self._metrics.time_step(name, "commit"):
             try:
-                outcome = applier.apply(keys, mine, batch_id, attempt, table.location, first)
+                outcome = applier.apply(keys, mine, batch_id, attempt, target.location, first)
             except Exception:
-                self._metrics.commits.labels(table.name, sink_id, "failed").inc()
+                self._metrics.commits.labels(name, sink_id, "failed").inc()
                 raise
+        assert target.attempts is not None
+        target.attempts.end(batch_id, attempt)
         if outcome.commit.skipped_replay:
             delete_uncommitted(applier.table, mine)
-            self._metrics.record_replay(table.name, sink_id)
+            self._metrics.record_replay(name, sink_id)
         else:
-            record_upsert(self._metrics, table.name, sink_id, batch_id, keys.num_rows, mine, outcome)
+            record_upsert(self._metrics, name, sink_id, batch_id, keys.num_rows, mine, outcome)
         return outcome
 
     def _changed_keys(
-        self, tables: Sequence[UpsertedTable], projection: RoutedProjection, changes: RoutedChanges
+        self, tables: Sequence[RoutedTarget], projection: RoutedProjection, changes: RoutedChanges
     ) -> dict[int, pa.Table]:
         """Every changed key of each upserted table, of its table's types: ONE Spark job.
 
@@ -328,7 +308,7 @@ class RoutedUpserts:
 
     def _deleted_keys(
         self,
-        tables: Sequence[UpsertedTable],
+        tables: Sequence[RoutedTarget],
         deletes: DataFrame,
         route_column: str,
         slots: Mapping[int, list[str]],
