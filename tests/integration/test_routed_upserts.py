@@ -14,6 +14,7 @@ from pyspark.sql import types as st
 from icesink import IcebergSink
 from sink import failpoints
 from sink.errors import ConfigError
+from sink.maintenance import referenced_files
 from tests.support.duckdb_reader import duckdb_read
 from tests.support.spark_jobs import count_spark_jobs
 from tests.support.tables import catalog_from_options, table_rows
@@ -173,6 +174,8 @@ def test_a_crash_between_two_tables_row_deltas_replays_only_the_rest(
         failpoints.disarm_all()
     grew = [name for name in UPSERTED if len(catalog.load_table(name).snapshots()) > snapshots[name]]
     assert len(grew) == 1  # one row delta landed, the other did not
+    failed = catalog.load_table(next(name for name in UPSERTED if name not in grew))
+    assert _parquet_files(failed) - _referenced(failed)  # its attempt's data and delete files are left
     with sink:
         sink(_batch(spark, BATCHES[1]), 1)  # the replay: the committed table is skipped
         sink(_batch(spark, BATCHES[2]), 2)
@@ -180,9 +183,19 @@ def test_a_crash_between_two_tables_row_deltas_replays_only_the_rest(
         table = catalog.load_table(name)
         assert _state(table, key) == EXPECTED[name]
         assert len(table.snapshots()) == 3
+        assert _parquet_files(table) == _referenced(table), name  # all there; the failed attempt's gone
     assert len(table_rows(catalog.load_table("cdc.routed__dlq"))) == 2  # not twice
     labels = {"table": "cdc.users", "reason": "null_key"}
     assert sink.metrics.registry.get_sample_value("icesink_dead_letter_reasons_total", labels) == 1
+
+
+def _parquet_files(table: Any) -> set[str]:
+    return {f"file://{p}" for p in Path(table.location().removeprefix("file://")).rglob("*.parquet")}
+
+
+def _referenced(table: Any) -> set[str]:
+    """The data and delete files of every snapshot."""
+    return {p for p in referenced_files(table) if p.endswith(".parquet")}
 
 
 @pytest.mark.parametrize(
