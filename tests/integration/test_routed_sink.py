@@ -12,8 +12,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as st
 
 from icesink import IcebergSink
-from sink import failpoints
 from sink.errors import BadRecordError, CommitError
+from tests.support.failing_commits import second_commit_fails
 from tests.support.spark_jobs import count_spark_jobs
 from tests.support.tables import catalog_from_options, check_data_files, data_files, table_rows
 
@@ -207,21 +207,10 @@ def test_replay_of_a_committed_batch_writes_nothing(
 def test_a_crash_between_two_tables_commits_replays_only_the_rest(
     spark: SparkSession, catalog_options: dict[str, str], warehouse: Path, restart: bool
 ) -> None:
-    hits = []
-
-    def second_fails(point: str) -> None:
-        hits.append(point)
-        if len(hits) == 2:
-            raise failpoints.InjectedFault("the commit of the second table fails")
-
     df = _events(spark, ["click", "view", "buy"], 10)
     sink = _sink(catalog_options)
-    failpoints.arm("commit.before", "call", times=2, call=second_fails)
-    try:
-        with pytest.raises(CommitError):
-            sink(df, 0)
-    finally:
-        failpoints.disarm_all()
+    with second_commit_fails(), pytest.raises(CommitError):
+        sink(df, 0)
     catalog = catalog_from_options(catalog_options)
     committed = {k for k in COLUMNS if catalog.load_table(f"ev.{k}").current_snapshot() is not None}
     assert len(committed) == 2  # tables commit independently: only the failed one lacks the batch

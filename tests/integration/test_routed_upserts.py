@@ -16,6 +16,7 @@ from sink import failpoints
 from sink.errors import ConfigError
 from sink.maintenance import referenced_files
 from tests.support.duckdb_reader import duckdb_read
+from tests.support.failing_commits import second_commit_fails
 from tests.support.spark_jobs import count_spark_jobs
 from tests.support.tables import catalog_from_options, table_rows
 
@@ -153,25 +154,14 @@ def test_spark_jobs_per_batch_do_not_grow_with_the_upserted_tables(
 def test_a_crash_between_two_tables_row_deltas_replays_only_the_rest(
     spark: SparkSession, catalog_options: dict[str, str]
 ) -> None:
-    hits = []
-
-    def second_fails(point: str) -> None:
-        hits.append(point)
-        if len(hits) == 2:
-            raise failpoints.InjectedFault("the commit of the second table fails")
-
     options = _options(catalog_options)
     with IcebergSink.from_options(options) as sink:
         sink(_batch(spark, BATCHES[0]), 0)
     catalog = catalog_from_options(options)
     snapshots = {name: len(catalog.load_table(name).snapshots()) for name in UPSERTED}
     sink = IcebergSink.from_options(options)
-    failpoints.arm("commit.before", "call", times=2, call=second_fails)
-    try:
-        with pytest.raises(failpoints.InjectedFault):
-            sink(_batch(spark, BATCHES[1]), 1)
-    finally:
-        failpoints.disarm_all()
+    with second_commit_fails(), pytest.raises(failpoints.InjectedFault):
+        sink(_batch(spark, BATCHES[1]), 1)
     grew = [name for name in UPSERTED if len(catalog.load_table(name).snapshots()) > snapshots[name]]
     assert len(grew) == 1  # one row delta landed, the other did not
     failed = catalog.load_table(next(name for name in UPSERTED if name not in grew))
