@@ -43,7 +43,6 @@ from sink.routed_write import RoutedTarget
 from sink.upsert.batch import PlannedLookup, UpsertApplier, UpsertOutcome
 from sink.upsert.changes import DELETE_OP, UPSERT_OPS, last_changes_df
 from sink.upsert.lookup import LookupResult, LookupSpec, run_lookups
-from sink.upsert.messages import LookupReport
 from sink.upsert.row_delta import delete_uncommitted
 from sink.upsert_step import NULL_KEY, UNKNOWN_OP, lookup_parallelism, record_upsert, spark_lookups
 from sink.write.messages import DataFileMessage, RowCounts
@@ -230,13 +229,14 @@ class RoutedUpserts:
                 for a, t in zip(appliers, tables, strict=True)
             ]
         )
-        ran = run_lookups(
-            spark, [(p.spec, list(p.plan.tasks)) for p in planned if p is not None], lookup_parallelism(spark)
+        ran = iter(
+            run_lookups(
+                spark,
+                [(p.spec, list(p.plan.tasks)) for p in planned if p is not None],
+                lookup_parallelism(spark),
+            )
         )
-        results = iter(ran)
-        firsts: list[tuple[PlannedLookup | None, LookupResult]] = [
-            (p, next(results) if p is not None else LookupResult([], LookupReport())) for p in planned
-        ]
+        firsts = [(p, next(ran) if p is not None else None) for p in planned]
         apply = functools.partial(
             self._apply, files=files, sink_id=sink_id, batch_id=batch_id, attempt=attempt
         )
@@ -252,7 +252,7 @@ class RoutedUpserts:
         applier: UpsertApplier,
         target: RoutedTarget,
         keys: pa.Table,
-        first: tuple[PlannedLookup | None, LookupResult],
+        first: tuple[PlannedLookup | None, LookupResult | None],
         files: Sequence[DataFileMessage],
         sink_id: str,
         batch_id: int,

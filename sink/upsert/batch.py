@@ -130,7 +130,7 @@ class UpsertApplier:
         batch_id: int,
         attempt: str,
         location: str | None = None,
-        first: tuple[PlannedLookup | None, LookupResult] | None = None,
+        first: tuple[PlannedLookup | None, LookupResult | None] | None = None,
     ) -> UpsertOutcome:
         """Delete the current rows of ``keys`` and add ``data_files``, in one snapshot.
 
@@ -140,23 +140,21 @@ class UpsertApplier:
             batch_id: The micro-batch.
             attempt: The batch's write attempt (unique per attempt; names its delete files).
             location: The folder for the delete files (``None``: next to each data file).
-            first: The first lookup, planned by :meth:`plan_lookup` and run by the caller;
-                ``None``: planned and run here. Redos after a conflict always run here.
+            first: The first lookup, planned by :meth:`plan_lookup` and run by the caller
+                (its result ``None`` when the plan is); ``None``: planned and run here.
+                Redos after a conflict always run here.
         """
         batches = BatchRange(batch_id, batch_id)
         for redo in range(self._redos + 1):
             if redo == 0 and first is not None:
                 planned, result = first
             else:
-                planned = self.plan_lookup(keys, batch_id, attempt, location, redo)
-                result = (
-                    self._run_lookup(list(planned.plan.tasks), planned.spec)
-                    if planned
-                    else LookupResult([], LookupReport())
-                )
+                planned, result = self.plan_lookup(keys, batch_id, attempt, location, redo), None
             if planned is None:
                 empty = LookupPlan(None, (), 0, keys.num_rows)
                 return UpsertOutcome(RowDeltaOutcome(None, 1, 0, True), empty, LookupReport(), 0, redo)
+            if result is None:
+                result = self._run_lookup(list(planned.plan.tasks), planned.spec)
             plan = planned.plan
             try:
                 outcome = self._committer.commit(
