@@ -254,8 +254,8 @@ def _lookups_function(
         rows = [
             row for batch in batches for row in zip(*(c.to_pylist() for c in batch.columns[:3]), strict=True)
         ]
-        key_sets = dict(json.loads(text) for _, kind, text in rows if kind == _KEY_SET)
-        key_sets = {name: decode_keys(encoded) for name, encoded in key_sets.items()}
+        shipped = (json.loads(text) for _, kind, text in rows if kind == _KEY_SET)
+        key_sets = {name: decode_keys(encoded) for name, encoded in shipped}
         by_spec: dict[int, list[LookupTask]] = {}
         for n, kind, text in rows:
             if kind == _TASK:
