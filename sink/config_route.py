@@ -14,9 +14,9 @@ import re
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from sink.config_upsert import UpsertConfig
+from sink.config_upsert import UpsertConfig, with_table_options
 from sink.errors import ConfigError, PartitionSpecError
 from sink.partitioning import check_terms, parse_partition_by
 
@@ -205,10 +205,16 @@ def check_route(
 
 def _check_upserted_pattern(pattern: str, options: dict[str, str], upsert: UpsertConfig) -> None:
     """A pattern that upserts has key columns (its own or the sink's), none of them a change column."""
-    mode = options.get("write.mode", upsert.mode.value).lower()
-    keys = options.get("upsert.key-columns", ",".join(upsert.key_columns))
-    names = {k.strip() for k in keys.split(",") if k.strip()}
-    if mode == "upsert":
+    try:
+        table = with_table_options(upsert, options)
+    except ValidationError as e:
+        raise ConfigError(
+            f"route.table-options pattern {pattern!r}: upsert.key-columns "
+            f"{options.get('upsert.key-columns')!r} is not a list of column names",
+            hint="give a comma-separated list of column names, e.g. 'id' or 'tenant,id'",
+        ) from e
+    names = set(table.key_columns)
+    if table.enabled:
         if not names:
             raise ConfigError(
                 f"route.table-options pattern {pattern!r} upserts (write.mode=upsert) "

@@ -6,6 +6,7 @@ model is a section of :class:`~sink.config.SinkConfig` like the others.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
@@ -62,6 +63,20 @@ class UpsertConfig(BaseModel):
     def change_columns(self) -> tuple[str, ...]:
         """The columns that describe a change and are not stored in the table."""
         return (self.op_column,) + ((self.order_column,) if self.order_column else ())
+
+
+def with_table_options(upsert: UpsertConfig, options: Mapping[str, str]) -> UpsertConfig:
+    """``upsert`` with the ``write.mode`` and ``upsert.key-columns`` of a routed table's overrides.
+
+    Raises:
+        ValidationError: The mode is not ``append`` or ``upsert``, or the key list has an empty name.
+    """
+    update: dict[str, str] = {}
+    if "write.mode" in options:
+        update["mode"] = options["write.mode"].strip().lower()
+    if "upsert.key-columns" in options:
+        update["key_columns"] = options["upsert.key-columns"]
+    return UpsertConfig.model_validate({**upsert.model_dump(), **update}) if update else upsert
 
 
 def check_upsert(upsert: UpsertConfig, staged_commits: bool) -> None:

@@ -15,7 +15,7 @@ import threading
 
 from sink.config import SinkConfig
 from sink.config_route import TABLE_PROPERTY_PREFIX, RouteConfig
-from sink.config_upsert import UpsertConfig
+from sink.config_upsert import with_table_options
 
 _WRITE_FIELDS = {
     "write.target-file-size-bytes": "target_file_size_bytes",
@@ -72,11 +72,5 @@ class TableOptions:
         }
         if "partition-by" in options:
             update["partition_by"] = options["partition-by"]
-        upsert = {
-            field: options[key] if field == "mode" else tuple(k.strip() for k in options[key].split(","))
-            for key, field in (("write.mode", "mode"), ("upsert.key-columns", "key_columns"))
-            if key in options
-        }
-        if upsert:
-            update["upsert"] = UpsertConfig.model_validate({**base.upsert.model_dump(), **upsert})
+        update["upsert"] = with_table_options(base.upsert, options)
         return base.model_copy(update=update)

@@ -76,6 +76,10 @@ def test_bad_table_options_name_the_pattern_and_the_key(table_options: str, mess
             {"route.table-options": '{"ev.*": {"write.mode": "upsert", "upsert.key-columns": "_op"}}'},
             r"names \['_op'\], which is the op or order column",
         ),
+        (
+            {"route.table-options": '{"ev.*": {"write.mode": "upsert", "upsert.key-columns": "id,,x"}}'},
+            r"upsert.key-columns 'id,,x' is not a list of column names",
+        ),
     ],
 )
 def test_what_routing_cannot_do_is_refused(options: dict[str, str], message: str) -> None:
@@ -90,6 +94,13 @@ def test_upserted_routed_tables_take_the_sink_keys_or_their_own() -> None:
     assert tables.config_for("ev.orders").upsert.key_columns == ("order_id",)
     assert tables.config_for("ev.users").upsert.key_columns == ("id",)
     assert tables.config_for("ev.users").upsert.enabled and not tables.config_for("ev.log").upsert.enabled
+
+
+def test_a_pattern_s_write_mode_is_read_as_the_check_reads_it_whatever_its_case() -> None:
+    table_options = '{"ev.*": {"write.mode": "Upsert", "upsert.key-columns": " tenant , id "}}'
+    tables = TableOptions(SinkConfig.from_options({**ROUTED, "route.table-options": table_options}))
+    assert tables.config_for("ev.users").upsert.enabled
+    assert tables.config_for("ev.users").upsert.key_columns == ("tenant", "id")
 
 
 def test_template_namespace_with_the_value_needs_a_dead_letter_table() -> None:
