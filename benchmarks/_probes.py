@@ -56,6 +56,12 @@ def _stat(pid: int) -> _Stat | None:
     return _Stat(int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICKS_PER_S)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` so far (0 when it is gone)."""
+    stat = _stat(pid)
+    return stat.cpu_s if stat else 0.0
+
+
 def _descendants(root: int) -> dict[int, _Stat]:
     stats: dict[int, _Stat] = {}
     for entry in _PROC.iterdir():

@@ -42,6 +42,7 @@ from icesink import CommitConfig, expire_snapshots
 from sink._pyiceberg import commit_table_updates
 from sink.catalog import CREATED_TABLE_PROPERTIES
 from sink.commit.committer import Committer
+from sink.commit.data_files import data_file_from_message
 from sink.commit.ledger import BatchRange
 from sink.commit.snapshot import SnapshotProducer
 from sink.type_mapping import iceberg_to_arrow_schema
@@ -136,6 +137,29 @@ def _template_file(table: Table, root: Path) -> DataFileMessage:
     return DataTaskWriter(spec, 0, 0).write_all(iter([rows]))[0]
 
 
+def fill_history(table: Table, template: DataFileMessage, target: int, per_call: int = 100) -> None:
+    """Add one-file append snapshots to ``table`` until it keeps ``target``, ``per_call`` per catalog call.
+
+    Each snapshot adds one synthetic entry like ``template`` (never opened) and is built by
+    the sink's producer on the metadata the previous one made (applied locally), so the
+    history is what single commits leave, only quicker made.
+    """
+    table.refresh()
+    while len(table.snapshots()) < target:
+        base = table.metadata
+        updates: list[TableUpdate] = []
+        first: tuple[TableRequirement, ...] | None = None
+        for _ in range(min(per_call, target - len(base.snapshots))):
+            producer = SnapshotProducer(table, Operation.APPEND)
+            message = _synthetic_files(table, template, 1, f"fill{len(base.snapshots)}")[0]
+            producer.add_file(data_file_from_message(message, table.format_version))
+            pending = producer.build(base)
+            first = first or pending.requirements
+            updates += pending.updates
+            base = update_table_metadata(base, pending.updates)
+        commit_table_updates(table, tuple(updates), first or ())
+
+
 PATHS = {"transaction": TransactionCommitter, "main": CatalogCommitter, "new": Committer}
 
 
@@ -168,28 +192,9 @@ class _Comparison:
         return time.perf_counter() - start
 
     def fill(self, target: int, per_call: int = 100) -> None:
-        """Add one-file append snapshots until every table keeps ``target``, ``per_call`` per catalog call.
-
-        Each snapshot is built by the producer on the metadata the previous one made
-        (applied locally), so the history is what single commits leave, only quicker made.
-        """
+        """Add one-file append snapshots until every table keeps ``target`` (:func:`fill_history`)."""
         for committer in self.committers.values():
-            table = committer.table
-            table.refresh()
-            while len(table.snapshots()) < target:
-                base = table.metadata
-                updates: list[TableUpdate] = []
-                first: tuple[TableRequirement, ...] | None = None
-                for _ in range(min(per_call, target - len(base.snapshots))):
-                    producer = SnapshotProducer(table, Operation.APPEND)
-                    message = _synthetic_files(table, self.template, 1, f"fill{self.batch_id}")[0]
-                    producer.add_file(committer._data_file(message))
-                    self.batch_id += 1
-                    pending = producer.build(base)
-                    first = first or pending.requirements
-                    updates += pending.updates
-                    base = update_table_metadata(base, pending.updates)
-                commit_table_updates(table, tuple(updates), first or ())
+            fill_history(committer.table, self.template, target, per_call)
 
     def timings(self, samples: int, files: int = 1) -> dict[str, list[float]]:
         """``samples`` commits of ``files`` files per path, the paths taking turns."""

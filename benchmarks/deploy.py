@@ -141,10 +141,10 @@ def run_cluster(args: argparse.Namespace, server: SeaweedFS, root: Path) -> list
     return runs
 
 
-def _driver(arguments: dict[str, Any], run_dir: Path) -> dict[str, Any]:
-    """``python -m benchmarks.deploy --driver``, ``arguments`` on stdin (no credential on a command line)."""
+def _driver(arguments: dict[str, Any], run_dir: Path, module: str = "benchmarks.deploy") -> dict[str, Any]:
+    """``python -m <module> --driver``, ``arguments`` on stdin (no credential on a command line)."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.deploy", "--driver"],
+        [sys.executable, "-m", module, "--driver"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=(run_dir / "driver.log").open("w"),
