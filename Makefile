@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: env system-deps demo demo-cluster test test-fast test-faults test-deploy lint format bench bench-upsert bench-routing bench-deploy clean
+.PHONY: env system-deps demo demo-cluster test test-fast test-faults test-deploy lint format bench bench-upsert bench-routing bench-deploy bench-scale clean
 
 env: $(STAMP)
 
@@ -78,6 +78,13 @@ bench-routing: env
 DEPLOY_ARGS ?=
 bench-deploy: env
 	$(PY) -m benchmarks.deploy $(DEPLOY_ARGS)
+
+# One micro-batch's cost against rows, partition values, tables, input tasks, snapshots kept and
+# executors (local[2], then standalone clusters of 1 and 2 one-core Workers): about 15-20 minutes;
+# fewer points with e.g. make bench-scale SCALE_ARGS="--axes rows,partitions --rows-points 100000,400000"
+SCALE_ARGS ?=
+bench-scale: env
+	$(PY) -m benchmarks.scale $(SCALE_ARGS)
 
 clean:
 	rm -rf $(VENV) demo-data .pytest_cache .mypy_cache .ruff_cache
