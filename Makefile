@@ -80,7 +80,7 @@ bench-deploy: env
 	$(PY) -m benchmarks.deploy $(DEPLOY_ARGS)
 
 # One micro-batch's cost against rows, partition values, tables, input tasks, snapshots kept and
-# executors (local[2], then standalone clusters of 1 and 2 one-core Workers): about 15-20 minutes;
+# executors (local[2], then standalone clusters of 1 and 2 one-core Workers): about 20 minutes;
 # fewer points with e.g. make bench-scale SCALE_ARGS="--axes rows,partitions --rows-points 100000,400000"
 SCALE_ARGS ?=
 bench-scale: env
