@@ -38,6 +38,8 @@ from sink.write.messages import DataFileMessage
 
 logger = logging.getLogger(__name__)
 
+KEPT_RECORD_COUNTS = 16  # per query: batches counted by the batch function whose progress is still to come
+
 
 @dataclass(frozen=True)
 class SinkIdentity:
@@ -82,6 +84,7 @@ class SinkMetrics(MetricFamilies):
         self._lock = threading.Lock()
         self._started: set[tuple[str, str]] = set()
         self._queries: dict[str, SinkIdentity] = {}
+        self._source_records: dict[str, dict[int, int]] = {}
         self._context = threading.local()
 
     # --- life cycle -------------------------------------------------------------------
@@ -160,6 +163,25 @@ class SinkMetrics(MetricFamilies):
         """The table and sink id a streaming query writes through, once its first batch started."""
         with self._lock:
             return self._queries.get(query_id)
+
+    def count_source_records(self, query_id: str, batch_id: int, records: int) -> None:
+        """The records a micro-batch read, where the query's source yields rows of another kind.
+
+        A source that decodes as it reads (the Kafka job's default) hands Spark a few rows
+        per task, so Spark's progress counts those. The batch's progress report then takes
+        this count instead, and its rates are scaled to it (see :mod:`sink.progress`). The
+        counts of the last :data:`KEPT_RECORD_COUNTS` batches of a query wait for their report.
+        """
+        with self._lock:
+            counts = self._source_records.setdefault(query_id, {})
+            counts[batch_id] = records
+            for old in sorted(counts)[:-KEPT_RECORD_COUNTS]:
+                del counts[old]
+
+    def source_records(self, query_id: str, batch_id: int) -> int | None:
+        """The count :meth:`count_source_records` took for that batch (handed out once), or ``None``."""
+        with self._lock:
+            return self._source_records.get(query_id, {}).pop(batch_id, None)
 
     # --- recording ----------------------------------------------------------------------
 

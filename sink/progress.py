@@ -7,6 +7,9 @@ reports into ``icesink_input_rows_total``, ``icesink_input_rows_per_second``,
 ``icesink_processed_rows_per_second``, ``icesink_batch_duration_seconds`` and
 ``icesink_source_offsets_behind_latest``, labelled with the table and sink id the
 query writes through (the sink binds each query id to them at its first batch).
+Where the batch function counted the records itself
+(:meth:`~sink.metrics.SinkMetrics.count_source_records`, for a source that yields a few
+rows per task of records decoded as they were read), the report takes that count.
 
 A listener must be added to the session that started the query: the session handed
 to ``foreachBatch`` is a clone whose listeners never hear of the query, and the
@@ -61,11 +64,16 @@ class ProgressMetricsListener(StreamingQueryListener):
             if sink is None:
                 return
             duration_ms = progress.batchDuration
+            input_rows = int(progress.numInputRows or 0)
+            scale = 1.0  # Spark's rates count the source's rows: scaled to the records they held
+            records = self.metrics.source_records(str(progress.id), int(progress.batchId))
+            if records is not None:
+                scale, input_rows = (records / input_rows if input_rows else 0.0), records
             self.metrics.record_progress(
                 sink,
-                input_rows=int(progress.numInputRows or 0),
-                input_rows_per_second=_finite(progress.inputRowsPerSecond),
-                processed_rows_per_second=_finite(progress.processedRowsPerSecond),
+                input_rows=input_rows,
+                input_rows_per_second=_finite(progress.inputRowsPerSecond) * scale,
+                processed_rows_per_second=_finite(progress.processedRowsPerSecond) * scale,
                 batch_duration_s=duration_ms / 1000 if duration_ms is not None else None,
                 offsets_behind_latest=offsets_behind_latest(
                     (s.endOffset, s.latestOffset) for s in progress.sources

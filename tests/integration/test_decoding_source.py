@@ -8,10 +8,12 @@ from typing import Any
 
 import pytest
 
-from streaming_jobs.kafka.decode import DecodeOptions, ValueDecoder, ValueFormat, parse_ddl
+from icesink import IcebergSink
+from streaming_jobs.kafka.decode import DecodeOptions, DecodingSink, ValueDecoder, ValueFormat, parse_ddl
 from streaming_jobs.kafka.decode.task import PASS_COLUMNS
 from streaming_jobs.kafka.decoding_source import register_decoding_source
 from streaming_jobs.kafka.source.kafka import register_kafka_source
+from tests.support.processes import wait_until
 from tests.support.tansu import TansuBroker
 
 VALUES: list[bytes | None] = [
@@ -21,6 +23,9 @@ VALUES: list[bytes | None] = [
     b"\xff\xfe",  # not UTF-8
     json.dumps({"id": 2**40, "email": "a@b", "nested": {"x": 1.5}}).encode(),  # wider and new fields
 ]
+
+
+LISTENER_TIMEOUT_S = 60.0  # bounds a wait: the listener bus delivers progress asynchronously
 
 
 def _order(row: dict[str, Any]) -> str:
@@ -106,6 +111,47 @@ def test_a_debezium_stream_through_the_decoding_source_is_exactly_once(
     finally:
         query.stop()
     assert sorted(seen) == sorted({(p, o, "c") for p in (0, 1) for o in range(25)})
+
+
+def test_progress_metrics_count_the_kafka_records_not_the_rows_the_decoding_source_yields(
+    spark: Any, kafka_broker: TansuBroker, topic_name: str, catalog_options: dict[str, str], tmp_path: Path
+) -> None:
+    kafka_broker.create_topic(topic_name, partitions=3)
+    kafka_broker.produce(topic_name, [(i % 3, None, v) for i, v in enumerate(VALUES)], linger_ms=20)
+    decoder = ValueDecoder(DecodeOptions())
+    sink = IcebergSink.from_options({**catalog_options, "table": "db.events", "metrics.port": "0"})
+    options = {
+        "kafka.bootstrap.servers": kafka_broker.bootstrap_servers,
+        "subscribe": topic_name,
+        "startingOffsets": "earliest",
+        "maxOffsetsPerTrigger": "120",  # three micro-batches, each a few rows of the decoding pass
+        **decoder.source_options(),
+    }
+    stream = spark.readStream.format(register_decoding_source(spark)).options(**options).load()
+    query = (
+        stream.writeStream.foreachBatch(DecodingSink(sink, decoder))
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
+
+    def sample(name: str) -> float:
+        return sum(s.value for m in sink.metrics.registry.collect() for s in m.samples if s.name == name)
+
+    try:
+        assert query.awaitTermination(120), "the AvailableNow query did not finish"
+        wait_until(
+            lambda: sample("icesink_batch_duration_seconds_count") == 3,
+            LISTENER_TIMEOUT_S,
+            "the progress of three micro-batches",
+        )
+        spark_rows = sum(p["numInputRows"] for p in query.recentProgress)
+    finally:
+        query.stop()
+        sink.close()
+    assert spark_rows < len(VALUES) / 10  # what Spark counts: the decoding pass's rows
+    assert sample("icesink_input_rows_total") == len(VALUES)  # every record, dead letters included
+    assert sample("icesink_rows_written_total") + sample("icesink_dead_letter_rows_total") == len(VALUES)
 
 
 @pytest.mark.parametrize(

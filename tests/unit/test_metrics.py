@@ -23,7 +23,7 @@ from sink.metric_families import (
     SCHEMA_CHECK_OUTCOMES,
     STEPS,
 )
-from sink.metrics import SinkIdentity, SinkMetrics
+from sink.metrics import KEPT_RECORD_COUNTS, SinkIdentity, SinkMetrics
 from sink.metrics_server import MergedRegistries, PushgatewayPusher
 from sink.progress import ProgressMetricsListener, offsets_behind_latest
 from sink.write.messages import DataFileMessage
@@ -282,10 +282,11 @@ def test_offsets_behind_latest(sources: list[tuple[Any, Any]], expected: int | N
     assert offsets_behind_latest(sources) == expected
 
 
-def _progress_event(query_id: str, rows: int, end: str, latest: str) -> Any:
+def _progress_event(query_id: str, rows: int, end: str, latest: str, batch_id: int = 0) -> Any:
     source = SimpleNamespace(endOffset=end, latestOffset=latest)
     progress = SimpleNamespace(
         id=query_id,
+        batchId=batch_id,
         numInputRows=rows,
         inputRowsPerSecond=float("nan"),
         processedRowsPerSecond=250.0,
@@ -310,6 +311,22 @@ def test_progress_listener_records_the_queries_of_its_sinks() -> None:
     listener.onQueryTerminated(SimpleNamespace(id="q1"))
     assert _value(metrics, "icesink_processed_rows_per_second", **ts) == 0
     listener.onQueryProgress(SimpleNamespace())  # a malformed event is logged, never raised
+
+
+def test_records_counted_by_the_batch_function_replace_the_rows_spark_counted() -> None:
+    metrics = SinkMetrics()
+    metrics.start_sink("db.t", "sink-a", "q1")
+    listener = ProgressMetricsListener(metrics)
+    for batch_id in range(KEPT_RECORD_COUNTS + 2):  # batches whose progress never came are forgotten
+        metrics.count_source_records("q1", batch_id, 1000 + batch_id)
+    assert metrics.source_records("q1", 0) is None and metrics.source_records("q1", 1) is None
+    listener.onQueryProgress(_progress_event("q1", 5, "{}", "{}", batch_id=3))  # 5 rows of 1,003 records
+    listener.onQueryProgress(_progress_event("q1", 5, "{}", "{}", batch_id=3))  # the count is used once
+    ts = {"table": "db.t", "sink_id": "sink-a"}
+    assert _value(metrics, "icesink_input_rows_total", **ts) == 1003 + 5
+    assert _value(metrics, "icesink_processed_rows_per_second", **ts) == 250  # the last report's own
+    listener.onQueryProgress(_progress_event("q1", 5, "{}", "{}", batch_id=4))
+    assert _value(metrics, "icesink_processed_rows_per_second", **ts) == 250 * 1004 / 5
 
 
 def test_dashboard_builder_is_importable_without_side_effects(tmp_path: Path) -> None:

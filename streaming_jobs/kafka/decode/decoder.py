@@ -82,6 +82,8 @@ class DecodedBatch:
         input_rows: Kafka records in the batch.
         rejected_rows: Records in ``dead_letters``.
         has_values: Whether any value was decoded (else ``rows`` has only what options add).
+        decoded_in_source: Whether the source decoded the values as it read them (its rows
+            were the decoding pass's, a few per task, not one per record).
         payloads: The decoded Arrow streams (lazy, over the cache): ``rows`` is
             ``payloads.mapInArrow(conform, <rows' schema>)``.
         conform: The function that makes ``rows`` of ``payloads``.
@@ -92,6 +94,7 @@ class DecodedBatch:
     input_rows: int
     rejected_rows: int
     has_values: bool
+    decoded_in_source: bool
     payloads: DataFrame
     conform: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
     _cache: DataFrame
@@ -149,7 +152,8 @@ class ValueDecoder:
         Raises:
             ConfigError: ``batch_df`` has neither the Kafka source's columns nor the pass's.
         """
-        if tuple(batch_df.columns) == PASS_COLUMNS:
+        decoded_in_source = tuple(batch_df.columns) == PASS_COLUMNS
+        if decoded_in_source:
             passed = batch_df
         else:
             missing = [c for c in KAFKA_INPUT_COLUMNS if c not in batch_df.columns]
@@ -181,7 +185,15 @@ class ValueDecoder:
         )
         logger.debug("decoded %s values, %s rejected, as %s", decoded, rejected, spark_schema.simpleString())
         return DecodedBatch(
-            rows, dead_letters, decoded + rejected, rejected, bool(schemas), payloads, conform, cache
+            rows,
+            dead_letters,
+            decoded + rejected,
+            rejected,
+            bool(schemas),
+            decoded_in_source,
+            payloads,
+            conform,
+            cache,
         )
 
     def _target(self, schemas: list[pa.Schema]) -> pa.Schema:

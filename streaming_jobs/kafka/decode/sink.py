@@ -88,7 +88,10 @@ class DecodingSink:
         with metrics.time_step(table, "decode"):
             decoded = self.decoder.decode(batch_df)
         try:
-            sink_id = self.sink.config.sink_id or _query_id(batch_df)
+            query_id = _query_id(batch_df)
+            if decoded.decoded_in_source and query_id:  # Spark counted the source's few rows per task
+                metrics.count_source_records(query_id, batch_id, decoded.input_rows)
+            sink_id = self.sink.config.sink_id or query_id
             if not sink_id:
                 raise ConfigError(
                     "no sink id: the sink was called outside a streaming query and 'sink-id' is not set",
