@@ -164,7 +164,7 @@ class ValueDecoder:
                     "'icesink-kafka-decoded') as loaded",
                 )
             passed = batch_df.select(*KAFKA_INPUT_COLUMNS).mapInArrow(decode_function(self._spec), PASS_DDL)
-        cache = passed.persist(StorageLevel.MEMORY_AND_DISK)
+        cache = passed.persist(StorageLevel.MEMORY_AND_DISK_DESER)
         try:
             summary = cache.select("kind", "num_rows", "schema").collect()
         except BaseException:
