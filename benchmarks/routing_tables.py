@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.kafka_throughput import MESSAGE_BYTES, job_config, produce, timed_run
+from benchmarks.kafka_throughput import MESSAGE_BYTES, job_config, job_cpu_seconds, produce, timed_run
 from tests.support.tansu import TansuBroker
 
 SINGLE_TOPIC = "single-events"
@@ -78,7 +78,7 @@ def run_job(spark: Any, config: Any, checkpoint: Path) -> dict[str, Any]:
     batches = len([p for p in (checkpoint / "commits").iterdir() if p.name.isdigit()])
     return {
         "seconds": seconds,
-        "cpu_seconds": sum(cpu.values()),
+        "cpu_seconds": job_cpu_seconds(cpu),
         "batches": batches,
         "spark_jobs": jobs,
         "jobs_per_batch": jobs / max(batches, 1),
