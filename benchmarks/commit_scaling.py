@@ -152,7 +152,7 @@ def fill_history(table: Table, template: DataFileMessage, target: int, per_call:
         for _ in range(min(per_call, target - len(base.snapshots))):
             producer = SnapshotProducer(table, Operation.APPEND)
             message = _synthetic_files(table, template, 1, f"fill{len(base.snapshots)}")[0]
-            producer.add_file(data_file_from_message(message, table.format_version))
+            producer.add_file(data_file_from_message(message))
             pending = producer.build(base)
             first = first or pending.requirements
             updates += pending.updates

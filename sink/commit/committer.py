@@ -304,7 +304,7 @@ class Committer:
         )
 
     def _data_file(self, message: DataFileMessage) -> DataFile:
-        return data_file_from_message(message, self.table.format_version)
+        return data_file_from_message(message)
 
     def delete_files(self, files: Sequence[DataFileMessage]) -> None:
         """Delete data files that no commit references."""

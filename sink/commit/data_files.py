@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
-from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+from pyiceberg.manifest import DEFAULT_READ_VERSION, DataFile, DataFileContent, FileFormat
 from pyiceberg.typedef import Record
 
 from sink.write.messages import DataFileMessage
 
 
-def data_file_from_message(message: DataFileMessage, format_version: int) -> DataFile:
-    """A pyiceberg ``DataFile`` (data or position deletes) from an executor's message."""
+def data_file_from_message(message: DataFileMessage) -> DataFile:
+    """A pyiceberg ``DataFile`` (data or position deletes) from an executor's message.
+
+    Whatever the table's format version, the entry has the fields of pyiceberg's read
+    schema (format v2): its manifest writers take entries of that shape and write them in
+    the table's format. An entry shaped as format v1 (no ``content`` field) is read a
+    field off by a v1 manifest writer.
+    """
     data_file = DataFile.from_args(
-        _table_format_version=format_version,  # type: ignore[arg-type]
+        _table_format_version=DEFAULT_READ_VERSION,
         content=DataFileContent(message.content),
         file_path=message.path,
         file_format=FileFormat.PARQUET,

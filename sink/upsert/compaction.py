@@ -101,7 +101,7 @@ def compact_partition(
         table, Operation.REPLACE, snapshot_properties={SUMMARY_COMPACTION: str(partition)}
     )
     for message in new_files:
-        producer.add_file(data_file_from_message(message, table.format_version))
+        producer.add_file(data_file_from_message(message))
     for path in rewritten | {e.data_file.file_path for e in delete_entries}:
         producer.remove_path(path)
     snapshot_id = _commit(table, producer, start.snapshot_id, rewritten, new_files)

@@ -110,7 +110,7 @@ class RowDeltaCommitter:
             table_properties=ledger.marker_properties(self._sink_id, batches, attempts.get(batches.last, "")),
         )
         for message in [*data_files, *delete_files]:
-            producer.add_file(data_file_from_message(message, self.table.format_version))
+            producer.add_file(data_file_from_message(message))
         try:
             return self._commit_with_retries(producer, referenced, start_snapshot_id, batches)
         except (RowDeltaConflictError, CommitConflictError):

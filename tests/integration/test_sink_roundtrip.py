@@ -8,10 +8,15 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.transforms import IdentityTransform
+from pyiceberg.types import LongType, NestedField, StringType
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as st
 
 from icesink import IcebergSink
+from tests.support.duckdb_reader import duckdb_read
 from tests.support.tables import check_data_files, row_multiset, summary_of, table_rows
 
 SCHEMA = st.StructType(
@@ -155,6 +160,27 @@ def test_small_batches_after_the_first_are_written_by_the_driver(
     assert row_multiset(table_rows(table)) == row_multiset(expected)
     assert check_data_files(table) >= 3
     assert [int(summary_of(s)["added-records"]) for s in table.snapshots()] == [400, 400, 400]
+
+
+def test_an_existing_format_v1_table_takes_appends_and_stays_v1(
+    spark: SparkSession, catalog_options: dict[str, str]
+) -> None:
+    options = {**catalog_options, "table": "db.legacy", "sink-id": "legacy"}
+    sink = IcebergSink.from_options(options)
+    sink.catalog.create_namespace("db")
+    schema = Schema(NestedField(1, "id", LongType()), NestedField(2, "region", StringType()))
+    spec = PartitionSpec(PartitionField(2, 1000, IdentityTransform(), "region"))
+    sink.catalog.create_table("db.legacy", schema, partition_spec=spec, properties={"format-version": "1"})
+    batches = [[(i, f"r{i % 3}") for i in range(b * 100, b * 100 + 100)] for b in range(2)]
+    for batch_id, rows in enumerate(batches):
+        sink(spark.createDataFrame(rows, "id long, region string"), batch_id)
+    table = sink.catalog.load_table("db.legacy")
+    expected = [{"id": i, "region": r} for rows in batches for i, r in rows]
+    assert table.format_version == 1
+    assert row_multiset(table_rows(table)) == row_multiset(expected)
+    assert row_multiset(duckdb_read(table.metadata_location).to_pylist()) == row_multiset(expected)
+    assert check_data_files(table) == 6  # three regions, two batches
+    assert [summary_of(s)["icesink.batch-ids"] for s in table.snapshots()] == ["0", "1"]
 
 
 def test_empty_batch_commits_nothing(spark: SparkSession, catalog_options: dict[str, str]) -> None:

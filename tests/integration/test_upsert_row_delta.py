@@ -165,7 +165,7 @@ def _rewrite_file(table: Table, path: str) -> None:
     [message] = write_data_files(table, rows.filter(keep), "rewrite")
     with table.transaction() as tx, tx.update_snapshot().overwrite() as overwrite:
         overwrite.delete_data_file(scan_task.file)
-        overwrite.append_data_file(data_file_from_message(message, 2))
+        overwrite.append_data_file(data_file_from_message(message))
 
 
 class _ConcurrentAfterLookup:

@@ -29,7 +29,7 @@ def test_appends_through_the_producer(tmp_path: Path) -> None:
     for n, ids in enumerate((range(0, 10), range(10, 25))):
         producer = SnapshotProducer(table, Operation.APPEND, snapshot_properties={"k": str(n)})
         for message in write_data_files(table, _rows(ids), f"a{n}"):
-            producer.add_file(data_file_from_message(message, 2))
+            producer.add_file(data_file_from_message(message))
         pending = producer.build(table.metadata)
         commit_table_updates(table, pending.updates, pending.requirements)
 
@@ -57,7 +57,7 @@ def test_refusals(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="data files only"):
         append.add_file(
             data_file_from_message(
-                message.__class__(**{**message.__dict__, "content": CONTENT_POSITION_DELETES}), 2
+                message.__class__(**{**message.__dict__, "content": CONTENT_POSITION_DELETES})
             )
         )
     with pytest.raises(ValueError, match="removes no file"):
@@ -67,7 +67,7 @@ def test_refusals(tmp_path: Path) -> None:
     with pytest.raises(UpsertError, match="no snapshot"):
         replace.build(table.metadata)
 
-    append.add_file(data_file_from_message(message, 2))
+    append.add_file(data_file_from_message(message))
     pending = append.build(table.metadata)
     commit_table_updates(table, pending.updates, pending.requirements)
     gone = SnapshotProducer(table, Operation.REPLACE)
