@@ -39,7 +39,8 @@ class FanoutWriter:
 
     Args:
         new_writer: Creates the rolling writer of a partition value.
-        memory_budget_bytes: Most Arrow bytes all open writers may buffer together.
+        memory_budget_bytes: Most memory all open writers' buffered rows may hold together
+            (Arrow bytes and a fixed cost per batch held: ``buffered_bytes()`` of the writers).
         close_threads: Writers closed concurrently by :meth:`close` and :meth:`finish`.
     """
 
@@ -143,7 +144,7 @@ class FanoutWriter:
             raise self._close_error
 
     def buffered_bytes(self) -> int:
-        """Arrow bytes buffered by all open writers (kept as a running total)."""
+        """Memory the rows buffered by all open writers hold (kept as a running total)."""
         return self._buffered
 
     def open_writers(self) -> int:

@@ -97,7 +97,7 @@ class RollingFileWriter(FileWriter[list[DataFileMessage]]):
         return self._current.length_bytes() if self._current else 0
 
     def buffered_bytes(self) -> int:
-        """Arrow bytes the open file holds in memory."""
+        """Memory the open file's buffered rows hold (see ParquetFileWriter.buffered_bytes)."""
         return self._current.buffered_bytes() if self._current else 0
 
     def close(self) -> None:

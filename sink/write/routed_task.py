@@ -58,7 +58,8 @@ class RoutedWriteSpec:
 
     Attributes:
         destinations: The tables the batch's rows go to.
-        memory_budget_bytes: Most Arrow bytes the task's open writers may buffer, all tables together.
+        memory_budget_bytes: Most memory the rows buffered by the task's open writers may
+            hold, all tables together.
     """
 
     destinations: tuple[DestinationSpec, ...]

@@ -70,7 +70,7 @@ class WriteSpec:
         file_prefix: Start of every file name, unique per batch attempt.
         target_file_size_bytes: On-disk size at which files roll.
         row_group_size_bytes: Estimated on-disk size of a row group.
-        memory_budget_bytes: Most Arrow bytes a task's open writers may buffer.
+        memory_budget_bytes: Most memory the rows buffered by a task's open writers may hold.
         compression: Parquet codec.
         num_data_columns: Leading input columns that are table columns (and the bad-row
             flag); the rest are partition values, one per spec field, in spec order.

@@ -59,6 +59,28 @@ def test_budget_closes_largest_file_and_loses_nothing(tmp_path: Path) -> None:
         assert all((i // 1000) % 10 == part for i in file_ids)
 
 
+def test_many_values_of_a_few_rows_count_their_batches_against_the_budget(tmp_path: Path) -> None:
+    # 3,000 values of 2 rows each: about 200 KiB of Arrow data, far under the budget, but
+    # each value's writer holds a batch, and those cost more than their rows.
+    factory = FileFactory(tmp_path, row_group_size_bytes=64 * MiB)
+    budget = MiB
+    fanout = FanoutWriter(
+        lambda p: RollingFileWriter(lambda: factory(p), 64 * MiB, factory.estimator), budget
+    )
+    for i in range(3000):
+        fanout.write((i,), batch(2 * i, 2))
+        assert fanout.buffered_bytes() <= budget
+    data_bytes = sum(batch(2 * i, 2).nbytes for i in range(3000))
+    assert data_bytes < budget / 4
+    assert fanout.budget_closes > 0  # closed for what the batches hold, not for their rows
+    fanout.close()
+    messages = fanout.result()
+    assert len(messages) == 3000  # one file per value: none lost, none split
+    for m in messages:
+        file_ids = pq.read_table(m.path.removeprefix("file://")).column("id").to_pylist()
+        assert file_ids == [2 * m.partition[0], 2 * m.partition[0] + 1]
+
+
 def test_abort_reports_closed_files(tmp_path: Path) -> None:
     factory = FileFactory(tmp_path, row_group_size_bytes=16 * KiB)
     fanout = FanoutWriter(
