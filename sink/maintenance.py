@@ -65,12 +65,12 @@ def expire_snapshots(
     ]
     if not expired:
         return MaintenanceReport()
-    before = _reachable(table, table.snapshots()) if delete_files else set()
+    gone = [s for s in snapshots if s.snapshot_id in set(expired)]
     table.maintenance.expire_snapshots().by_ids(expired).commit()
     deleted: list[str] = []
     if delete_files:
         table.refresh()
-        for path in sorted(before - _reachable(table, table.snapshots())):
+        for path in sorted(_only_reached_by(table, gone, table.snapshots())):
             with contextlib.suppress(FileNotFoundError):
                 table.io.delete(path)
             deleted.append(path)
@@ -86,6 +86,36 @@ def expire_snapshots(
 def referenced_files(table: Table) -> set[str]:
     """Every file (data, delete, manifest, manifest list) a remaining snapshot references."""
     return _reachable(table, table.snapshots())
+
+
+def _only_reached_by(table: Table, gone: list[Snapshot], kept: list[Snapshot]) -> set[str]:
+    """Files the ``gone`` snapshots reached and no ``kept`` snapshot reaches.
+
+    Their manifest lists, their manifests that no kept snapshot lists, and the data and
+    delete files of those manifests that no kept manifest has an entry for (deleted
+    entries count, as for :func:`referenced_files`). Only the candidates are held, not
+    every file of the table: a stream's table keeps growing, and the driver must not.
+    """
+    kept_manifests = {m.manifest_path: m for s in kept for m in s.manifests(table.io)}
+    gone_manifests = {
+        m.manifest_path: m
+        for s in gone
+        for m in s.manifests(table.io)
+        if m.manifest_path not in kept_manifests
+    }
+    files = {
+        entry.data_file.file_path
+        for manifest in gone_manifests.values()
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False)
+    }
+    for manifest in kept_manifests.values():
+        if not files:
+            break
+        files.difference_update(
+            entry.data_file.file_path
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False)
+        )
+    return {s.manifest_list for s in gone} | set(gone_manifests) | files
 
 
 def _reachable(table: Table, snapshots: list[Snapshot]) -> set[str]:
