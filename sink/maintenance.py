@@ -18,11 +18,22 @@ import contextlib
 import datetime as dt
 import logging
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pyiceberg.manifest import DataFileContent
+from pyiceberg.avro.file import AvroFile
+from pyiceberg.io import FileIO
+from pyiceberg.manifest import (
+    DEFAULT_READ_VERSION,
+    MANIFEST_ENTRY_SCHEMAS,
+    DataFile,
+    DataFileContent,
+    FileFormat,
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestFile,
+)
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot
 
@@ -103,19 +114,29 @@ def _only_reached_by(table: Table, gone: list[Snapshot], kept: list[Snapshot]) -
         for m in s.manifests(table.io)
         if m.manifest_path not in kept_manifests
     }
-    files = {
-        entry.data_file.file_path
-        for manifest in gone_manifests.values()
-        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False)
-    }
+    files = {path for manifest in gone_manifests.values() for path in _file_paths(table.io, manifest)}
     for manifest in kept_manifests.values():
         if not files:
             break
-        files.difference_update(
-            entry.data_file.file_path
-            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False)
-        )
+        files.difference_update(_file_paths(table.io, manifest))
     return {s.manifest_list for s in gone} | set(gone_manifests) | files
+
+
+def _file_paths(io: FileIO, manifest: ManifestFile) -> Iterator[str]:
+    """The file path of every entry of ``manifest``, deleted ones too, read one entry at a time.
+
+    ``fetch_manifest_entry`` builds all entries of a manifest at once, statistics and all;
+    a merged manifest of a long stream has tens of thousands, and the driver's allocators
+    keep what building them took.
+    """
+    with AvroFile[ManifestEntry](
+        io.new_input(manifest.manifest_path),
+        MANIFEST_ENTRY_SCHEMAS[DEFAULT_READ_VERSION],
+        read_types={-1: ManifestEntry, 2: DataFile},
+        read_enums={0: ManifestEntryStatus, 101: FileFormat, 134: DataFileContent},
+    ) as reader:
+        for entry in reader:
+            yield entry.data_file.file_path
 
 
 def _reachable(table: Table, snapshots: list[Snapshot]) -> set[str]:
