@@ -76,7 +76,8 @@ def expire_snapshots(
     ]
     if not expired:
         return MaintenanceReport()
-    gone = [s for s in snapshots if s.snapshot_id in set(expired)]
+    expired_ids = set(expired)
+    gone = [s for s in snapshots if s.snapshot_id in expired_ids]
     table.maintenance.expire_snapshots().by_ids(expired).commit()
     deleted: list[str] = []
     if delete_files:
@@ -149,8 +150,7 @@ def _reachable(table: Table, snapshots: list[Snapshot]) -> set[str]:
             if manifest.manifest_path in manifests:
                 continue
             manifests.add(manifest.manifest_path)
-            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
-                paths.add(entry.data_file.file_path)
+            paths.update(_file_paths(table.io, manifest))
     return paths | manifests
 
 
