@@ -14,9 +14,12 @@ last), alternating in the same run, each on its own table with the same history:
 ``new``, the committer's path (a snapshot built once from the metadata in hand, a
 compare-and-swap on the SQL catalog); ``main``, the same snapshot committed through
 pyiceberg's ``Table.refresh()`` and the catalog's ``commit_table`` (the metadata parsed
-at each); ``transaction``, a pyiceberg transaction (:mod:`benchmarks._legacy_commit`).
+at each); ``transaction``, a pyiceberg transaction (:mod:`benchmarks._legacy_commit`);
+``driver-encoded``, the committer's path given files whose write tasks did not encode
+their manifest entries (as ``main`` and ``transaction`` are), so that it encodes them.
 It reports commit p50/p95 with ``--kept`` snapshots kept (no expiry), and one commit of
-each of ``--wide`` files (synthetic file entries: a commit never opens its data files).
+each of ``--wide`` files (synthetic file entries: a commit never opens its data files)
+on a table of ``--columns`` columns (``--partitioned``: each file in a partition of its own).
 
     .venv/bin/python -m benchmarks.commit_scaling --compare --kept 100,500,2000 --wide 4096,16384
 """
@@ -36,16 +39,17 @@ from pyiceberg.catalog import load_catalog
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation
 from pyiceberg.table.update import TableRequirement, TableUpdate, update_table_metadata
+from pyiceberg.transforms import BucketTransform
 
 from benchmarks._legacy_commit import CatalogCommitter, TransactionCommitter
 from icesink import CommitConfig, expire_snapshots
 from sink._pyiceberg import commit_table_updates
 from sink.catalog import CREATED_TABLE_PROPERTIES
 from sink.commit.committer import Committer
-from sink.commit.data_files import data_file_from_message
 from sink.commit.ledger import BatchRange
 from sink.commit.snapshot import SnapshotProducer
 from sink.type_mapping import iceberg_to_arrow_schema
+from sink.write.manifest_entry import EntryEncoding, data_file_from_message, manifest_codec, sync_marker
 from sink.write.messages import DataFileMessage
 from sink.write.task import DataTaskWriter, WriteSpec
 
@@ -109,13 +113,29 @@ def _quantiles_ms(samples: list[float]) -> dict[str, float]:
     return {"p50_ms": round(statistics.median(ordered) * 1000, 1), "p95_ms": round(p95 * 1000, 1)}
 
 
-def _synthetic_files(table: Table, template: DataFileMessage, count: int, tag: str) -> list[DataFileMessage]:
-    """``count`` file entries like ``template`` under fresh paths (never opened by a commit)."""
+def _synthetic_files(
+    table: Table, template: DataFileMessage, count: int, tag: str, encode: bool = True
+) -> list[DataFileMessage]:
+    """``count`` file entries like ``template`` under fresh paths (never opened by a commit).
+
+    With ``encode``, each carries its manifest entry as a write task encodes it (the
+    write's sync marker from ``tag``); without, the committer encodes the entries.
+    """
     folder = f"{table.location()}/data/{tag}"
-    return [replace(template, path=f"{folder}/f{i:06d}.parquet") for i in range(count)]
+    plain = replace(template, entry_layout="", entry_block=b"")
+    messages = [
+        replace(plain, path=f"{folder}/f{i:06d}.parquet", partition=(i % BUCKETS,) if plain.partition else ())
+        for i in range(count)
+    ]
+    if not encode:
+        return messages
+    codec = manifest_codec(table.metadata.properties)
+    encoding = EntryEncoding(table.spec(), table.schema(), codec, sync_marker(tag))
+    return [encoding.with_entry(m) for m in messages]
 
 
 def _template_file(table: Table, root: Path) -> DataFileMessage:
+    """A real file of ``table``'s columns: an id, a string, then doubles (the wide commits' columns)."""
     spec = WriteSpec(
         table="bench.compare",
         schema=table.schema(),
@@ -128,11 +148,13 @@ def _template_file(table: Table, root: Path) -> DataFileMessage:
         row_group_size_bytes=1 << 20,
         memory_budget_bytes=64 << 20,
         compression="zstd",
-        num_data_columns=2,
+        num_data_columns=len(table.schema().fields),
+        partition_values_in_task=True,
     )
     file_schema = iceberg_to_arrow_schema(table.schema())
+    doubles = [pa.array([i * 0.5 + c for i in range(100)]) for c in range(len(file_schema) - 2)]
     rows = pa.RecordBatch.from_arrays(
-        [pa.array(range(100)), pa.array([str(i) for i in range(100)])], schema=file_schema
+        [pa.array(range(100)), pa.array([str(i) for i in range(100)]), *doubles], schema=file_schema
     )
     return DataTaskWriter(spec, 0, 0).write_all(iter([rows]))[0]
 
@@ -160,7 +182,17 @@ def fill_history(table: Table, template: DataFileMessage, target: int, per_call:
         commit_table_updates(table, tuple(updates), first or ())
 
 
-PATHS = {"transaction": TransactionCommitter, "main": CatalogCommitter, "new": Committer}
+# ``--partitioned``: a wide commit's file i is in bucket i of id (mod BUCKETS).
+BUCKETS = 16384
+
+PATHS = {
+    "transaction": TransactionCommitter,
+    "main": CatalogCommitter,
+    "new": Committer,
+    "driver-encoded": Committer,
+}
+# Paths whose messages carry no encoded manifest entries: the committer encodes them all.
+DRIVER_ENCODED = {"transaction", "main", "driver-encoded"}
 
 
 class _Comparison:
@@ -170,23 +202,27 @@ class _Comparison:
     by the other path, which a single writer never does.
     """
 
-    def __init__(self, root: Path, paths: list[str]) -> None:
+    def __init__(self, root: Path, paths: list[str], columns: int = 2, partitioned: bool = False) -> None:
         root.mkdir(parents=True)
         catalog = load_catalog(
             "bench", type="sql", uri=f"sqlite:///{root}/catalog.db", warehouse=f"file://{root}/wh"
         )
         catalog.create_namespace("bench")
-        schema = pa.schema([("id", pa.int64()), ("v", pa.string())])
+        doubles = [(f"d{c}", pa.float64()) for c in range(columns - 2)]
+        schema = pa.schema([("id", pa.int64()), ("v", pa.string()), *doubles])
         self.committers: dict[str, Committer] = {}
         for path in paths:
             table = catalog.create_table(f"bench.{path}", schema=schema, properties=CREATED_TABLE_PROPERTIES)
+            if partitioned:
+                with table.update_spec() as spec:
+                    spec.add_field("id", BucketTransform(BUCKETS), "id_bucket")
             self.committers[path] = PATHS[path](table, "bench", CommitConfig())
         self.template = _template_file(table, root)
         self.batch_id = 0
 
-    def commit(self, committer: Committer, files: int = 1) -> float:
+    def commit(self, committer: Committer, files: int = 1, encode: bool = True) -> float:
         batch_id, self.batch_id = self.batch_id, self.batch_id + 1
-        messages = _synthetic_files(committer.table, self.template, files, f"b{batch_id}")
+        messages = _synthetic_files(committer.table, self.template, files, f"b{batch_id}", encode)
         start = time.perf_counter()
         committer.commit(messages, BatchRange(batch_id, batch_id), {batch_id: f"a{batch_id}"})
         return time.perf_counter() - start
@@ -201,12 +237,19 @@ class _Comparison:
         timings: dict[str, list[float]] = {path: [] for path in self.committers}
         for _ in range(samples):
             for path, committer in self.committers.items():
-                timings[path].append(self.commit(committer, files))
+                timings[path].append(self.commit(committer, files, path not in DRIVER_ENCODED))
         return timings
 
 
 def compare(
-    kept: list[int], wide: list[int], samples: int, rounds: int, root: Path, paths: list[str]
+    kept: list[int],
+    wide: list[int],
+    samples: int,
+    rounds: int,
+    root: Path,
+    paths: list[str],
+    columns: int = 2,
+    partitioned: bool = False,
 ) -> dict[str, object]:
     """The ``paths`` against each other, alternating: commits with ``kept`` snapshots, and of ``wide`` files.
 
@@ -224,7 +267,7 @@ def compare(
         print(json.dumps(history[-1]), flush=True)
     wide_results = []
     for count in wide:
-        bench = _Comparison(root / f"wide-{count}", paths)
+        bench = _Comparison(root / f"wide-{count}", paths, columns, partitioned)
         bench.timings(10)
         timings = bench.timings(rounds, count)
         medians = {path: round(statistics.median(t) * 1000, 1) for path, t in timings.items()}
@@ -232,7 +275,14 @@ def compare(
         ratios = {f"{path}/{paths[-1]}": round(ms / last, 1) for path, ms in medians.items()}
         wide_results.append({"files": count, "median_ms": medians, "ratio": ratios})
         print(json.dumps(wide_results[-1]), flush=True)
-    return {"samples": samples, "rounds": rounds, "history": history, "wide": wide_results}
+    return {
+        "samples": samples,
+        "rounds": rounds,
+        "columns": columns,
+        "partitioned": partitioned,
+        "history": history,
+        "wide": wide_results,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -246,6 +296,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wide", default="4096,16384", help="files per wide commit (--compare)")
     parser.add_argument("--samples", type=int, default=20, help="commits per path at each --kept point")
     parser.add_argument("--rounds", type=int, default=3, help="wide commits per path")
+    parser.add_argument("--columns", type=int, default=2, help="table columns in the wide commits (>= 2)")
+    parser.add_argument(
+        "--partitioned", action="store_true", help=f"wide commits' tables in bucket[{BUCKETS}] of id"
+    )
     parser.add_argument(
         "--paths",
         default="main,new",
@@ -257,7 +311,9 @@ def main(argv: list[str] | None = None) -> int:
             kept = [int(n) for n in args.kept.split(",") if n]
             wide = [int(n) for n in args.wide.split(",") if n]
             paths = [p for p in args.paths.split(",") if p]
-            result = compare(kept, wide, args.samples, args.rounds, Path(tmp), paths)
+            result = compare(
+                kept, wide, args.samples, args.rounds, Path(tmp), paths, args.columns, args.partitioned
+            )
         else:
             result = run(args.batches, args.expire_every, Path(tmp))
         print(json.dumps(result, indent=2))

@@ -12,7 +12,9 @@ updates of one snapshot, committed in one catalog call
   files in delete manifests (content ``deletes``), all with the snapshot's id and an
   unassigned sequence number, which the manifest list gives them (the table's next
   sequence number: a delete file then applies to data files up to its own number, so
-  also to rows added by the same snapshot, see Iceberg's spec);
+  also to rows added by the same snapshot, see Iceberg's spec); data files whose write
+  tasks encoded their entries go in a manifest per write, the blocks copied
+  (:mod:`sink.commit.encoded_manifests`), their snapshot id inherited likewise;
 - the manifests of the base snapshot, unchanged, except those holding a removed file,
   rewritten with that entry marked deleted (and the others existing);
 - manifests merged as the table's ``commit.manifest-merge.*`` properties ask
@@ -53,9 +55,6 @@ from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
 from pyiceberg.table.snapshots import (
     Operation,
     Snapshot,
-    SnapshotSummaryCollector,
-    Summary,
-    update_snapshot_summaries,
 )
 from pyiceberg.table.update import (
     AddSnapshotUpdate,
@@ -68,8 +67,11 @@ from pyiceberg.table.update import (
 )
 
 from sink._pyiceberg import DeleteManifestWriter
+from sink.commit.encoded_manifests import split_encoded, write_encoded_manifest
 from sink.commit.manifest_merge import MergePolicy, merge_manifests
+from sink.commit.summary import snapshot_summary
 from sink.errors import UpsertError
+from sink.write.manifest_entry import EncodedEntry
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +113,7 @@ class SnapshotProducer:
         self._commit_uuid = uuid.uuid4()
         self._counter = itertools.count()
         self._added: list[DataFile] = []
+        self._encoded: dict[str, EncodedEntry] = {}  # by file path
         self._removed: set[str] = set()
         self._added_manifests: list[ManifestFile] | None = None
         self.written: list[str] = []  # every manifest and manifest list written, for clean-up
@@ -120,14 +123,16 @@ class SnapshotProducer:
     def snapshot_id(self) -> int:
         return self._snapshot_id
 
-    def add_file(self, data_file: DataFile) -> None:
-        """Add a data file or a position delete file."""
+    def add_file(self, data_file: DataFile, encoded: EncodedEntry | None = None) -> None:
+        """Add a data file or a position delete file, with its entry if its write task encoded it."""
         if data_file.content == DataFileContent.EQUALITY_DELETES:
             raise ValueError(f"equality delete files are not written: {data_file.file_path}")
         if self._operation == Operation.APPEND and data_file.content != DataFileContent.DATA:
             # Conflict checks skip appends: an append must never carry deletes.
             raise ValueError(f"an append adds data files only, not {data_file.file_path}")
         self._added.append(data_file)
+        if encoded is not None:
+            self._encoded[data_file.file_path] = encoded
         self._added_manifests = None
 
     def remove_path(self, path: str) -> None:
@@ -156,7 +161,13 @@ class SnapshotProducer:
             parent_snapshot_id=parent.snapshot_id if parent else None,
             sequence_number=sequence_number,
             manifest_list=manifest_list,
-            summary=self._summary(base, parent, removed_entries),
+            summary=snapshot_summary(
+                base,
+                parent,
+                self._operation,
+                (self._added, [e.data_file for e in removed_entries]),
+                self._snapshot_properties,
+            ),
             schema_id=base.current_schema_id,
         )
         updates: tuple[TableUpdate, ...] = (
@@ -193,7 +204,15 @@ class SnapshotProducer:
         for data_file in self._added:
             groups[(data_file.spec_id, data_file.content != DataFileContent.DATA)].append(data_file)
         manifests = []
-        for (spec_id, deletes), files in sorted(groups.items()):
+        for (spec_id, deletes), group in sorted(groups.items()):
+            encoded, files = (
+                split_encoded(group, self._encoded, base, spec_id) if not deletes else ([], group)
+            )
+            for copied in encoded:
+                output = self._table.io.new_output(self._new_manifest_location())
+                manifests.append(write_encoded_manifest(output, base, spec_id, self._snapshot_id, copied))
+            if not files:
+                continue
             with self._manifest_writer(base, spec_id, deletes) as writer:
                 for data_file in files:
                     writer.add_entry(
@@ -245,10 +264,14 @@ class SnapshotProducer:
             )
         return kept, removed
 
-    def _manifest_writer(self, base: TableMetadata, spec_id: int, deletes: bool) -> ManifestWriter:
+    def _new_manifest_location(self) -> str:
         name = f"{self._commit_uuid}-m{next(self._counter)}.avro"
         path = self._table.location_provider().new_metadata_location(name)
         self.written.append(path)
+        return path
+
+    def _manifest_writer(self, base: TableMetadata, spec_id: int, deletes: bool) -> ManifestWriter:
+        path = self._new_manifest_location()
         args = (base.specs()[spec_id], base.schema(), self._table.io.new_output(path), self._snapshot_id)
         codec = base.properties.get(
             TableProperties.WRITE_AVRO_COMPRESSION, TableProperties.WRITE_AVRO_COMPRESSION_DEFAULT
@@ -281,31 +304,6 @@ class SnapshotProducer:
         ) as writer:
             writer.add_manifests(manifests)
         return path
-
-    def _summary(self, base: TableMetadata, parent: Snapshot | None, removed: list[ManifestEntry]) -> Summary:
-        limit = int(
-            base.properties.get(
-                TableProperties.WRITE_PARTITION_SUMMARY_LIMIT,
-                TableProperties.WRITE_PARTITION_SUMMARY_LIMIT_DEFAULT,
-            )
-        )
-        collector = SnapshotSummaryCollector(partition_summary_limit=limit)
-        schema, specs = base.schema(), base.specs()
-        for data_file in self._added:
-            collector.add_file(data_file, schema=schema, partition_spec=specs[data_file.spec_id])
-        for entry in removed:
-            collector.remove_file(
-                entry.data_file, schema=schema, partition_spec=specs[entry.data_file.spec_id]
-            )
-        # pyiceberg totals up append, overwrite and delete only; a replace adds up the same way.
-        counted = Operation.OVERWRITE if self._operation == Operation.REPLACE else self._operation
-        summary = update_snapshot_summaries(
-            Summary(operation=counted, **collector.build(), **self._snapshot_properties),
-            previous_summary=parent.summary if parent else None,
-        )
-        if counted is self._operation:
-            return summary
-        return Summary(operation=self._operation, **summary.additional_properties)
 
 
 def require_format_v2(table: Table) -> None:

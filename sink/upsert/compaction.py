@@ -35,10 +35,10 @@ from pyiceberg.table.delete_file_index import DeleteFileIndex
 from pyiceberg.table.snapshots import Operation
 
 from sink._pyiceberg import commit_table_updates
-from sink.commit.data_files import data_file_from_message
 from sink.commit.snapshot import SnapshotProducer, require_format_v2
 from sink.errors import RewriteConflictError, UpsertError
 from sink.upsert.validate import conflicting_data_files
+from sink.write.manifest_entry import data_file_from_message, encoded_entry
 from sink.write.messages import DataFileMessage
 from sink.write.task import DataTaskWriter, WriteSpec
 
@@ -101,7 +101,7 @@ def compact_partition(
         table, Operation.REPLACE, snapshot_properties={SUMMARY_COMPACTION: str(partition)}
     )
     for message in new_files:
-        producer.add_file(data_file_from_message(message))
+        producer.add_file(data_file_from_message(message), encoded_entry(message))
     for path in rewritten | {e.data_file.file_path for e in delete_entries}:
         producer.remove_path(path)
     snapshot_id = _commit(table, producer, start.snapshot_id, rewritten, new_files)

@@ -27,12 +27,12 @@ from pyiceberg.table.snapshots import Operation
 from sink import failpoints
 from sink.commit import ledger, metadata_cache
 from sink.commit.backoff import Backoff
-from sink.commit.data_files import data_file_from_message
 from sink.commit.ledger import BatchRange
 from sink.commit.snapshot import SnapshotProducer, require_format_v2
 from sink.config import CommitConfig
 from sink.errors import CommitConflictError, CommitError, RowDeltaConflictError
 from sink.upsert.validate import conflicting_data_files
+from sink.write.manifest_entry import data_file_from_message, encoded_entry
 from sink.write.messages import CONTENT_POSITION_DELETES, DataFileMessage
 from sink.write.position_deletes import FILE_PATH_FIELD_ID
 
@@ -110,7 +110,7 @@ class RowDeltaCommitter:
             table_properties=ledger.marker_properties(self._sink_id, batches, attempts.get(batches.last, "")),
         )
         for message in [*data_files, *delete_files]:
-            producer.add_file(data_file_from_message(message))
+            producer.add_file(data_file_from_message(message), encoded_entry(message))
         try:
             return self._commit_with_retries(producer, referenced, start_snapshot_id, batches)
         except (RowDeltaConflictError, CommitConflictError):

@@ -53,6 +53,9 @@ class DataFileMessage:
         table: The table the file belongs to, when one write job writes several (routed sinks).
         referenced_files: For a position delete file, the data files it deletes rows of
             (sorted); empty for a data file.
+        entry_layout: The layout :attr:`entry_block` was encoded in; empty without one.
+        entry_block: The file's manifest entry as one Avro block, encoded by the task
+            (:mod:`sink.write.manifest_entry`); empty when the driver encodes it.
     """
 
     path: str
@@ -74,6 +77,8 @@ class DataFileMessage:
     content: int = CONTENT_DATA
     table: str = ""
     referenced_files: tuple[str, ...] = ()
+    entry_layout: str = ""
+    entry_block: bytes = b""
 
     def to_json(self) -> str:
         """Encode for the wire (bytes as base64, decimals as strings, int keys as strings)."""
@@ -83,6 +88,7 @@ class DataFileMessage:
             data[name] = {str(k): base64.b64encode(v).decode() for k, v in data[name].items()}
         for name in ("column_sizes", "value_counts", "null_value_counts", "nan_value_counts"):
             data[name] = {str(k): v for k, v in data[name].items()}
+        data["entry_block"] = base64.b64encode(self.entry_block).decode()
         return json.dumps(data, separators=(",", ":"))
 
     @classmethod
@@ -96,6 +102,7 @@ class DataFileMessage:
             data[name] = {int(k): v for k, v in data[name].items()}
         data["split_offsets"] = tuple(data["split_offsets"])
         data["referenced_files"] = tuple(data.get("referenced_files", ()))
+        data["entry_block"] = base64.b64decode(data.get("entry_block", ""))
         return cls(**data)
 
 

@@ -112,6 +112,8 @@ class RoutedTaskWriter:
         prefixes = {d.spec.data_location.rstrip("/") + "/": d.spec.table for d in self._spec.destinations}
         peaks = with_task_peaks(self._fanout, self._task_id)
         messages = [replace(m, table=_table_of(m.path, prefixes)) for m in peaks]
+        files_of = {files.spec.table: files for files in self._tables.values()}
+        messages = [files_of[m.table].with_entry(m) if m.table in files_of else m for m in messages]
         logger.info(
             "task %s wrote %s files, %s rows, to %s tables",
             self._task_id,

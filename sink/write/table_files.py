@@ -23,6 +23,8 @@ from sink._pyiceberg import StatisticsPlan, partition_representation, statistics
 from sink.errors import WriteError
 from sink.type_mapping import iceberg_to_arrow_schema
 from sink.write.keys import KeyFunction, arrow_key_functions
+from sink.write.manifest_entry import EntryEncoding, manifest_codec, sync_marker
+from sink.write.messages import DataFileMessage
 from sink.write.parquet import CompressionEstimator, ParquetFileWriter
 from sink.write.rolling import RollingFileWriter
 
@@ -80,6 +82,16 @@ class TableFiles:
                 hint="this is a bug in icesink's routing; please report it with the table's spec",
             )
         return functions
+
+    @functools.cached_property
+    def _entry_encoding(self) -> EntryEncoding:
+        spec = self.spec
+        codec = manifest_codec(spec.table_properties)
+        return EntryEncoding(spec.partition_spec, spec.schema, codec, sync_marker(spec.file_prefix))
+
+    def with_entry(self, message: DataFileMessage) -> DataFileMessage:
+        """``message`` with its file's manifest entry encoded (:mod:`sink.write.manifest_entry`)."""
+        return self._entry_encoding.with_entry(message)
 
     def to_file_batch(self, columns: list[pa.Array]) -> pa.RecordBatch:
         """The table's columns (in its order) as a batch of the file schema (field ids, UTC, ...)."""

@@ -213,7 +213,7 @@ class DataTaskWriter:
                 task=self._task_id,
                 file_prefix=self._spec.file_prefix,
             ) from e
-        messages = with_task_peaks(self._fanout, self._task_id)
+        messages = [self._files.with_entry(m) for m in with_task_peaks(self._fanout, self._task_id)]
         logger.info(
             "task %s wrote %s files, %s rows (table=%s prefix=%s)",
             self._task_id,

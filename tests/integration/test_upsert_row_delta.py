@@ -12,7 +12,6 @@ import pytest
 from pyiceberg.manifest import DataFileContent, ManifestContent
 from pyiceberg.table import Table
 
-from sink.commit.data_files import data_file_from_message
 from sink.commit.ledger import BatchRange
 from sink.config import CommitConfig
 from sink.errors import RowDeltaConflictError, UpsertError
@@ -21,6 +20,7 @@ from sink.upsert.changes import change_frames
 from sink.upsert.lookup import LookupResult, LookupSpec, run_lookup, run_lookup_locally
 from sink.upsert.messages import LookupTask
 from sink.upsert.row_delta import RowDeltaCommitter
+from sink.write.manifest_entry import data_file_from_message
 from sink.write.task import run_write
 from tests.support.duckdb_reader import duckdb_read
 from tests.support.upserts import (

@@ -9,10 +9,10 @@ import pytest
 from pyiceberg.table.snapshots import Operation
 
 from sink._pyiceberg import commit_table_updates
-from sink.commit.data_files import data_file_from_message
 from sink.commit.snapshot import SnapshotProducer
 from sink.errors import UpsertError
 from sink.upsert.validate import conflicting_data_files
+from sink.write.manifest_entry import data_file_from_message
 from sink.write.messages import CONTENT_POSITION_DELETES
 from tests.support.duckdb_reader import duckdb_read
 from tests.support.upserts import create_table, rows_of, sql_catalog, write_data_files

@@ -50,6 +50,8 @@ def test_json_round_trip(partition, sizes, lower, upper, offsets) -> None:
         upper_bounds=upper,
         split_offsets=offsets,
         task_id=3,
+        entry_layout="ab12",
+        entry_block=bytes(range(256)),
     )
     decoded = DataFileMessage.from_json(message.to_json())
     assert decoded == message
