@@ -49,7 +49,13 @@ from sink.commit.committer import Committer
 from sink.commit.ledger import BatchRange
 from sink.commit.snapshot import SnapshotProducer
 from sink.type_mapping import iceberg_to_arrow_schema
-from sink.write.manifest_entry import EntryEncoding, data_file_from_message, manifest_codec, sync_marker
+from sink.write.manifest_entry import (
+    EntryEncoding,
+    data_file_from_message,
+    encoded_entry,
+    manifest_codec,
+    sync_marker,
+)
 from sink.write.messages import DataFileMessage
 from sink.write.task import DataTaskWriter, WriteSpec
 
@@ -122,7 +128,7 @@ def _synthetic_files(
     write's sync marker from ``tag``); without, the committer encodes the entries.
     """
     folder = f"{table.location()}/data/{tag}"
-    plain = replace(template, entry_layout="", entry_block=b"")
+    plain = template  # its statistics in the message, no entry
     messages = [
         replace(plain, path=f"{folder}/f{i:06d}.parquet", partition=(i % BUCKETS,) if plain.partition else ())
         for i in range(count)
@@ -156,7 +162,9 @@ def _template_file(table: Table, root: Path) -> DataFileMessage:
     rows = pa.RecordBatch.from_arrays(
         [pa.array(range(100)), pa.array([str(i) for i in range(100)]), *doubles], schema=file_schema
     )
-    return DataTaskWriter(spec, 0, 0).write_all(iter([rows]))[0]
+    written = DataTaskWriter(spec, 0, 0).write_all(iter([rows]))[0]
+    codec = manifest_codec(table.metadata.properties)
+    return EntryEncoding(table.spec(), table.schema(), codec, b"").without_entry(written)
 
 
 def fill_history(table: Table, template: DataFileMessage, target: int, per_call: int = 100) -> None:
@@ -174,7 +182,7 @@ def fill_history(table: Table, template: DataFileMessage, target: int, per_call:
         for _ in range(min(per_call, target - len(base.snapshots))):
             producer = SnapshotProducer(table, Operation.APPEND)
             message = _synthetic_files(table, template, 1, f"fill{len(base.snapshots)}")[0]
-            producer.add_file(data_file_from_message(message))
+            producer.add_file(data_file_from_message(message), encoded_entry(message))
             pending = producer.build(base)
             first = first or pending.requirements
             updates += pending.updates

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import gc
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from pyiceberg.exceptions import CommitFailedException
@@ -23,6 +22,7 @@ from sink.commit.staging import StagedBatch
 from sink.config import CommitConfig
 from sink.errors import CommitConflictError, CommitError
 from sink.log_context import batch_logger
+from sink.pause_gc import paused_gc
 from sink.write.manifest_entry import data_file_from_message, encoded_entry
 from sink.write.messages import DataFileMessage
 
@@ -283,7 +283,7 @@ class Committer:
             snapshot_properties=ledger.summary_properties(self._sink_id, batches, attempts),
             table_properties=marker,
         )
-        with _collector_paused():
+        with paused_gc():
             for message in files:
                 producer.add_file(self._data_file(message), encoded_entry(message))
             pending = producer.build(self.table.metadata)
@@ -317,20 +317,3 @@ class Committer:
     @property
     def _name(self) -> str:
         return ".".join(self.table.name())
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cycle collector paused while a snapshot's thousands of objects are built.
-
-    Their allocations trigger it again and again over a heap holding every message of the
-    batch: half of the time of a 16,384-file commit. Any cyclic garbage made meanwhile is
-    collected once it runs again.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()

@@ -9,8 +9,9 @@ the snapshot's summary needs anyway.
 
 A block is used only when it was encoded in the layout the commit's base metadata gives
 (its partition type and codec: a schema or spec that changed in between gives another)
-and the table is of format version 2; the rest is encoded here as before
-(:class:`~sink.commit.snapshot.SnapshotProducer`).
+and the table is of format version 2. The others are encoded here as before
+(:class:`~sink.commit.snapshot.SnapshotProducer`), from the data file their block holds:
+a message with a block has no statistics of its own.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from pyiceberg.manifest import (
 )
 from pyiceberg.table.metadata import TableMetadata
 
+from sink.errors import CommitError
 from sink.write.manifest_entry import (
     ENCODED_FORMAT_VERSION,
     EncodedEntry,
@@ -56,15 +58,18 @@ def split_encoded(
 
     ``encoded`` maps a file's path to the entry its task encoded.
     """
-    if base.format_version != ENCODED_FORMAT_VERSION or not encoded:
+    if not encoded:
         return [], list(files)
-    layout = _encoding(base, spec_id, b"").layout
+    layout = _encoding(base, spec_id, b"").layout if base.format_version == ENCODED_FORMAT_VERSION else None
     groups: dict[bytes, EncodedGroup] = {}
     rest = []
     for data_file in files:
         entry = encoded.get(data_file.file_path)
-        if entry is None or entry.layout != layout:
+        if entry is None:
             rest.append(data_file)
+            continue
+        if entry.layout != layout:
+            rest.append(_decoded(base, spec_id, entry))
             continue
         group = groups.setdefault(entry.sync, EncodedGroup(entry.sync, [], []))
         group.files.append(data_file)
@@ -105,6 +110,25 @@ def write_encoded_manifest(
         ),
         key_metadata=None,
     )
+
+
+def _decoded(base: TableMetadata, spec_id: int, entry: EncodedEntry) -> DataFile:
+    """The data file of ``entry``, read back with the schema and codec it was encoded with."""
+    schema = next((s for s in base.schemas if s.schema_id == entry.schema_id), None)
+    if schema is None:
+        raise CommitError(
+            f"a data file's manifest entry was encoded with schema {entry.schema_id}, "
+            "which the table's metadata no longer has",
+            hint="keep a table's schemas while a write that used them is still to be committed",
+        )
+    encoding = EntryEncoding(base.specs()[spec_id], schema, entry.codec, entry.sync)
+    if encoding.layout != entry.layout:
+        raise CommitError(
+            f"a data file's manifest entry has layout {entry.layout}, "
+            f"not {encoding.layout} of schema {entry.schema_id} and codec {entry.codec}",
+            hint="this is a bug in icesink; please report it with the table's metadata",
+        )
+    return encoding.decode(entry.block)
 
 
 def _encoding(base: TableMetadata, spec_id: int, sync: bytes) -> EntryEncoding:

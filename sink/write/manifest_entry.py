@@ -24,9 +24,11 @@ import json
 from dataclasses import dataclass, replace
 
 from pyiceberg.avro.codecs import CODEC_MAPPING_ICEBERG_TO_AVRO, KNOWN_CODECS
+from pyiceberg.avro.decoder import new_decoder
 from pyiceberg.avro.encoder import BinaryEncoder
 from pyiceberg.avro.file import SYNC_SIZE
-from pyiceberg.avro.resolver import resolve_writer
+from pyiceberg.avro.reader import Reader
+from pyiceberg.avro.resolver import resolve_reader, resolve_writer
 from pyiceberg.avro.writer import Writer
 from pyiceberg.manifest import (
     DATA_FILE_TYPE,
@@ -99,10 +101,19 @@ def sync_marker(file_prefix: str) -> bytes:
 
 @dataclass(frozen=True)
 class EncodedEntry:
-    """A data file's manifest entry as one Avro block, and the layout it was encoded in."""
+    """A data file's manifest entry as one Avro block, and how it was encoded.
+
+    Attributes:
+        layout: :attr:`EntryEncoding.layout` of the encoding.
+        block: The block.
+        schema_id: The id of the table schema the partition type came from.
+        codec: The Avro codec, by its Iceberg name.
+    """
 
     layout: str
     block: bytes
+    schema_id: int
+    codec: str
 
     @property
     def sync(self) -> bytes:
@@ -112,7 +123,11 @@ class EncodedEntry:
 
 def encoded_entry(message: DataFileMessage) -> EncodedEntry | None:
     """The entry a write task encoded for ``message``'s file, if it did."""
-    return EncodedEntry(message.entry_layout, message.entry_block) if message.entry_block else None
+    if not message.entry_block:
+        return None
+    return EncodedEntry(
+        message.entry_layout, message.entry_block, message.entry_schema_id, message.entry_codec
+    )
 
 
 @dataclass(frozen=True)
@@ -175,12 +190,73 @@ class EntryEncoding:
         encoder.write(self.sync)
         return block.getvalue()
 
+    def decode(self, block: bytes) -> DataFile:
+        """The data file of an entry :meth:`block` encoded (its ``spec_id`` set)."""
+        decoder = new_decoder(block)
+        if decoder.read_int() != 1:
+            raise ValueError("an encoded entry is a block of one entry")
+        data = decoder.read_bytes()
+        if codec := KNOWN_CODECS[self.avro_codec]:  # type: ignore[index]
+            data = codec.decompress(data)
+        entry = self._reader.read(new_decoder(data))
+        data_file: DataFile = entry.data_file
+        data_file.spec_id = self.spec.spec_id
+        return data_file
+
+    @functools.cached_property
+    def _reader(self) -> Reader:
+        read_schema = _entry_schema(self.spec, self.schema, DEFAULT_READ_VERSION)
+        return resolve_reader(
+            self.file_schema,
+            read_schema,
+            read_types={-1: ManifestEntry, 2: DataFile},
+            read_enums={0: ManifestEntryStatus, 101: FileFormat, 134: DataFileContent},
+        )
+
+    def without_entry(self, message: DataFileMessage) -> DataFileMessage:
+        """``message`` as it was before :meth:`with_entry`, its statistics read from its block."""
+        if not message.entry_block:
+            return message
+        data_file = self.decode(message.entry_block)
+        return replace(
+            message,
+            column_sizes=data_file.column_sizes,
+            value_counts=data_file.value_counts,
+            null_value_counts=data_file.null_value_counts,
+            nan_value_counts=data_file.nan_value_counts,
+            lower_bounds=data_file.lower_bounds,
+            upper_bounds=data_file.upper_bounds,
+            split_offsets=tuple(data_file.split_offsets or ()),
+            entry_layout="",
+            entry_block=b"",
+            entry_schema_id=-1,
+            entry_codec="",
+        )
+
     def with_entry(self, message: DataFileMessage) -> DataFileMessage:
-        """``message`` with its file's encoded entry (a data file's; a delete file's is left out)."""
+        """``message`` with its file's encoded entry, and without what the entry holds.
+
+        The statistics and split offsets are in the entry, and no other use of a data
+        file's message needs them: left out, the message is a quarter of its size, in
+        the task that holds every message until it ends and in the driver that decodes
+        them all. A delete file's message is left as it is (its entry is the driver's).
+        """
         if message.content != CONTENT_DATA:
             return message
-        block = self.block(data_file_from_message(message))
-        return replace(message, entry_layout=self.layout, entry_block=block)
+        return replace(
+            message,
+            column_sizes={},
+            value_counts={},
+            null_value_counts={},
+            nan_value_counts={},
+            lower_bounds={},
+            upper_bounds={},
+            split_offsets=(),
+            entry_layout=self.layout,
+            entry_block=self.block(data_file_from_message(message)),
+            entry_schema_id=self.schema.schema_id,
+            entry_codec=self.codec,
+        )
 
 
 def _entry_schema(spec: PartitionSpec, schema: Schema, format_version: int) -> Schema:

@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from sink.pause_gc import paused_gc
+
 MESSAGE_COLUMN = "icesink_data_file"
 MESSAGE_SCHEMA = pa.schema([pa.field(MESSAGE_COLUMN, pa.string(), nullable=False)])
 MESSAGE_DDL = f"{MESSAGE_COLUMN} string not null"  # the same, for Spark
@@ -55,7 +57,10 @@ class DataFileMessage:
             (sorted); empty for a data file.
         entry_layout: The layout :attr:`entry_block` was encoded in; empty without one.
         entry_block: The file's manifest entry as one Avro block, encoded by the task
-            (:mod:`sink.write.manifest_entry`); empty when the driver encodes it.
+            (:mod:`sink.write.manifest_entry`); empty when the driver encodes it. With
+            one, the statistics and split offsets above are left empty: the entry has them.
+        entry_schema_id: The table schema the entry's partition type came from.
+        entry_codec: The entry's Avro codec (Iceberg's name).
     """
 
     path: str
@@ -79,6 +84,8 @@ class DataFileMessage:
     referenced_files: tuple[str, ...] = ()
     entry_layout: str = ""
     entry_block: bytes = b""
+    entry_schema_id: int = -1
+    entry_codec: str = ""
 
     def to_json(self) -> str:
         """Encode for the wire (bytes as base64, decimals as strings, int keys as strings)."""
@@ -151,12 +158,13 @@ class WriteResult:
         """Decode the messages of every task (:func:`messages_to_arrow`)."""
         files: list[DataFileMessage] = []
         input_rows = bad_rows = 0
-        for text in texts:
-            if text.startswith('{"' + _REPORT_KEY):
-                _, received, bad = json.loads(text)[_REPORT_KEY]
-                input_rows, bad_rows = input_rows + received, bad_rows + bad
-            else:
-                files.append(DataFileMessage.from_json(text))
+        with paused_gc():
+            for text in texts:
+                if text.startswith('{"' + _REPORT_KEY):
+                    _, received, bad = json.loads(text)[_REPORT_KEY]
+                    input_rows, bad_rows = input_rows + received, bad_rows + bad
+                else:
+                    files.append(DataFileMessage.from_json(text))
         return cls(files, RowCounts(input_rows, bad_rows))
 
 

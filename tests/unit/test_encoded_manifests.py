@@ -19,11 +19,19 @@ from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 
 from sink.catalog import CREATED_TABLE_PROPERTIES
 from sink.commit.committer import Committer
+from sink.commit.encoded_manifests import split_encoded
 from sink.commit.ledger import BatchRange
 from sink.commit.staging import StagedBatch
 from sink.config import CommitConfig
+from sink.errors import CommitError
 from sink.type_mapping import iceberg_to_arrow_schema
-from sink.write.manifest_entry import data_file_from_message, sync_marker
+from sink.write.manifest_entry import (
+    EntryEncoding,
+    data_file_from_message,
+    encoded_entry,
+    manifest_codec,
+    sync_marker,
+)
 from sink.write.messages import DataFileMessage
 from sink.write.task import DataTaskWriter, WriteSpec
 from tests.support.duckdb_reader import duckdb_read
@@ -87,6 +95,12 @@ def write(table: Table, prefix: str, ids: range, **table_properties: str) -> lis
     return DataTaskWriter(spec, 0, 0).write_all(iter([rows]))
 
 
+def encoding(table: Table, prefix: str) -> EntryEncoding:
+    return EntryEncoding(
+        table.spec(), table.schema(), manifest_codec(table.metadata.properties), sync_marker(prefix)
+    )
+
+
 def commit(table: Table, *writes: list[DataFileMessage], first_batch: int = 0) -> None:
     """One commit of ``writes``, as the batches from ``first_batch`` on."""
     staged = [StagedBatch(first_batch + i, "a", tuple(files)) for i, files in enumerate(writes)]
@@ -119,7 +133,8 @@ def test_a_commit_copies_the_entries_its_write_task_encoded_into_the_manifest_py
     files = write(copied, "enc-b0-a0", range(3000))
     assert len(files) == 12 and all(f.entry_block for f in files)  # 4 buckets x 3 kinds
     commit(copied, files)
-    commit(encoded_here, [replace(f, entry_layout="", entry_block=b"") for f in files])
+    assert not any(f.lower_bounds or f.value_counts or f.split_offsets for f in files)  # in the entries
+    commit(encoded_here, [encoding(encoded_here, "enc-b0-a0").without_entry(f) for f in files])
 
     (manifest,) = manifests(copied)
     (reference,) = manifests(encoded_here)
@@ -164,6 +179,8 @@ def test_each_write_of_a_commit_gets_its_own_copied_manifest_and_other_layouts_a
     assert snapshot is not None and snapshot.summary is not None
     assert snapshot.summary["added-records"] == "1500"
     assert {e.snapshot_id for e in entries(table)} == {snapshot.snapshot_id}
+    # The statistics of the entries the driver encoded came from their blocks.
+    assert all(e.data_file.value_counts and e.data_file.lower_bounds for e in entries(table))
     assert sorted(table.scan().to_arrow().column("id").to_pylist()) == list(range(1500))
     assert duckdb_read(table.metadata_location, "SELECT count(*) AS n FROM t").column("n")[0].as_py() == 1500
 
@@ -181,7 +198,9 @@ def test_copied_manifests_are_merged_like_any_other(catalog: Catalog) -> None:
 
 def test_a_messages_data_file_is_what_pyicebergs_constructor_makes(catalog: Catalog) -> None:
     table = new_table(catalog, "t")
-    for message in write(table, "enc-b0-a0", range(300)):
+    for written in write(table, "enc-b0-a0", range(300)):
+        message = encoding(table, "enc-b0-a0").without_entry(written)
+        assert encoding(table, "enc-b0-a0").with_entry(message) == written
         built = data_file_from_message(message)
         expected = DataFile.from_args(
             content=DataFileContent.DATA,
@@ -202,3 +221,13 @@ def test_a_messages_data_file_is_what_pyicebergs_constructor_makes(catalog: Cata
         assert [built[i] for i in fields] == [expected[i] for i in fields]
         assert built.spec_id == message.spec_id
         assert built.lower_bounds and built.partition == Record(*message.partition)
+
+
+def test_an_entry_whose_schema_the_table_no_longer_has_fails_the_commit_naming_it(catalog: Catalog) -> None:
+    table = new_table(catalog, "t")
+    (file, *_) = write(table, "enc-b0-a0", range(10))
+    lost = replace(file, entry_schema_id=7, entry_layout="another")
+    entry = encoded_entry(lost)
+    assert entry is not None
+    with pytest.raises(CommitError, match="encoded with schema 7, which the table's metadata no longer has"):
+        split_encoded([data_file_from_message(lost)], {lost.path: entry}, table.metadata, 0)
