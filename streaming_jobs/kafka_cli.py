@@ -77,6 +77,9 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--checkpoint-location", help="checkpoint-location")
     p.add_argument("--query-name", help="query-name")
+    p.add_argument(
+        "--max-restarts", type=int, help="max-restarts: a failed query starts again from its checkpoint"
+    )
     p.add_argument("--master", help="spark.master, e.g. local[4]")
     p.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="spark.conf")
     p.add_argument(
@@ -100,6 +103,7 @@ def _flag_values(args: argparse.Namespace) -> list[tuple[list[str], Any]]:
         "metrics_port": ["sink", "metrics.port"],
         "checkpoint_location": ["checkpoint-location"],
         "query_name": ["query-name"],
+        "max_restarts": ["max-restarts"],
         "master": ["spark", "master"],
     }
     values: list[tuple[list[str], Any]] = []

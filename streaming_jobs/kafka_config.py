@@ -36,6 +36,7 @@ A complete file (every key but ``kafka.bootstrap-servers``, one of ``kafka.topic
       interval: 30 seconds             # or available-now: true
     checkpoint-location: /data/checkpoints/orders
     query-name: orders-to-iceberg
+    max-restarts: 3                    # a failed query starts again from its checkpoint (default 0)
     spark:
       master: local[*]
       conf: {spark.sql.shuffle.partitions: "8"}
@@ -403,6 +404,7 @@ class JobConfig(_Section):
     trigger: TriggerSettings = Field(default_factory=TriggerSettings)
     checkpoint_location: str = Field(min_length=1)
     query_name: str | None = None
+    max_restarts: int = Field(default=0, ge=0)
     spark: SparkSettings = Field(default_factory=SparkSettings)
 
     @model_validator(mode="before")

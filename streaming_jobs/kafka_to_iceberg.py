@@ -16,7 +16,8 @@ validated before Spark starts. Then: the Kafka source (Spark's connector, or
 undecodable values to the dead-letter table) over an
 :class:`~sink.sink.IcebergSink`, and the checkpoint. SIGTERM and SIGINT stop the
 query between micro-batches; whatever a commit cadence left staged is committed on
-the way out.
+the way out. With ``max-restarts``, a query that fails is started again from its
+checkpoint, that many times at most.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+import time
 from collections.abc import Sequence
 from types import FrameType
 from typing import Any
@@ -42,6 +44,9 @@ from streaming_jobs.spark import get_spark
 logger = logging.getLogger(__name__)
 
 _POLL_S = 2.0
+_FAILED = 1  # the exit code of a failed query
+_FIRST_RESTART_DELAY_S = 1.0
+_MAX_RESTART_DELAY_S = 30.0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -74,6 +79,38 @@ def run(config: JobConfig, spark: Any = None, metrics: SinkMetrics | None = None
 
 
 def _run(config: JobConfig, spark: Any, metrics: SinkMetrics | None) -> int:
+    """Run the query, and with ``max-restarts`` start a failed one again from its checkpoint.
+
+    A restart is a new query on the same checkpoint, with a new sink that settles what the
+    failed one left staged, exactly as a new process would: a batch whose commit landed is
+    skipped by the sink's ledger, one that had not is written again. The waits before the
+    restarts double from one second, up to half a minute; a signal ends them.
+    """
+    stop = _StopRequest()
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        restarts = 0
+        while True:
+            code = _run_query(config, spark, metrics, stop)
+            if code != _FAILED or stop.requested or restarts >= config.max_restarts:
+                return code
+            restarts += 1
+            delay = min(_FIRST_RESTART_DELAY_S * 2 ** (restarts - 1), _MAX_RESTART_DELAY_S)
+            logger.warning(
+                "starting the query again from its checkpoint in %.0f s (restart %s of %s)",
+                delay,
+                restarts,
+                config.max_restarts,
+            )
+            if stop.wait(delay):
+                return code
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _run_query(config: JobConfig, spark: Any, metrics: SinkMetrics | None, stop: _StopRequest) -> int:
+    """Start one streaming query of ``config`` and wait for it to end; the exit code."""
     try:
         fmt = kafka_format(spark, config.kafka.source)
         flavor: Flavor = "jvm" if fmt == JVM_FORMAT else "python"
@@ -98,21 +135,17 @@ def _run(config: JobConfig, spark: Any, metrics: SinkMetrics | None) -> int:
         writer = writer.trigger(availableNow=True)
     elif config.trigger.interval is not None:
         writer = writer.trigger(processingTime=config.trigger.interval)
-    query = writer.start()
-    logger.info("query %s reads %s into %s", query.id, fmt, decoding.label)
-    stop = _StopRequest()
-    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
+        query = writer.start()
+        logger.info("query %s reads %s into %s", query.id, fmt, decoding.label)
         while not query.awaitTermination(_POLL_S):
             if stop.requested:
                 logger.info("stopping query %s (signal %s)", query.id, stop.requested)
                 query.stop()
     except StreamingQueryException as e:
-        logger.error("query %s failed: %s", query.id, e)
-        return 1
+        logger.error("query failed: %s", e)
+        return _FAILED
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
         _close(sink)
     return 0
 
@@ -134,6 +167,13 @@ class _StopRequest:
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
         self.requested = signum
+
+    def wait(self, seconds: float) -> bool:
+        """Wait ``seconds``, or less if a signal comes; whether one came."""
+        deadline = time.monotonic() + seconds
+        while self.requested is None and time.monotonic() < deadline:
+            time.sleep(min(_POLL_S, max(0.0, deadline - time.monotonic())))
+        return self.requested is not None
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import random
 import signal
@@ -28,7 +29,7 @@ import pytest
 import yaml
 
 from icesink import ConfigError
-from sink import metrics_server
+from sink import failpoints, metrics_server
 from sink import sink as sink_module
 from streaming_jobs.kafka.source.kafka_select import kafka_format
 from streaming_jobs.kafka_config import validate
@@ -248,15 +249,21 @@ def test_a_partition_added_mid_stream_is_ingested(
     assert new_partition == list(range(500))
 
 
-def test_a_failing_batch_ends_the_job_with_code_1(
-    spark: Any, kafka_broker: TansuBroker, tmp_path: Path, metrics_exports: None
+def test_a_failing_batch_ends_the_job_with_code_1_after_its_restarts(
+    spark: Any,
+    kafka_broker: TansuBroker,
+    tmp_path: Path,
+    metrics_exports: None,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     topic = f"strict-{os.getpid()}"
     kafka_broker.create_topic(topic, 1)
     kafka_broker.produce(topic, [(0, None, b'{"n": 1}'), (0, None, b"oops")])
-    data = job_config(kafka_broker, topic, tmp_path, "e2e.strict", max_offsets=100)
+    data = job_config(kafka_broker, topic, tmp_path, "e2e.strict", max_offsets=100, **{"max-restarts": 1})
     data["sink"]["on-bad-record"] = "fail"
-    assert run(validate(data), spark) == 1
+    with caplog.at_level(logging.WARNING, logger="streaming_jobs.kafka_to_iceberg"):
+        assert run(validate(data), spark) == 1
+    assert "restart 1 of 1" in caplog.text and "restart 2" not in caplog.text
     assert not catalog_from_options({k: str(v) for k, v in data["sink"].items()}).table_exists("e2e.strict")
 
 
@@ -282,3 +289,28 @@ def test_the_jvm_source_is_chosen_only_when_on_the_classpath(spark: Any) -> None
     assert kafka_format(spark, "auto") == "icesink-kafka"  # no connector in this environment
     with pytest.raises(ConfigError, match="spark-sql-kafka-0-10"):
         kafka_format(spark, "jvm")
+
+
+def test_a_failed_query_starts_again_from_its_checkpoint_and_each_message_lands_once(
+    spark: Any,
+    kafka_broker: TansuBroker,
+    tmp_path: Path,
+    metrics_exports: None,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    topic = f"restarted-{os.getpid()}"
+    kafka_broker.create_topic(topic, 2)
+    kafka_broker.produce(topic, [(i % 2, None, json.dumps({"n": i}).encode()) for i in range(3_000)])
+    restarts = {"max-restarts": 2}
+    data = job_config(kafka_broker, topic, tmp_path, "e2e.restarted", max_offsets=1_000, **restarts)
+    # The first batch's files are written, then foreachBatch fails before they are staged.
+    failpoints.arm("stage")
+    try:
+        with caplog.at_level(logging.WARNING, logger="streaming_jobs.kafka_to_iceberg"):
+            assert run(validate(data), spark) == 0
+    finally:
+        failpoints.disarm_all()
+    assert "restart 1 of 2" in caplog.text and "restart 2" not in caplog.text
+    options = {k: str(v) for k, v in data["sink"].items()}
+    rows = catalog_from_options(options).load_table("e2e.restarted").scan().to_arrow()
+    assert sorted(rows.column("n").to_pylist()) == list(range(3_000))
