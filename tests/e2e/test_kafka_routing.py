@@ -105,6 +105,9 @@ def job_data(broker: TansuBroker, tmp_path: Path, pattern: str, sink: dict[str, 
         },
         "sink": sink,
         "checkpoint-location": str(tmp_path / "checkpoint"),
+        # As deployed: a query that fails to start on a loaded machine (Spark gives a new
+        # Python worker 10 s to connect back) starts again from its checkpoint.
+        "max-restarts": 2,
         "spark": {
             "master": "local[2]",
             "conf": {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"},

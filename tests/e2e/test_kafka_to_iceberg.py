@@ -106,6 +106,9 @@ def job_config(
         },
         "trigger": {"available-now": True},
         "checkpoint-location": str(tmp_path / "checkpoint"),
+        # As deployed: a query that fails to start on a loaded machine (Spark gives a new
+        # Python worker 10 s to connect back) starts again from its checkpoint.
+        "max-restarts": 2,
         "spark": {
             "master": "local[2]",
             "conf": {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"},
