@@ -22,20 +22,28 @@ each of ``--wide`` files (synthetic file entries: a commit never opens its data 
 on a table of ``--columns`` columns (``--partitioned``: each file in a partition of its own).
 
     .venv/bin/python -m benchmarks.commit_scaling --compare --kept 100,500,2000 --wide 4096,16384
+
+``--catalog rest`` makes the comparison's tables in the Iceberg REST catalog of a
+SeaweedFS started on loopback for the run (their files on its S3 API, in its table
+bucket) instead of a SQLite catalog with a local warehouse; the server is stopped at
+the end.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
-from pyiceberg.catalog import load_catalog
+from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation
 from pyiceberg.table.update import TableRequirement, TableUpdate, update_table_metadata
@@ -58,6 +66,7 @@ from sink.write.manifest_entry import (
 )
 from sink.write.messages import DataFileMessage
 from sink.write.task import DataTaskWriter, WriteSpec
+from streaming_jobs.local_servers.seaweedfs import SeaweedFS
 
 
 def run(batches: int, expire_every: int, root: Path) -> dict[str, object]:
@@ -201,6 +210,19 @@ PATHS = {
 }
 # Paths whose messages carry no encoded manifest entries: the committer encodes them all.
 DRIVER_ENCODED = {"transaction", "main", "driver-encoded"}
+CATALOGS = ("sql", "rest")
+
+
+@contextlib.contextmanager
+def rest_catalog(root: Path) -> Iterator[dict[str, str]]:
+    """SeaweedFS on loopback for the ``with`` block: the properties of its REST catalog (tables on its S3)."""
+    (root / "seaweedfs").mkdir(parents=True)
+    server = SeaweedFS(root / "seaweedfs")
+    try:
+        server.start()
+        yield server.rest_catalog_properties()
+    finally:
+        server.stop()
 
 
 class _Comparison:
@@ -210,17 +232,32 @@ class _Comparison:
     by the other path, which a single writer never does.
     """
 
-    def __init__(self, root: Path, paths: list[str], columns: int = 2, partitioned: bool = False) -> None:
+    def __init__(
+        self,
+        root: Path,
+        paths: list[str],
+        rest: dict[str, str] | None = None,
+        columns: int = 2,
+        partitioned: bool = False,
+    ) -> None:
         root.mkdir(parents=True)
-        catalog = load_catalog(
-            "bench", type="sql", uri=f"sqlite:///{root}/catalog.db", warehouse=f"file://{root}/wh"
-        )
-        catalog.create_namespace("bench")
+        catalog: Catalog
+        if rest is None:
+            catalog = load_catalog(
+                "bench", type="sql", uri=f"sqlite:///{root}/catalog.db", warehouse=f"file://{root}/wh"
+            )
+            namespace = "bench"
+        else:  # one server for the whole run: a namespace per comparison
+            catalog = load_catalog("bench", **rest)
+            namespace = f"bench_{os.getpid()}_{root.name.replace('-', '_')}"
+        catalog.create_namespace(namespace)
         doubles = [(f"d{c}", pa.float64()) for c in range(columns - 2)]
         schema = pa.schema([("id", pa.int64()), ("v", pa.string()), *doubles])
         self.committers: dict[str, Committer] = {}
         for path in paths:
-            table = catalog.create_table(f"bench.{path}", schema=schema, properties=CREATED_TABLE_PROPERTIES)
+            table = catalog.create_table(
+                f"{namespace}.{path}", schema=schema, properties=CREATED_TABLE_PROPERTIES
+            )
             if partitioned:
                 with table.update_spec() as spec:
                     spec.add_field("id", BucketTransform(BUCKETS), "id_bucket")
@@ -256,14 +293,16 @@ def compare(
     rounds: int,
     root: Path,
     paths: list[str],
+    rest: dict[str, str] | None = None,
     columns: int = 2,
     partitioned: bool = False,
 ) -> dict[str, object]:
     """The ``paths`` against each other, alternating: commits with ``kept`` snapshots, and of ``wide`` files.
 
-    Ratios are of each path's p50 (median) to the last path's.
+    Ratios are of each path's p50 (median) to the last path's. ``rest``: the properties
+    of the REST catalog to make the tables in (a SQLite catalog otherwise).
     """
-    bench = _Comparison(root / "history", paths)
+    bench = _Comparison(root / "history", paths, rest)
     history = []
     for target in kept:
         bench.fill(target)
@@ -275,7 +314,7 @@ def compare(
         print(json.dumps(history[-1]), flush=True)
     wide_results = []
     for count in wide:
-        bench = _Comparison(root / f"wide-{count}", paths, columns, partitioned)
+        bench = _Comparison(root / f"wide-{count}", paths, rest, columns, partitioned)
         bench.timings(10)
         timings = bench.timings(rounds, count)
         medians = {path: round(statistics.median(t) * 1000, 1) for path, t in timings.items()}
@@ -313,15 +352,27 @@ def main(argv: list[str] | None = None) -> int:
         default="main,new",
         help=f"commit paths to compare, the reference last (of {', '.join(PATHS)})",
     )
+    parser.add_argument("--catalog", choices=CATALOGS, default="sql", help="the tables' catalog (--compare)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="icesink-commits-") as tmp:
         if args.compare:
             kept = [int(n) for n in args.kept.split(",") if n]
             wide = [int(n) for n in args.wide.split(",") if n]
             paths = [p for p in args.paths.split(",") if p]
-            result = compare(
-                kept, wide, args.samples, args.rounds, Path(tmp), paths, args.columns, args.partitioned
-            )
+            with contextlib.ExitStack() as stack:
+                rest = stack.enter_context(rest_catalog(Path(tmp))) if args.catalog == "rest" else None
+                result = compare(
+                    kept,
+                    wide,
+                    args.samples,
+                    args.rounds,
+                    Path(tmp),
+                    paths,
+                    rest,
+                    args.columns,
+                    args.partitioned,
+                )
+            result = {"catalog": args.catalog, **result}
         else:
             result = run(args.batches, args.expire_every, Path(tmp))
         print(json.dumps(result, indent=2))
