@@ -6,11 +6,15 @@ snapshots and grows with them. The sink loads its table each batch and the commi
 refresh it before each attempt, yet the table rarely moved meanwhile. This module keeps,
 per catalog and table, the last metadata loaded or committed with the file it came
 from. Before using it, it asks the catalog only for the table's current metadata
-location (on the SQL catalog one query, :func:`sink._pyiceberg.sql_metadata_location`):
-the same file, the metadata in hand is used; another file, the table is loaded as
-usual. Other catalogs load or refresh as usual every time.
+location (on the SQL catalog one query, :func:`sink._pyiceberg.sql_metadata_location`;
+on the REST catalog a load of the referenced snapshots only,
+:func:`sink._pyiceberg_rest.table_on`): the same file, the metadata in hand is used;
+another file, the table is loaded as usual. Other catalogs load or refresh as usual
+every time.
 
-Commits through :func:`commit` keep their new metadata in hand for the next batch.
+Commits through :func:`commit` keep their new metadata in hand for the next batch (on
+the REST catalog without parsing the server's answer when it agrees with the updates
+applied here, :func:`sink._pyiceberg_rest.commit_table_updates`).
 """
 
 from __future__ import annotations
@@ -19,11 +23,12 @@ import threading
 import weakref
 
 from pyiceberg.catalog import Catalog
-from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
 from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.update import TableRequirement, TableUpdate
 
+from sink import _pyiceberg_rest
 from sink._pyiceberg import commit_table_updates, sql_catalog, sql_metadata_location, table_of_metadata
 
 _Entries = dict[tuple[str, ...], tuple[str, TableMetadata]]
@@ -46,6 +51,8 @@ def load_table(catalog: Catalog, identifier: str) -> Table:
         metadata = _in_hand(catalog, key, location)
         if metadata is not None:
             return table_of_metadata(catalog, key, metadata, location)
+    elif (in_rest := _rest_table_in_hand(catalog, key)) is not None:
+        return in_rest
     table = catalog.load_table(identifier)
     remember(table)
     return table
@@ -63,6 +70,10 @@ def refresh(table: Table) -> None:
         if location is not None and metadata is not None:
             table.metadata, table.metadata_location = metadata, location
             return
+    elif (fresh := _rest_table_in_hand(table.catalog, table.name())) is not None:
+        table.metadata, table.metadata_location = fresh.metadata, fresh.metadata_location
+        table.io, table.config = fresh.io, fresh.config  # as Table.refresh(): the load's own
+        return
     table.refresh()
     remember(table)
 
@@ -75,7 +86,15 @@ def commit(
     Raises:
         CommitFailedException: A requirement no longer holds (a concurrent commit).
     """
-    commit_table_updates(table, updates, requirements)
+    rest = _pyiceberg_rest.rest_catalog(table.catalog)
+    if rest is None:
+        commit_table_updates(table, updates, requirements)
+    else:
+        try:
+            _pyiceberg_rest.commit_table_updates(rest, table, updates, requirements)
+        except CommitFailedException:
+            forget(table)  # the next refresh loads in full, whatever was in hand
+            raise
     remember(table)
 
 
@@ -84,6 +103,22 @@ def remember(table: Table) -> None:
     with _lock:
         entries = _cache.setdefault(table.catalog, {})
         entries[tuple(table.name())] = (table.metadata_location, table.metadata)
+
+
+def forget(table: Table) -> None:
+    """Drop the metadata in hand of ``table``: it is loaded in full next time."""
+    with _lock:
+        _cache.get(table.catalog, {}).pop(tuple(table.name()), None)
+
+
+def _rest_table_in_hand(catalog: Catalog, identifier: tuple[str, ...]) -> Table | None:
+    """On a REST catalog, the table on the metadata in hand if the catalog still names its file."""
+    rest = _pyiceberg_rest.rest_catalog(catalog)
+    with _lock:
+        entry = _cache.get(catalog, {}).get(tuple(identifier))
+    if rest is None or entry is None:
+        return None
+    return _pyiceberg_rest.table_on(rest, tuple(identifier), entry[1], entry[0])
 
 
 def _in_hand(catalog: Catalog, identifier: tuple[str, ...], location: str) -> TableMetadata | None:

@@ -96,7 +96,8 @@ def before_each_data_commit(
     """Run ``action`` (another writer's commit) just before each data commit through ``catalog``.
 
     The sink commits to a SQL catalog with :func:`sink._pyiceberg.sql_commit_table`, to
-    others with the catalog's ``commit_table``: both are hooked.
+    others but REST with the catalog's ``commit_table``: both are hooked (REST commits go
+    through :mod:`sink._pyiceberg_rest`, hooked in ``tests/deploy/test_metadata_cache_rest.py``).
     """
 
     def hooked(real: Callable[..., Any]) -> Callable[..., Any]:
