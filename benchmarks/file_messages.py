@@ -30,7 +30,7 @@ from sink.write.messages import DataFileMessage, WriteResult
 
 
 def measure(files: int, columns: int, repeats: int, sample: int, root: Path) -> dict[str, object]:
-    bench = _Comparison(root, ["new"], columns, partitioned=True)
+    bench = _Comparison(root, ["new"], columns=columns, partitioned=True)
     table = bench.committers["new"].table
     result: dict[str, object] = {"files": files, "columns": columns}
     for kind, encode in (("statistics", False), ("entry", True)):

@@ -8,13 +8,13 @@ per catalog and table, the last metadata loaded or committed with the file it ca
 from. Before using it, it asks the catalog only for the table's current metadata
 location (on the SQL catalog one query, :func:`sink._pyiceberg.sql_metadata_location`;
 on the REST catalog a load of the referenced snapshots only,
-:func:`sink._pyiceberg_rest.table_on`): the same file, the metadata in hand is used;
+:func:`sink._pyiceberg.rest.table_on`): the same file, the metadata in hand is used;
 another file, the table is loaded as usual. Other catalogs load or refresh as usual
 every time.
 
 Commits through :func:`commit` keep their new metadata in hand for the next batch (on
 the REST catalog without parsing the server's answer when it agrees with the updates
-applied here, :func:`sink._pyiceberg_rest.commit_table_updates`).
+applied here, :func:`sink._pyiceberg.rest.commit_table_updates`).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.update import TableRequirement, TableUpdate
 
-from sink import _pyiceberg_rest
 from sink._pyiceberg import commit_table_updates, sql_catalog, sql_metadata_location, table_of_metadata
+from sink._pyiceberg import rest as pyiceberg_rest
 
 _Entries = dict[tuple[str, ...], tuple[str, TableMetadata]]
 _cache: weakref.WeakKeyDictionary[Catalog, _Entries] = weakref.WeakKeyDictionary()
@@ -86,12 +86,12 @@ def commit(
     Raises:
         CommitFailedException: A requirement no longer holds (a concurrent commit).
     """
-    rest = _pyiceberg_rest.rest_catalog(table.catalog)
+    rest = pyiceberg_rest.rest_catalog(table.catalog)
     if rest is None:
         commit_table_updates(table, updates, requirements)
     else:
         try:
-            _pyiceberg_rest.commit_table_updates(rest, table, updates, requirements)
+            pyiceberg_rest.commit_table_updates(rest, table, updates, requirements)
         except CommitFailedException:
             forget(table)  # the next refresh loads in full, whatever was in hand
             raise
@@ -113,12 +113,12 @@ def forget(table: Table) -> None:
 
 def _rest_table_in_hand(catalog: Catalog, identifier: tuple[str, ...]) -> Table | None:
     """On a REST catalog, the table on the metadata in hand if the catalog still names its file."""
-    rest = _pyiceberg_rest.rest_catalog(catalog)
+    rest = pyiceberg_rest.rest_catalog(catalog)
     with _lock:
         entry = _cache.get(catalog, {}).get(tuple(identifier))
     if rest is None or entry is None:
         return None
-    return _pyiceberg_rest.table_on(rest, tuple(identifier), entry[1], entry[0])
+    return pyiceberg_rest.table_on(rest, tuple(identifier), entry[1], entry[0])
 
 
 def _in_hand(catalog: Catalog, identifier: tuple[str, ...], location: str) -> TableMetadata | None:

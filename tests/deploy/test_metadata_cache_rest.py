@@ -2,7 +2,7 @@
 
 On the REST catalog the sink learns the table's current metadata file from a load of the
 referenced snapshots only, and keeps the updates it applied itself when the server's
-answer to a commit says the same (:mod:`sink._pyiceberg_rest`): every test checks the
+answer to a commit says the same (:mod:`sink._pyiceberg.rest`): every test checks the
 metadata in hand against a fresh load and the rows against what was committed.
 """
 
@@ -17,8 +17,8 @@ import pytest
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.table import Table
 
-from sink import _pyiceberg_rest
 from sink import catalog as catalogs
+from sink._pyiceberg import rest as pyiceberg_rest
 from sink.catalog import CREATED_TABLE_PROPERTIES
 from sink.commit import metadata_cache
 from sink.commit.committer import Committer
@@ -64,13 +64,13 @@ def ids_read_by_both(server: SeaweedFS, table: Table) -> list[int]:
 def spy_agreement(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Whether each commit's answer agreed with the updates applied in hand (the real check, recorded)."""
     seen: list[bool] = []
-    real = _pyiceberg_rest.agrees
+    real = pyiceberg_rest.agrees
 
     def recording(*args: Any) -> bool:
         seen.append(real(*args))
         return seen[-1]
 
-    monkeypatch.setattr(_pyiceberg_rest, "agrees", recording)
+    monkeypatch.setattr(pyiceberg_rest, "agrees", recording)
     return seen
 
 
@@ -134,14 +134,14 @@ def test_a_commit_refused_by_the_server_is_retried_on_the_metadata_loaded_again(
     commit(committer, 0)
     append, appended = concurrent_appends(table)
     once = [append]
-    real: Callable[..., str] = _pyiceberg_rest._post_commit
+    real: Callable[..., str] = pyiceberg_rest._post_commit
 
     def another_writer_first(*args: Any) -> str:
         while once:  # between the sink's refresh and its request: the server refuses it (409)
             once.pop()()
         return real(*args)
 
-    monkeypatch.setattr(_pyiceberg_rest, "_post_commit", another_writer_first)
+    monkeypatch.setattr(pyiceberg_rest, "_post_commit", another_writer_first)
     batch = write_attempt(committer.table, 1, "a1", range(10, 20))
 
     outcome = committer.commit_batches([batch], BatchRange(1, 1))

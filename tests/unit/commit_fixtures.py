@@ -97,7 +97,7 @@ def before_each_data_commit(
 
     The sink commits to a SQL catalog with :func:`sink._pyiceberg.sql_commit_table`, to
     others but REST with the catalog's ``commit_table``: both are hooked (REST commits go
-    through :mod:`sink._pyiceberg_rest`, hooked in ``tests/deploy/test_metadata_cache_rest.py``).
+    through :mod:`sink._pyiceberg.rest`, hooked in ``tests/deploy/test_metadata_cache_rest.py``).
     """
 
     def hooked(real: Callable[..., Any]) -> Callable[..., Any]:

@@ -1,4 +1,4 @@
-"""A REST commit's answer against the updates applied in hand (:func:`sink._pyiceberg_rest.server_metadata`).
+"""A REST commit's answer against the updates applied in hand (:func:`sink._pyiceberg.rest.server_metadata`).
 
 The answers are real metadata (a table of the SQLite catalog with committed batches) as
 JSON, changed the way a server might write it differently; the commits themselves run
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from pyiceberg.table.metadata import TableMetadata
 
-from sink._pyiceberg_rest import server_metadata
+from sink._pyiceberg.rest import server_metadata
 from sink.commit.committer import Committer
 from sink.commit.ledger import BatchRange
 from tests.unit.commit_fixtures import FAST_RETRIES, SINK_ID, make_table, sink_config, write_attempt

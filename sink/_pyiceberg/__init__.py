@@ -1,4 +1,4 @@
-"""The module that reaches into pyiceberg's internals (its REST catalog's: :mod:`sink._pyiceberg_rest`).
+"""The package that reaches into pyiceberg's internals (its REST catalog's: :mod:`sink._pyiceberg.rest`).
 
 pyiceberg (0.12) has no public API for some of what a distributed writer needs:
 Parquet footer statistics in Iceberg form, the partition value representation and
