@@ -62,6 +62,7 @@ def split_encoded(
         return [], list(files)
     layout = _encoding(base, spec_id, b"").layout if base.format_version == ENCODED_FORMAT_VERSION else None
     groups: dict[bytes, EncodedGroup] = {}
+    decoders: dict[tuple[int, str], EntryEncoding] = {}  # by schema id and codec
     rest = []
     for data_file in files:
         entry = encoded.get(data_file.file_path)
@@ -69,7 +70,15 @@ def split_encoded(
             rest.append(data_file)
             continue
         if entry.layout != layout:
-            rest.append(_decoded(base, spec_id, entry))
+            key = (entry.schema_id, entry.codec)
+            decoder = decoders.get(key) or decoders.setdefault(key, _decoder(base, spec_id, entry))
+            if decoder.layout != entry.layout:
+                raise CommitError(
+                    f"a data file's manifest entry has layout {entry.layout}, "
+                    f"not {decoder.layout} of schema {entry.schema_id} and codec {entry.codec}",
+                    hint="this is a bug in icesink; please report it with the table's metadata",
+                )
+            rest.append(decoder.decode(entry.block))
             continue
         group = groups.setdefault(entry.sync, EncodedGroup(entry.sync, [], []))
         group.files.append(data_file)
@@ -112,8 +121,8 @@ def write_encoded_manifest(
     )
 
 
-def _decoded(base: TableMetadata, spec_id: int, entry: EncodedEntry) -> DataFile:
-    """The data file of ``entry``, read back with the schema and codec it was encoded with."""
+def _decoder(base: TableMetadata, spec_id: int, entry: EncodedEntry) -> EntryEncoding:
+    """The encoding ``entry`` was made with (its schema and codec), to read it back."""
     schema = next((s for s in base.schemas if s.schema_id == entry.schema_id), None)
     if schema is None:
         raise CommitError(
@@ -121,14 +130,7 @@ def _decoded(base: TableMetadata, spec_id: int, entry: EncodedEntry) -> DataFile
             "which the table's metadata no longer has",
             hint="keep a table's schemas while a write that used them is still to be committed",
         )
-    encoding = EntryEncoding(base.specs()[spec_id], schema, entry.codec, entry.sync)
-    if encoding.layout != entry.layout:
-        raise CommitError(
-            f"a data file's manifest entry has layout {entry.layout}, "
-            f"not {encoding.layout} of schema {entry.schema_id} and codec {entry.codec}",
-            hint="this is a bug in icesink; please report it with the table's metadata",
-        )
-    return encoding.decode(entry.block)
+    return EntryEncoding(base.specs()[spec_id], schema, entry.codec, b"")  # decoding needs no sync
 
 
 def _encoding(base: TableMetadata, spec_id: int, sync: bytes) -> EntryEncoding:

@@ -49,7 +49,7 @@ from pyiceberg.manifest import (
     write_manifest,
     write_manifest_list,
 )
-from pyiceberg.table import Table, TableProperties
+from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
 from pyiceberg.table.snapshots import (
@@ -71,7 +71,7 @@ from sink.commit.encoded_manifests import split_encoded, write_encoded_manifest
 from sink.commit.manifest_merge import MergePolicy, merge_manifests
 from sink.commit.summary import snapshot_summary
 from sink.errors import UpsertError
-from sink.write.manifest_entry import EncodedEntry
+from sink.write.manifest_entry import EncodedEntry, manifest_codec
 
 logger = logging.getLogger(__name__)
 
@@ -273,9 +273,7 @@ class SnapshotProducer:
     def _manifest_writer(self, base: TableMetadata, spec_id: int, deletes: bool) -> ManifestWriter:
         path = self._new_manifest_location()
         args = (base.specs()[spec_id], base.schema(), self._table.io.new_output(path), self._snapshot_id)
-        codec = base.properties.get(
-            TableProperties.WRITE_AVRO_COMPRESSION, TableProperties.WRITE_AVRO_COMPRESSION_DEFAULT
-        )
+        codec = manifest_codec(base.properties)
         if deletes:
             return DeleteManifestWriter(*args, avro_compression=codec)  # type: ignore[arg-type]
         return write_manifest(base.format_version, *args, avro_compression=codec)  # type: ignore[arg-type]
@@ -291,9 +289,7 @@ class SnapshotProducer:
         name = f"snap-{self._snapshot_id}-{self._attempt}-{self._commit_uuid}.avro"
         path = self._table.location_provider().new_metadata_location(name)
         self.written.append(path)
-        codec = base.properties.get(
-            TableProperties.WRITE_AVRO_COMPRESSION, TableProperties.WRITE_AVRO_COMPRESSION_DEFAULT
-        )
+        codec = manifest_codec(base.properties)
         with write_manifest_list(
             format_version=base.format_version,
             output_file=self._table.io.new_output(path),

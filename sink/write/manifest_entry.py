@@ -164,9 +164,13 @@ class EntryEncoding:
         return hashlib.sha256(text.encode()).hexdigest()[:24]
 
     @functools.cached_property
+    def _record_schema(self) -> Schema:
+        """The entry schema pyiceberg's ``ManifestEntry`` and ``DataFile`` objects have."""
+        return _entry_schema(self.spec, self.schema, DEFAULT_READ_VERSION)
+
+    @functools.cached_property
     def _writer(self) -> Writer:
-        record_schema = _entry_schema(self.spec, self.schema, DEFAULT_READ_VERSION)
-        return resolve_writer(record_schema=record_schema, file_schema=self.file_schema)
+        return resolve_writer(record_schema=self._record_schema, file_schema=self.file_schema)
 
     def block(self, data_file: DataFile) -> bytes:
         """``data_file``'s entry, added by a snapshot still to be named, as one Avro block."""
@@ -205,10 +209,9 @@ class EntryEncoding:
 
     @functools.cached_property
     def _reader(self) -> Reader:
-        read_schema = _entry_schema(self.spec, self.schema, DEFAULT_READ_VERSION)
         return resolve_reader(
             self.file_schema,
-            read_schema,
+            self._record_schema,
             read_types={-1: ManifestEntry, 2: DataFile},
             read_enums={0: ManifestEntryStatus, 101: FileFormat, 134: DataFileContent},
         )
