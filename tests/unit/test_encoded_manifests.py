@@ -35,6 +35,7 @@ from sink.write.manifest_entry import (
 from sink.write.messages import DataFileMessage
 from sink.write.task import DataTaskWriter, WriteSpec
 from tests.support.duckdb_reader import duckdb_read
+from tests.support.tables import check_data_files
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=False),
@@ -160,6 +161,7 @@ def test_a_commit_copies_the_entries_its_write_task_encoded_into_the_manifest_py
     assert sorted(bucket_1.column("id").to_pylist()) == [i for i in expected if i % 3 == 1]
     duck = duckdb_read(copied.metadata_location, "SELECT id, kind FROM t")
     assert sorted(duck.column("id").to_pylist()) == expected
+    assert check_data_files(copied) == 12  # the copied entries' statistics are the files' own
 
 
 def test_each_write_of_a_commit_gets_its_own_copied_manifest_and_other_layouts_are_encoded_again(
