@@ -9,6 +9,7 @@ from pyspark.sql import DataFrame
 
 from sink.normalize import NormalizedBatch
 from sink.route.routed import RoutedBatch
+from sink.source_write import SourceWrite
 from sink.type_mapping import iceberg_to_spark_schema
 from sink.write.task import ArrowFunction
 
@@ -29,12 +30,15 @@ class ArrowSource:
         rows: The batch's rows, as its maker counted them: the write must account for each.
         in_range_columns: Date and timestamp columns whose values the maker keeps within
             the range the sink writes (0001-01-01 to 9999-12-31), so Spark need not check them.
+        written: The rows the source's own tasks wrote (:meth:`IcebergSink.source_write
+            <sink.sink.IcebergSink.source_write>`); the batch is the rest of the rows.
     """
 
     df: DataFrame
     function: ArrowFunction
     rows: int
     in_range_columns: frozenset[str] = frozenset()
+    written: SourceWrite | None = None
 
 
 def fusable(

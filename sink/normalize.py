@@ -223,6 +223,19 @@ def _build_plan(source_fields: list[st.StructField], schema: Schema, options: No
     )
 
 
+def check_normalizes(schema: st.StructType, table_schema: Schema, options: NormalizeOptions) -> None:
+    """Check that batches of ``schema`` normalize to ``table_schema`` (in the active session, if any).
+
+    Raises:
+        SchemaError: A column of ``schema`` cannot go to the table.
+    """
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.getActiveSession()
+    if spark is not None:
+        normalize(spark.createDataFrame([], schema), table_schema, options)
+
+
 def bad_record_error(text: str, table: str, batch_id: int) -> BadRecordError | None:
     """The :class:`BadRecordError` a write task raised (it reaches the driver as text), or ``None``."""
     match = _BAD_RECORD_PATTERN.search(text)

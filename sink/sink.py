@@ -49,13 +49,14 @@ from sink.idle_listener import FlushOnIdle, listen_for_idle, stop_listening
 from sink.log_context import batch_context, batch_logger
 from sink.metrics import SinkMetrics
 from sink.metrics_server import MetricsServer, export, is_exported, unexport
-from sink.normalize import NormalizedBatch, NormalizeOptions, normalize
+from sink.normalize import NormalizedBatch, NormalizeOptions, check_normalizes, normalize
 from sink.progress import watch_query
 from sink.route.routed import RoutedBatch
 from sink.route.router import BucketRouter
 from sink.routed_step import RoutedStep
 from sink.schema.coordinator import coordinator_for
 from sink.sink_state import SinkState, query_id_of, sink_id_of
+from sink.source_write import SourceWrite, plan_source_write
 from sink.staged_commit import StagedCommits
 from sink.upsert_step import ChangeBatch, UpsertStep
 from sink.write_step import BatchWriter
@@ -140,14 +141,20 @@ class IcebergSink:
             table = catalogs.create_table(self.catalog, self.config, schema)
         self._upsert.check_table(table)
         table = self._evolve(table, schema, sink_id=None, batch_id=None)
-        empty = _empty_frame_like(schema)
-        if empty is not None:
-            normalize(empty, table.schema(), self._normalize_options)
+        check_normalizes(schema, table.schema(), self._normalize_options)
         return table
 
     @property
     def table_name(self) -> str:
         return self.config.table
+
+    def source_write(self, batch_df: DataFrame, batch_id: int) -> SourceWrite | None:
+        """Before ``batch_df``'s source runs: a write of its rows by the source's own tasks
+        (:mod:`sink.source_write`; hand it back in ``ArrowSource.written``), or ``None``."""
+        self._check_open()
+        return plan_source_write(
+            self.config, self.catalog, batch_df, batch_id, self._state, self._writer.write_spec
+        )
 
     def __call__(self, batch_df: DataFrame, batch_id: int, arrow_source: ArrowSource | None = None) -> None:
         """Write one micro-batch (the ``foreachBatch`` function).
@@ -225,7 +232,8 @@ class IcebergSink:
         # 4. write (timed inside: the attempt record is written first)
         fusing = arrow_source is not None and fusable(batch_df, table, normalized, routed, arrow_source)
         fused = arrow_source if fusing else None
-        written = self._writer.write(table, sink_id, batch_id, normalized, routed, fused)
+        by_source = arrow_source.written if arrow_source is not None else None
+        written = self._writer.write(table, sink_id, batch_id, normalized, routed, fused, by_source)
         state.routing.record(written.files)  # sizes the next batch's shuffle
         # 1b. dead letters: committed before the batch's data, so a replay cannot repeat them.
         rows = sum(f.record_count for f in written.files)
@@ -338,10 +346,3 @@ class IcebergSink:
             batch_id=batch_id,
         )
         return outcome.table
-
-
-def _empty_frame_like(schema: st.StructType) -> DataFrame | None:
-    from pyspark.sql import SparkSession
-
-    spark = SparkSession.getActiveSession()
-    return spark.createDataFrame([], schema) if spark is not None else None

@@ -25,6 +25,7 @@ from sink.log_context import batch_logger
 from sink.metrics import SinkMetrics
 from sink.normalize import NormalizedBatch, bad_record_error
 from sink.route.routed import RoutedBatch
+from sink.source_write import SourceWrite
 from sink.write.messages import DataFileMessage, RowCounts, WriteResult
 from sink.write.task import ArrowFunction, WriteSpec, run_write
 
@@ -82,27 +83,41 @@ class BatchWriter:
         normalized: NormalizedBatch,
         routed: RoutedBatch,
         fused: ArrowSource | None,
+        by_source: SourceWrite | None = None,
     ) -> WrittenBatch:
-        """Write the batch's data files (``fused``: the tasks make the rows themselves)."""
+        """Write the batch's data files (``fused``: the tasks make the rows themselves).
+
+        With ``by_source``, the source's tasks wrote some of the batch's rows already
+        (:mod:`sink.source_write`): the rest are written as the same attempt, and the
+        batch is the files of both.
+        """
         name = self.config.table
-        attempt = uuid.uuid4().hex[:16]
+        attempt = uuid.uuid4().hex[:16] if by_source is None else by_source.attempt
         # A fused batch's rows are made in the task, with no flag: none of them can be bad.
         flagged = normalized.bad_row_flag and fused is None
         spec = self._write_spec(table, sink_id, batch_id, attempt, routed, flagged)
-        attempts = AttemptLog.for_sink(self.config, table, sink_id)
-        attempts.begin(AttemptRecord(sink_id, batch_id, attempt, spec.file_prefix, spec.data_location))
+        if by_source is None:
+            attempts = AttemptLog.for_sink(self.config, table, sink_id)
+            attempts.begin(AttemptRecord(sink_id, batch_id, attempt, spec.file_prefix, spec.data_location))
+        else:  # recorded before the source's tasks ran
+            attempts = by_source.attempts
         with self.metrics.time_step(name, "write"):
-            if fused is not None:
+            if by_source is not None and by_source.remaining_rows == 0:
+                result = WriteResult([], RowCounts(0, 0))
+            elif fused is not None:
                 logger.info(
                     "batch %s of sink %s: the write tasks make the rows themselves", batch_id, sink_id
                 )
                 result = self._run_write(fused.df, spec, batch_id, before=fused.function)
             else:
                 result = self._run_write(routed.df, spec, batch_id, in_driver=routed.in_driver)
-        self.metrics.record_files(name, result.files, spec.target_file_size_bytes)
+        files = result.files if by_source is None else by_source.files + result.files
+        self.metrics.record_files(name, files, spec.target_file_size_bytes)
         # Rows as the write tasks received them; a fused batch's maker counted them before that.
         counts = result.counts if fused is None else RowCounts(fused.rows, 0)
-        return WrittenBatch(batch_id, attempt, result.files, counts, attempts, spec.data_location)
+        if by_source is not None:
+            counts = RowCounts(counts.input_rows + by_source.rows, counts.bad_rows)
+        return WrittenBatch(batch_id, attempt, files, counts, attempts, spec.data_location)
 
     def _write_spec(
         self, table: Table, sink_id: str, batch_id: int, attempt: str, routed: RoutedBatch, bad_row_flag: bool

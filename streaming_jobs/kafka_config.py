@@ -14,6 +14,7 @@ A complete file (every key but ``kafka.bootstrap-servers``, one of ``kafka.topic
       fail-on-data-loss: true
       source: auto                     # jvm (Spark's connector), python (icesink-kafka), auto
       decode-in-source: true           # python: values decoded where they are read
+      write-in-source: true            # and written to the table there, when the table allows
       security:
         protocol: SASL_SSL
         sasl-mechanism: SCRAM-SHA-512
@@ -201,6 +202,9 @@ class KafkaSettings(_Section):
         decode_in_source: With the Python source, decode the values inside the source's
             tasks (``icesink-kafka-decoded``), so that they cross to the JVM once, decoded;
             false: the source yields raw records and a pass of their own decodes them.
+        write_in_source: Let the tasks that decode the values write them to the table too,
+            when the sink allows it (:mod:`sink.source_write`): the rows then never cross
+            to the JVM. False: every row goes through the sink's own write.
         security: Authentication and encryption.
         options: Other client properties, without the ``kafka.`` prefix, in the names of the
             client the source uses (librdkafka for ``python``, Java's for ``jvm``).
@@ -216,6 +220,7 @@ class KafkaSettings(_Section):
     fail_on_data_loss: bool = True
     source: SourceChoice = "auto"
     decode_in_source: bool = True
+    write_in_source: bool = True
     security: KafkaSecurity = Field(default_factory=KafkaSecurity)
     options: dict[str, str] = Field(default_factory=dict)
 

@@ -121,7 +121,7 @@ def _run_query(config: JobConfig, spark: Any, metrics: SinkMetrics | None, stop:
             options.update(decoder.source_options())
         stream = spark.readStream.format(fmt).options(**options).load()
         sink = IcebergSink.from_options(config.sink_options(), metrics)
-        decoding = DecodingSink(sink, decoder)
+        decoding = DecodingSink(sink, decoder, write_in_source=config.kafka.write_in_source)
         decoding.prepare()
     except ConfigError as e:
         print(f"icesink-kafka-to-iceberg: {e}", file=sys.stderr)

@@ -174,45 +174,54 @@ class DataTaskWriter:
             self._files.new_rolling_writer, spec.memory_budget_bytes
         )
         self._rows = RowTally(task_id)
+        self._buckets = _BucketSequence(spec.sequential_buckets)
 
     @property
     def report(self) -> TaskReport:
         """The rows received and dropped as bad so far (all of them after :meth:`write_all`)."""
         return self._rows.report
 
+    @property
+    def chunk_bytes(self) -> int:
+        """The Arrow bytes of the chunks :meth:`write_chunk` is best given (the fanout's budget)."""
+        return self._chunk_bytes
+
     def write_all(self, batches: Iterator[pa.RecordBatch]) -> list[DataFileMessage]:
         """Write every batch; on failure delete what was written and raise :class:`WriteError`."""
-        n = self._spec.num_data_columns
-        buckets = _BucketSequence(self._spec.sequential_buckets)
         try:
             for received in chunked(batches, self._chunk_bytes):
-                # The file schema is built at the first rows (a task without rows never needs it).
-                width = len(self._files.arrow_schema)
-                flag = width if self._spec.bad_row_flag else None
-                batch = self._rows.without_bad_rows(received, flag)
-                if batch.num_rows == 0:
-                    continue
-                rows = self._files.to_file_batch([batch.column(i) for i in range(width)])
-                if self._files.key_functions is None:
-                    keys = [batch.column(i) for i in range(n, batch.num_columns)]
-                else:
-                    keys = [key(rows) for key in self._files.key_functions]
-                bytes_per_row = arrow_bytes(rows) / rows.num_rows
-                for key, part in split_by_key(keys, rows):
-                    partition = self._files.partition_record(key)
-                    self._fanout.write(partition, part, int(part.num_rows * bytes_per_row))
-                    buckets.wrote(key, partition)
-                self._fanout.finish(buckets.complete(keys))
+                self.write_chunk(received)
+        except Exception as e:
+            raise self.abort(e) from e
+        return self.close()
+
+    def write_chunk(self, received: pa.RecordBatch) -> None:
+        """Write one chunk of rows (of about :attr:`chunk_bytes`); on failure call :meth:`abort`."""
+        n = self._spec.num_data_columns
+        # The file schema is built at the first rows (a task without rows never needs it).
+        width = len(self._files.arrow_schema)
+        flag = width if self._spec.bad_row_flag else None
+        batch = self._rows.without_bad_rows(received, flag)
+        if batch.num_rows == 0:
+            return
+        rows = self._files.to_file_batch([batch.column(i) for i in range(width)])
+        if self._files.key_functions is None:
+            keys = [batch.column(i) for i in range(n, batch.num_columns)]
+        else:
+            keys = [key(rows) for key in self._files.key_functions]
+        bytes_per_row = arrow_bytes(rows) / rows.num_rows
+        for key, part in split_by_key(keys, rows):
+            partition = self._files.partition_record(key)
+            self._fanout.write(partition, part, int(part.num_rows * bytes_per_row))
+            self._buckets.wrote(key, partition)
+        self._fanout.finish(self._buckets.complete(keys))
+
+    def close(self) -> list[DataFileMessage]:
+        """Finish every file; the messages of all of them. On failure, as :meth:`write_all`."""
+        try:
             self._fanout.close()
         except Exception as e:
-            for path in self._fanout.abort():
-                self._files.io.delete(path)
-            raise WriteError(
-                f"writing data files failed: {type(e).__name__}: {e}",
-                table=self._spec.table,
-                task=self._task_id,
-                file_prefix=self._spec.file_prefix,
-            ) from e
+            raise self.abort(e) from e
         messages = [self._files.with_entry(m) for m in with_task_peaks(self._fanout, self._task_id)]
         logger.info(
             "task %s wrote %s files, %s rows (table=%s prefix=%s)",
@@ -223,6 +232,17 @@ class DataTaskWriter:
             self._spec.file_prefix,
         )
         return messages
+
+    def abort(self, cause: Exception) -> WriteError:
+        """Delete every file written so far; the error to raise for ``cause``."""
+        for path in self._fanout.abort():
+            self._files.io.delete(path)
+        return WriteError(
+            f"writing data files failed: {type(cause).__name__}: {cause}",
+            table=self._spec.table,
+            task=self._task_id,
+            file_prefix=self._spec.file_prefix,
+        )
 
 
 class RowTally:

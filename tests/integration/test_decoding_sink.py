@@ -13,6 +13,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from icesink import BadRecordError, IcebergSink
+from sink.source_write import SOURCE_FILE_SUFFIX
 from streaming_jobs.kafka.decode import DecodeOptions, DecodingSink, ValueDecoder, ValueFormat, parse_ddl
 from tests.support.tables import catalog_from_options, check_data_files, summary_of
 
@@ -141,11 +142,12 @@ def test_a_batch_of_only_bad_values_creates_no_table(spark: Any, catalog_options
 
 
 @pytest.mark.parametrize(
-    ("extra", "fused_batches"),
+    ("extra", "fused_batches", "by_source"),
     [
-        ({}, [0, 1]),
-        ({"partition-by": "bucket(4, id)", "distribution-mode": "none"}, [0, 1]),
-        ({"partition-by": "bucket(4, id)"}, []),  # the bucket shuffle needs the rows in Spark
+        # batch 0 creates the table; then the decoding tasks write the rows themselves
+        ({}, [0], [1, 2]),
+        ({"partition-by": "bucket(4, id)", "distribution-mode": "none"}, [0], [1, 2]),
+        ({"partition-by": "bucket(4, id)"}, [], []),  # the bucket shuffle needs the rows in Spark
     ],
     ids=["unpartitioned", "none-mode", "bucket-mode"],
 )
@@ -155,6 +157,7 @@ def test_write_tasks_decode_the_rows_when_spark_has_nothing_to_do_with_them(
     caplog: pytest.LogCaptureFixture,
     extra: dict[str, str],
     fused_batches: list[int],
+    by_source: list[int],
 ) -> None:
     options = {**catalog_options, "table": "db.fused", "sink-id": "fused", **extra}
     decoding = decoding_sink(options)
@@ -181,6 +184,18 @@ def test_write_tasks_decode_the_rows_when_spark_has_nothing_to_do_with_them(
         assert r["name"] == (f"n{r['id']}" if r["id"] < 600 else None)
     assert [int(summary_of(s)["added-records"]) for s in table.snapshots()] == [300, 300, 100]
     assert check_data_files(table) >= 3
+    assert [i for i, s in enumerate(table.snapshots()) if _all_by_source(table, s)] == by_source
+
+
+def _all_by_source(table: Any, snapshot: Any) -> bool:
+    """Whether every data file ``snapshot`` added was written by the source's tasks (by its name)."""
+    paths = [
+        e.data_file.file_path
+        for m in snapshot.manifests(table.io)
+        for e in m.fetch_manifest_entry(table.io)
+        if e.snapshot_id == snapshot.snapshot_id
+    ]
+    return bool(paths) and all(SOURCE_FILE_SUFFIX + "-" in p.rsplit("/", 1)[-1] for p in paths)
 
 
 def test_a_kafka_timestamp_no_table_can_hold_is_dead_lettered_and_the_rest_fused(

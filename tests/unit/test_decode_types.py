@@ -8,6 +8,7 @@ import pytest
 from streaming_jobs.kafka.decode.types import (
     cast_array,
     cast_table,
+    covers,
     merge_schemas,
     merge_types,
     narrow_integers,
@@ -113,3 +114,37 @@ def test_cast_table_fills_missing_columns_and_drops_unknown_ones() -> None:
 def test_cast_refuses_types_a_merge_never_makes() -> None:
     with pytest.raises(TypeError):
         cast_array(pa.array([1]), POINT)
+
+
+@pytest.mark.parametrize(
+    ("target", "source", "sample"),
+    [
+        (pa.int64(), pa.int64(), 2**40),
+        (pa.int64(), pa.int32(), -7),  # widened without loss
+        (pa.string(), pa.null(), None),
+        (pa.struct([("x", pa.int64()), ("y", pa.string())]), pa.struct([("x", pa.int32())]), {"x": 3}),
+        (pa.list_(pa.int64()), pa.list_(pa.int32()), [1, None, 3]),
+        (pa.uint64(), pa.uint64(), 2**63),
+    ],
+)
+def test_covers_what_casts_exactly(target: pa.DataType, source: pa.DataType, sample: object) -> None:
+    assert covers(target, source)
+    cast = cast_array(pa.array([sample, None], source), target)
+    assert cast.type == target
+    expected = {**sample, "y": None} if isinstance(sample, dict) else sample
+    assert cast.to_pylist() == [expected, None]
+
+
+@pytest.mark.parametrize(
+    ("target", "source"),
+    [
+        (pa.int32(), pa.int64()),  # the table's column must widen first
+        (pa.float64(), pa.int64()),  # the sink's conversion, not a cast here
+        (pa.string(), pa.int64()),
+        (pa.struct([("x", pa.int64())]), pa.struct([("x", pa.int64()), ("z", pa.string())])),  # a new field
+        (pa.list_(pa.int64()), pa.large_list(pa.int64())),
+        (pa.int64(), pa.uint64()),
+    ],
+)
+def test_covers_nothing_that_converts_or_evolves(target: pa.DataType, source: pa.DataType) -> None:
+    assert not covers(target, source)

@@ -38,6 +38,7 @@ from streaming_jobs.kafka.decode.task import (
     REJECTED,
     SPEC_OPTION,
     TIMESTAMP_COLUMN,
+    WRITTEN,
     DecodeSpec,
     conform_function,
     dead_letter_function,
@@ -87,6 +88,9 @@ class DecodedBatch:
         payloads: The decoded Arrow streams (lazy, over the cache): ``rows`` is
             ``payloads.mapInArrow(conform, <rows' schema>)``.
         conform: The function that makes ``rows`` of ``payloads``.
+        written: The messages of the files the source's tasks wrote (with a plan of the
+            sink's, :mod:`streaming_jobs.kafka.decode.written`); ``rows`` are the rest.
+        written_rows: The rows in those files (counted in ``input_rows``).
     """
 
     rows: DataFrame
@@ -98,6 +102,8 @@ class DecodedBatch:
     payloads: DataFrame
     conform: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
     _cache: DataFrame
+    written: list[str]
+    written_rows: int
 
     def release(self) -> None:
         """Drop the cached decoding output."""
@@ -166,13 +172,16 @@ class ValueDecoder:
             passed = batch_df.select(*KAFKA_INPUT_COLUMNS).mapInArrow(decode_function(self._spec), PASS_DDL)
         cache = passed.persist(StorageLevel.MEMORY_AND_DISK_DESER)
         try:
-            summary = cache.select("kind", "num_rows", "schema").collect()
+            written_only = F.when(F.col("kind") == WRITTEN, F.col("payload")).alias("payload")
+            summary = cache.select("kind", "num_rows", "schema", written_only).collect()
         except BaseException:
             cache.unpersist()
             raise
         schemas = [pa.ipc.read_schema(pa.py_buffer(r["schema"])) for r in summary if r["kind"] == DATA]
         decoded = sum(r["num_rows"] for r in summary if r["kind"] == DATA)
         rejected = sum(r["num_rows"] for r in summary if r["kind"] == REJECTED)
+        written = [bytes(r["payload"]).decode() for r in summary if r["kind"] == WRITTEN]
+        written_rows = sum(r["num_rows"] for r in summary if r["kind"] == WRITTEN)
         target = self._target(schemas)
         spark_schema = from_arrow_schema(target, prefer_timestamp_ntz=True)
         payloads = cache.filter(F.col("kind") == DATA).select("payload")
@@ -187,13 +196,15 @@ class ValueDecoder:
         return DecodedBatch(
             rows,
             dead_letters,
-            decoded + rejected,
+            decoded + rejected + written_rows,
             rejected,
             bool(schemas),
             decoded_in_source,
             payloads,
             conform,
             cache,
+            written,
+            written_rows,
         )
 
     def _target(self, schemas: list[pa.Schema]) -> pa.Schema:

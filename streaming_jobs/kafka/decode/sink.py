@@ -9,6 +9,8 @@
 
 Per micro-batch:
 
+0. plan (``write_in_source``): when the table allows it, the sink plans a write by the
+   decoding tasks themselves (:mod:`sink.source_write`), before they run;
 1. decode (:class:`~streaming_jobs.kafka.decode.decoder.ValueDecoder`): typed rows, plus the values
    that could not be decoded;
 2. dead letters (:class:`~streaming_jobs.kafka.decode.rejects.RejectedValues`): those values go to the
@@ -17,7 +19,10 @@ Per micro-batch:
    evolution adds new fields as columns and widens types, exactly once. When the rows
    need nothing from Spark on their way to the files (see
    :class:`~sink.sink.ArrowSource`), the write tasks decode them from the cache
-   themselves, and the rows cross from Python to the JVM and back once fewer.
+   themselves, and the rows cross from Python to the JVM and back once fewer. With a
+   plan, the decoding tasks wrote the rows they could give the table's type already;
+   the sink writes the rest (rows with new fields or wider types, after evolving the
+   table for them) and commits both at once.
 
 A sink routing rows to many tables (``route.by``) gets the rows with their
 ``_kafka_topic`` column (the metadata columns, on by default) and creates each table
@@ -44,6 +49,7 @@ from streaming_jobs.kafka.decode.rejects import RejectedValues
 
 if TYPE_CHECKING:
     from icesink import IcebergSink
+    from sink.source_write import SourceWrite
 
 logger = logging.getLogger(__name__)
 
@@ -56,11 +62,14 @@ class DecodingSink:
     Args:
         sink: Writes the rows; its dead-letter table takes the undecodable values.
         decoder: Decodes the values.
+        write_in_source: Let the decoding tasks write the rows they can give the table's
+            type to the table themselves, when the sink allows it (:mod:`sink.source_write`).
     """
 
-    def __init__(self, sink: IcebergSink, decoder: ValueDecoder) -> None:
+    def __init__(self, sink: IcebergSink, decoder: ValueDecoder, *, write_in_source: bool = True) -> None:
         self.sink = sink
         self.decoder = decoder
+        self.write_in_source = write_in_source
         self._rejects = RejectedValues(sink)
 
     @property
@@ -84,6 +93,14 @@ class DecodingSink:
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         """Decode and write one micro-batch (the ``foreachBatch`` function)."""
+        by_source = self.sink.source_write(batch_df, batch_id) if self.write_in_source else None
+        if by_source is None:
+            self._write(batch_df, batch_id, None)
+            return
+        with by_source.in_source_tasks(batch_df.sparkSession):
+            self._write(batch_df, batch_id, by_source)
+
+    def _write(self, batch_df: DataFrame, batch_id: int, by_source: SourceWrite | None) -> None:
         metrics, table = self.sink.metrics, self.label
         with metrics.time_step(table, "decode"):
             decoded = self.decoder.decode(batch_df)
@@ -100,23 +117,31 @@ class DecodingSink:
             if decoded.rejected_rows:
                 with metrics.time_step(table, "decode_dead_letters"):
                     self._rejects.deliver(decoded.dead_letters, decoded.rejected_rows, sink_id, batch_id)
+            remaining = decoded.input_rows - decoded.rejected_rows - decoded.written_rows
             logger.info(
-                "batch %s of sink %s: %s Kafka records, %s decoded, %s dead-lettered (%s)",
+                "batch %s of sink %s: %s Kafka records, %s decoded (%s written by the source's tasks), "
+                "%s dead-lettered (%s)",
                 batch_id,
                 sink_id,
                 decoded.input_rows,
                 decoded.input_rows - decoded.rejected_rows,
+                decoded.written_rows,
                 decoded.rejected_rows,
                 table,
             )
-            if decoded.has_values or self._writes_without_values():
+            if by_source is not None:
+                by_source.record(decoded.written, remaining)
+            if decoded.has_values or decoded.written or self._writes_without_values():
                 source = ArrowSource(
                     decoded.payloads,
                     decoded.conform,
-                    decoded.input_rows - decoded.rejected_rows,
+                    remaining,
                     in_range_columns=self.decoder.in_range_columns(),
+                    written=by_source,
                 )
                 self.sink(decoded.rows, batch_id, source)
+            elif by_source is not None:
+                by_source.end()  # nothing written, nothing to write
         finally:
             decoded.release()
 

@@ -40,6 +40,7 @@ from streaming_jobs.kafka.decode.chunk import (
     Rejection,
 )
 from streaming_jobs.kafka.decode.types import cast_array, cast_table, narrow_integers
+from streaming_jobs.kafka.decode.written import TaskWrite
 
 KAFKA_INPUT_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
 TOPIC_COLUMN = "_kafka_topic"
@@ -57,7 +58,7 @@ KAFKA_COLUMNS = pa.schema(
 DEAD_LETTER_COLUMN = "_kafka_value"  # the dead letter's ``column``: the whole value failed
 DEAD_LETTER_VALUE_MAX_CHARS = 1024  # of the value shown as text; original_row keeps all its bytes
 
-DATA, REJECTED = "data", "rejected"
+DATA, REJECTED, WRITTEN = "data", "rejected", "written"  # WRITTEN: a file's message (written.py)
 PASS_DDL = "kind string, num_rows bigint, schema binary, payload binary"
 PASS_COLUMNS = ("kind", "num_rows", "schema", "payload")
 SPEC_OPTION = "decode.spec"  # the option of a source that decodes as it reads: DecodeSpec.to_json()
@@ -135,8 +136,17 @@ def decode_function(spec: DecodeSpec) -> Callable[[Iterator[pa.RecordBatch]], It
 
     def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         decoder = ChunkDecoder()
-        for batch in batches:
-            yield from _decode_batch(decoder, spec, batch)
+        writing = TaskWrite.in_task()  # the sink planned a write by this job's tasks
+        try:
+            for batch in batches:
+                yield from _decode_batch(decoder, spec, batch, writing)
+            files = writing.close() if writing is not None else []
+        except Exception as e:
+            if writing is not None:
+                writing.abort(e)
+            raise
+        for file in files:
+            yield _pass_row(WRITTEN, file.record_count, None, pa.py_buffer(file.to_json().encode()))
 
     return decode
 
@@ -172,7 +182,9 @@ def dead_letter_function() -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.R
     return dead_letters
 
 
-def _decode_batch(decoder: ChunkDecoder, spec: DecodeSpec, batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
+def _decode_batch(
+    decoder: ChunkDecoder, spec: DecodeSpec, batch: pa.RecordBatch, writing: TaskWrite | None
+) -> Iterator[pa.RecordBatch]:
     chunk = decoder.decode(batch.column("value"))
     rejections = list(chunk.rejections)
     outside = _timestamps_outside_range(batch) if spec.metadata_columns else None
@@ -188,7 +200,10 @@ def _decode_batch(decoder: ChunkDecoder, spec: DecodeSpec, batch: pa.RecordBatch
             by_schema.setdefault(schema, []).append(table)
     for schema, tables in by_schema.items():
         table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
-        yield _pass_row(DATA, table.num_rows, schema, _ipc(table, spec.payload_compression))
+        if writing is not None and writing.takes(table.schema):
+            writing.write(table)
+        else:
+            yield _pass_row(DATA, table.num_rows, schema, _ipc(table, spec.payload_compression))
     if rejections:
         rejected = _rejected_table(batch, rejections)
         yield _pass_row(REJECTED, len(rejections), None, _ipc(rejected, spec.payload_compression))

@@ -47,6 +47,31 @@ def merge_types(a: pa.DataType, b: pa.DataType) -> pa.DataType:
     return pa.string()
 
 
+def covers(target: pa.DataType, source: pa.DataType) -> bool:
+    """Whether :func:`cast_array` gives values of ``source`` type ``target`` exactly, with nothing to convert.
+
+    The same type, ``null``, an integer into ``bigint``, and objects and arrays made of
+    those (an object's fields a subset of the target's); not a number into ``double`` nor
+    anything into ``string`` (a conversion for the sink's own rules to make).
+    """
+    if source.equals(target) or pa.types.is_null(source):
+        return True
+    if pa.types.is_signed_integer(source) and pa.types.is_int64(target):
+        return True
+    if pa.types.is_struct(source) and pa.types.is_struct(target):
+        return all(
+            (i := target.get_field_index(f.name)) >= 0 and covers(target.field(i).type, f.type)
+            for f in source
+        )
+    if (
+        _is_list(source)
+        and _is_list(target)
+        and pa.types.is_large_list(source) == pa.types.is_large_list(target)
+    ):
+        return covers(target.value_type, source.value_type)
+    return False
+
+
 def merge_schemas(schemas: Iterable[pa.Schema]) -> pa.Schema:
     """One schema holding every given schema's fields (in first-seen order)."""
     fields: list[pa.Field] = []

@@ -1,0 +1,77 @@
+"""Decoded rows the decoding task writes to the table itself, when the sink planned it.
+
+Before a micro-batch's source runs, the sink may plan a write by the source's own tasks
+(:mod:`sink.source_write`). A decoding task then gives the rows it decoded the table's
+row type where it can do so exactly (:func:`~streaming_jobs.kafka.decode.types.covers`:
+the same fields, the same types or narrower integers and nulls) and writes them; only
+the rows of another type (a new field, a wider type: what schema evolution must see
+first) go on to the driver as usual. The task yields its files' messages instead of the rows.
+
+With no plan (the sink writes the batch itself, or the values are read by another
+job), nothing here is loaded beyond this module.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from streaming_jobs.kafka.decode.types import cast_table, covers
+
+if TYPE_CHECKING:
+    from sink.write.messages import DataFileMessage
+    from sink.write.source_task import SourceTaskWriter, SourceWritePlan
+
+
+class TaskWrite:
+    """One decoding task's part of a write planned by the sink (see the module).
+
+    Args:
+        plan: The batch's plan.
+    """
+
+    def __init__(self, plan: SourceWritePlan) -> None:
+        self._plan = plan
+        self._writer: SourceTaskWriter | None = None
+        self._takes: dict[pa.Schema, bool] = {}
+
+    @classmethod
+    def in_task(cls) -> TaskWrite | None:
+        """The task's part of its job's plan; ``None`` when the job has none."""
+        from sink.write.source_task import plan_in_task
+
+        plan = plan_in_task()
+        return cls(plan) if plan is not None else None
+
+    def takes(self, schema: pa.Schema) -> bool:
+        """Whether rows of ``schema`` become the table's row type exactly, so the task writes them."""
+        taken = self._takes.get(schema)
+        if taken is None:
+            row_schema = self._plan.row_schema
+            taken = self._takes[schema] = all(
+                (i := row_schema.get_field_index(f.name)) >= 0 and covers(row_schema.field(i).type, f.type)
+                for f in schema
+            )
+        return taken
+
+    def write(self, rows: pa.Table) -> None:
+        """Write ``rows`` (of a schema :meth:`takes`) as the table's row type."""
+        if self._writer is None:
+            from pyspark import TaskContext
+
+            from sink.write.source_task import SourceTaskWriter
+
+            context = TaskContext.get()
+            task_id, attempt = (context.partitionId(), context.attemptNumber()) if context else (0, 0)
+            self._writer = SourceTaskWriter(self._plan, task_id, attempt)
+        self._writer.write(cast_table(rows, self._plan.row_schema))
+
+    def close(self) -> list[DataFileMessage]:
+        """Finish the files; the message of each (none when no rows were written)."""
+        return [] if self._writer is None else self._writer.close()
+
+    def abort(self, cause: Exception) -> None:
+        """Delete the files written so far (the task fails with ``cause``)."""
+        if self._writer is not None:
+            self._writer.abort(cause)
