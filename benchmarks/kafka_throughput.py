@@ -4,12 +4,21 @@ Starts a Tansu broker on 127.0.0.1, produces ``--messages`` JSON messages of abo
 1 KB (13 fields, a nested object, an array, an ISO timestamp string, text) over
 ``--partitions`` partitions, then runs the Kafka-to-Iceberg job
 (:func:`streaming_jobs.kafka_to_iceberg.run`, the Python Kafka source, schema inferred
-per batch) with ``availableNow`` into a fresh table, ``--runs`` times, and reports
+per batch) with ``availableNow``, ``--runs`` times, and reports
 messages per second (median), from the query's start to its end, and where the time
 goes: the sink's step timings as its metrics endpoint serves them; "source and Spark"
 is the rest (offset planning, reading Kafka inside the decode job, scheduling).
 
     .venv/bin/python -m benchmarks.kafka_throughput --messages 300000 --runs 3
+
+Each run appends to a table that exists already, with the messages' type, as a stream
+does after its first micro-batch (``--table existing``; a warm-up run of each mode
+creates it); ``--table fresh`` makes every run create its own table, which then takes
+the sink's path of a new table. ``--decode`` names the modes to compare, one run each
+per round, taking turns: ``written`` (the job's default: the source's tasks decode the
+values and, where the table allows, write them), ``in-source`` (decoded in the source,
+written by the sink's tasks: ``kafka.write-in-source: false``) and ``apart`` (decoded
+by a pass of their own: ``kafka.decode-in-source: false``).
 
 The JVM starts once; warm-up runs (not counted, ``--warmup-runs``) let its JIT compile the
 hot paths, as in a stream that has been running for a while: the JIT compiler's own CPU
@@ -43,7 +52,12 @@ _WORDS = [
     for n in range(2000)
 ]
 BROKER_PROCESS = "tansu"  # its CPU is the broker's, not the job's
-IN_SOURCE, APART = "in-source", "apart"  # values decoded inside the source's tasks, or by a pass of their own
+WRITTEN, IN_SOURCE, APART = "written", "in-source", "apart"  # see the module docstring
+_KAFKA_OPTIONS = {
+    WRITTEN: {},
+    IN_SOURCE: {"write-in-source": False},
+    APART: {"decode-in-source": False},
+}
 _STEPS = ("decode", "decode_dead_letters", "schema", "normalize", "route", "write", "commit")
 
 
@@ -159,14 +173,17 @@ def run_once(
     root: Path,
     run: int,
     max_offsets: int | None,
-    decode: str = IN_SOURCE,
+    decode: str = WRITTEN,
+    fresh: bool = False,
 ) -> dict[str, Any]:
-    """One run into a fresh table; ``decode``: ``in-source`` or ``apart`` (``kafka.decode-in-source``)."""
+    """One run of mode ``decode`` (see the module); ``fresh``: into a table of its own."""
     from sink.metrics import SinkMetrics
 
-    table = f"bench.events_{decode.replace('-', '_')}_{run}" if run >= 0 else f"bench.warmup_{-run}"
-    kafka = {"decode-in-source": decode == IN_SOURCE}
-    config = job_config(broker, root, table, {"topics": [TOPIC]}, {"table": table}, max_offsets, kafka)
+    mode = decode.replace("-", "_")
+    name = f"events_{mode}_{run}" if run >= 0 else f"warmup_{mode}_{-run}"
+    table = f"bench.{name}" if fresh else f"bench.events_{mode}"
+    kafka = _KAFKA_OPTIONS[decode]
+    config = job_config(broker, root, name, {"topics": [TOPIC]}, {"table": table}, max_offsets, kafka)
     metrics = SinkMetrics()  # read after the run: the job's sink stops serving its metrics as it closes
     elapsed, cpu = timed_run(spark, config, metrics)
     steps: dict[str, float] = {}
@@ -239,11 +256,18 @@ def main(argv: list[str] | None = None) -> int:
         "--decode",
         type=lambda v: [k.strip() for k in v.split(",") if k.strip()],
         default=[IN_SOURCE],
-        help="where values are decoded, one run each per round, alternating: in-source, apart (or both)",
+        help="the modes to compare, one run each per round, taking turns: written, in-source, apart",
+    )
+    parser.add_argument(
+        "--table",
+        choices=("existing", "fresh"),
+        default="existing",
+        help="append to a table with the messages' type (as a running stream), or create one per run",
     )
     args = parser.parse_args(argv)
-    if not args.decode or not set(args.decode) <= {IN_SOURCE, APART}:
-        parser.error("--decode: in-source, apart, or both separated by a comma")
+    if not args.decode or not set(args.decode) <= set(_KAFKA_OPTIONS):
+        parser.error(f"--decode: some of {sorted(_KAFKA_OPTIONS)}, separated by commas")
+    fresh = args.table == "fresh"
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from streaming_jobs.spark import get_spark
@@ -259,8 +283,11 @@ def main(argv: list[str] | None = None) -> int:
             {"spark.ui.enabled": "false", "spark.driver.memory": args.driver_memory},
         )
         spark.sparkContext.setLogLevel("ERROR")
-        for warmup in range(args.warmup_runs):
-            result = run_once(spark, broker, root, -1 - warmup, args.max_offsets_per_trigger or None)
+        for warmup in range(max(args.warmup_runs, 0 if fresh else len(args.decode))):
+            mode = args.decode[warmup % len(args.decode)]  # each mode's table is created by its first
+            result = run_once(
+                spark, broker, root, -1 - warmup, args.max_offsets_per_trigger or None, mode, fresh
+            )
             print(
                 f"warm-up run: {args.messages / result['seconds']:,.0f} messages/s (not counted)", flush=True
             )
@@ -268,7 +295,9 @@ def main(argv: list[str] | None = None) -> int:
         for run in range(args.runs):
             for decode in args.decode:
                 load = os.getloadavg()[0]
-                result = run_once(spark, broker, root, run, args.max_offsets_per_trigger or None, decode)
+                result = run_once(
+                    spark, broker, root, run, args.max_offsets_per_trigger or None, decode, fresh
+                )
                 if result["rows"] != args.messages:
                     raise RuntimeError(f"run {run + 1} wrote {result['rows']:,} rows, not {args.messages:,}")
                 result.update(
