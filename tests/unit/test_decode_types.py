@@ -123,6 +123,7 @@ def test_cast_refuses_types_a_merge_never_makes() -> None:
         (pa.int64(), pa.int32(), -7),  # widened without loss
         (pa.string(), pa.null(), None),
         (pa.struct([("x", pa.int64()), ("y", pa.string())]), pa.struct([("x", pa.int32())]), {"x": 3}),
+        (pa.struct([("x", pa.int64())]), pa.struct([("x", pa.int64()), ("y", pa.null())]), {"x": 3}),
         (pa.list_(pa.int64()), pa.list_(pa.int32()), [1, None, 3]),
         (pa.uint64(), pa.uint64(), 2**63),
     ],
@@ -131,7 +132,9 @@ def test_covers_what_casts_exactly(target: pa.DataType, source: pa.DataType, sam
     assert covers(target, source)
     cast = cast_array(pa.array([sample, None], source), target)
     assert cast.type == target
-    expected = {**sample, "y": None} if isinstance(sample, dict) else sample
+    expected = (
+        {f.name: (sample | {"y": None})[f.name] for f in target} if isinstance(sample, dict) else sample
+    )
     assert cast.to_pylist() == [expected, None]
 
 

@@ -59,10 +59,7 @@ def covers(target: pa.DataType, source: pa.DataType) -> bool:
     if pa.types.is_signed_integer(source) and pa.types.is_int64(target):
         return True
     if pa.types.is_struct(source) and pa.types.is_struct(target):
-        return all(
-            (i := target.get_field_index(f.name)) >= 0 and covers(target.field(i).type, f.type)
-            for f in source
-        )
+        return fields_covered(list(target), list(source))
     if (
         _is_list(source)
         and _is_list(target)
@@ -70,6 +67,17 @@ def covers(target: pa.DataType, source: pa.DataType) -> bool:
     ):
         return covers(target.value_type, source.value_type)
     return False
+
+
+def fields_covered(target: list[pa.Field], source: list[pa.Field]) -> bool:
+    """Whether every field of ``source`` is :func:`covers`-ed by the target field of its name.
+
+    A field that never held a value (``null``) needs none: :func:`cast_table` leaves it out.
+    """
+    by_name = {f.name: f.type for f in target}
+    return all(
+        covers(by_name[f.name], f.type) if f.name in by_name else pa.types.is_null(f.type) for f in source
+    )
 
 
 def merge_schemas(schemas: Iterable[pa.Schema]) -> pa.Schema:

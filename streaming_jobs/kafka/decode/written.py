@@ -2,8 +2,8 @@
 
 Before a micro-batch's source runs, the sink may plan a write by the source's own tasks
 (:mod:`sink.source_write`). A decoding task then gives the rows it decoded the table's
-row type where it can do so exactly (:func:`~streaming_jobs.kafka.decode.types.covers`:
-the same fields, the same types or narrower integers and nulls) and writes them; only
+row type where it can do so exactly (:func:`~streaming_jobs.kafka.decode.types.fields_covered`:
+the same fields or fewer, the same types or narrower integers, nulls) and writes them; only
 the rows of another type (a new field, a wider type: what schema evolution must see
 first) go on to the driver as usual. The task yields its files' messages instead of the rows.
 
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from streaming_jobs.kafka.decode.types import cast_table, covers
+from streaming_jobs.kafka.decode.types import cast_table, fields_covered
 
 if TYPE_CHECKING:
     from sink.write.messages import DataFileMessage
@@ -48,11 +48,7 @@ class TaskWrite:
         """Whether rows of ``schema`` become the table's row type exactly, so the task writes them."""
         taken = self._takes.get(schema)
         if taken is None:
-            row_schema = self._plan.row_schema
-            taken = self._takes[schema] = all(
-                (i := row_schema.get_field_index(f.name)) >= 0 and covers(row_schema.field(i).type, f.type)
-                for f in schema
-            )
+            taken = self._takes[schema] = fields_covered(list(self._plan.row_schema), list(schema))
         return taken
 
     def write(self, rows: pa.Table) -> None:
