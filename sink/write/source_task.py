@@ -21,7 +21,7 @@ import contextlib
 import functools
 import pickle
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -84,10 +84,13 @@ class SourceTaskWriter:
     """
 
     def __init__(self, plan: SourceWritePlan, task_id: int, attempt: int) -> None:
+        from sink.write.memory import PeakRssSampler
         from sink.write.task import DataTaskWriter
 
-        self._armed = contextlib.ExitStack()  # the failpoints, for as long as the writer is open
+        # For as long as the writer is open: the failpoints, and the worker's peak memory.
+        self._armed = contextlib.ExitStack()
         self._armed.enter_context(failpoints.armed_in_task(plan.faults))
+        self._rss = self._armed.enter_context(PeakRssSampler())
         self._writer = DataTaskWriter(plan.spec, task_id, attempt)
         self._pending: list[pa.RecordBatch] = []
         self._pending_bytes = 0
@@ -114,7 +117,8 @@ class SourceTaskWriter:
                 raise self._writer.abort(e) from e
             messages = self._writer.close()
             failpoints.hit("write.task")
-            return messages
+            self._rss.sample()
+            return [replace(m, task_peak_rss_bytes=self._rss.peak_bytes) for m in messages]
 
     def abort(self, cause: Exception) -> Exception:
         """Delete the files written so far; the error to raise for ``cause``."""

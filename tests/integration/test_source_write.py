@@ -126,7 +126,12 @@ def test_a_decoding_task_that_fails_while_writing_leaves_nothing_behind_the_repl
             decoding_sink(options)(batch, 1)
     finally:
         failpoints.disarm_all()
-    decoding_sink(options)(batch, 1)  # the restarted query's replay
+    replay = decoding_sink(options)
+    replay(batch, 1)  # the restarted query's replay
+    peak = replay.sink.metrics.registry.get_sample_value(
+        "icesink_task_peak_rss_bytes", {"table": "db.faulty"}
+    )
+    assert peak is not None and peak > 0  # the decoding tasks report their worker's memory too
 
     table = catalog_from_options(options).load_table("db.faulty")
     assert sorted(r["id"] for r in table.scan().to_arrow().to_pylist()) == list(range(250))
