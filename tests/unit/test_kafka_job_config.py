@@ -232,6 +232,12 @@ def test_upserting_turns_the_metadata_columns_off_unless_set(tmp_path: Path) -> 
     assert flags.sink_options()["write.mode"] == "upsert" and not flags.value.metadata_columns
 
 
+def test_the_decoding_tasks_write_the_rows_unless_told_not_to(tmp_path: Path) -> None:
+    assert load_config(["--config", write(tmp_path, MINIMAL)]).kafka.write_in_source
+    assert not validate(with_({"kafka/write-in-source": False})).kafka.write_in_source
+    assert "write-in-source" in error_of(with_({"kafka/write-in-source": "sometimes"}))
+
+
 def test_metrics_can_be_turned_off() -> None:
     config = validate(with_({"sink/metrics.port": None}))
     assert config.sink_options()["metrics.port"] is None
