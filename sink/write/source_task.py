@@ -85,6 +85,7 @@ class SourceTaskWriter:
 
     def __init__(self, plan: SourceWritePlan, task_id: int, attempt: int) -> None:
         from sink.write.memory import PeakRssSampler
+        from sink.write.split import ChunkBuffer
         from sink.write.task import DataTaskWriter
 
         # For as long as the writer is open: the failpoints, and the worker's peak memory.
@@ -92,19 +93,15 @@ class SourceTaskWriter:
         self._armed.enter_context(failpoints.armed_in_task(plan.faults))
         self._rss = self._armed.enter_context(PeakRssSampler())
         self._writer = DataTaskWriter(plan.spec, task_id, attempt)
-        self._pending: list[pa.RecordBatch] = []
-        self._pending_bytes = 0
-        self.rows = 0
+        self._chunks = ChunkBuffer(self._writer.chunk_bytes)
 
     def write(self, rows: pa.Table) -> None:
         """Write ``rows``; chunks of the fanout's size go to the files as they fill."""
         try:
             for batch in rows.to_batches():
-                self._pending.append(batch)
-                self._pending_bytes += batch.get_total_buffer_size()
-                self.rows += batch.num_rows
-                if self._pending_bytes >= self._writer.chunk_bytes:
-                    self._flush()
+                chunk = self._chunks.add(batch)
+                if chunk is not None:
+                    self._writer.write_chunk(chunk)
         except Exception as e:
             raise self._writer.abort(e) from e
 
@@ -112,7 +109,9 @@ class SourceTaskWriter:
         """Finish the files; each one's message."""
         with self._armed:
             try:
-                self._flush()
+                last = self._chunks.flush()
+                if last is not None:
+                    self._writer.write_chunk(last)
             except Exception as e:
                 raise self._writer.abort(e) from e
             messages = self._writer.close()
@@ -124,9 +123,3 @@ class SourceTaskWriter:
         """Delete the files written so far; the error to raise for ``cause``."""
         with self._armed:
             return self._writer.abort(cause)
-
-    def _flush(self) -> None:
-        if self._pending:
-            pending = self._pending
-            self._pending, self._pending_bytes = [], 0
-            self._writer.write_chunk(pending[0] if len(pending) == 1 else pa.concat_batches(pending))

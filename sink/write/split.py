@@ -31,18 +31,38 @@ def chunked(batches: Iterable[pa.RecordBatch], target_bytes: int) -> Iterator[pa
     outweigh the data's. Splitting a few megabytes at a time makes the pieces a hundred
     times larger for one copy of the rows. Empty batches are dropped.
     """
-    pending: list[pa.RecordBatch] = []
-    pending_bytes = 0
+    buffer = ChunkBuffer(target_bytes)
     for batch in batches:
+        chunk = buffer.add(batch)
+        if chunk is not None:
+            yield chunk
+    last = buffer.flush()
+    if last is not None:
+        yield last
+
+
+class ChunkBuffer:
+    """:func:`chunked` for rows pushed one batch at a time (a writer that does not pull them)."""
+
+    def __init__(self, target_bytes: int) -> None:
+        self._target = target_bytes
+        self._pending: list[pa.RecordBatch] = []
+        self._bytes = 0
+
+    def add(self, batch: pa.RecordBatch) -> pa.RecordBatch | None:
+        """Buffer ``batch``; the merged chunk once the buffer holds ``target_bytes``."""
         if batch.num_rows == 0:
-            continue
-        pending.append(batch)
-        pending_bytes += arrow_bytes(batch)
-        if pending_bytes >= target_bytes:
-            yield pending[0] if len(pending) == 1 else pa.concat_batches(pending)
-            pending, pending_bytes = [], 0
-    if pending:
-        yield pending[0] if len(pending) == 1 else pa.concat_batches(pending)
+            return None
+        self._pending.append(batch)
+        self._bytes += arrow_bytes(batch)
+        return self.flush() if self._bytes >= self._target else None
+
+    def flush(self) -> pa.RecordBatch | None:
+        """What is buffered, merged into one batch (``None`` when nothing is)."""
+        pending, self._pending, self._bytes = self._pending, [], 0
+        if not pending:
+            return None
+        return pending[0] if len(pending) == 1 else pa.concat_batches(pending)
 
 
 def split_by_key(
