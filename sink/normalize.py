@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from pyiceberg.schema import Schema
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as st
 
@@ -229,8 +229,6 @@ def check_normalizes(schema: st.StructType, table_schema: Schema, options: Norma
     Raises:
         SchemaError: A column of ``schema`` cannot go to the table.
     """
-    from pyspark.sql import SparkSession
-
     spark = SparkSession.getActiveSession()
     if spark is not None:
         normalize(spark.createDataFrame([], schema), table_schema, options)

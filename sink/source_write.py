@@ -64,7 +64,6 @@ class SourceWrite:
         attempt: The write's attempt id; the rows the source leaves go out as the same attempt.
         attempts: The attempt log holding the attempt's record.
         files: The data files the source's tasks wrote (after :meth:`record`).
-        rows: The rows in ``files``.
         remaining_rows: The batch's other rows, which reach the sink as its DataFrame.
     """
 
@@ -73,8 +72,12 @@ class SourceWrite:
     attempt: str
     attempts: AttemptLog
     files: list[DataFileMessage] = field(default_factory=list)
-    rows: int = 0
     remaining_rows: int = 0
+
+    @property
+    def rows(self) -> int:
+        """The rows in ``files``."""
+        return sum(f.record_count for f in self.files)
 
     @contextmanager
     def in_source_tasks(self, spark: SparkSession) -> Iterator[None]:
@@ -95,7 +98,6 @@ class SourceWrite:
     def record(self, messages: Iterable[str], remaining_rows: int) -> None:
         """The messages the source's tasks yielded, and the count of the rows they left."""
         self.files = [DataFileMessage.from_json(text) for text in messages]
-        self.rows = sum(f.record_count for f in self.files)
         self.remaining_rows = remaining_rows
 
     def end(self) -> None:

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from icesink import BadRecordError, IcebergSink
 from sink.source_write import SOURCE_FILE_SUFFIX
 from streaming_jobs.kafka.decode import DecodeOptions, DecodingSink, ValueDecoder, ValueFormat, parse_ddl
-from tests.support.tables import catalog_from_options, check_data_files, summary_of
+from tests.support.tables import added_files, catalog_from_options, check_data_files, summary_of
 
 KAFKA_DDL = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp"
 T0 = dt.datetime(2024, 5, 1, tzinfo=dt.UTC)
@@ -189,13 +189,8 @@ def test_write_tasks_decode_the_rows_when_spark_has_nothing_to_do_with_them(
 
 def _all_by_source(table: Any, snapshot: Any) -> bool:
     """Whether every data file ``snapshot`` added was written by the source's tasks (by its name)."""
-    paths = [
-        e.data_file.file_path
-        for m in snapshot.manifests(table.io)
-        for e in m.fetch_manifest_entry(table.io)
-        if e.snapshot_id == snapshot.snapshot_id
-    ]
-    return bool(paths) and all(SOURCE_FILE_SUFFIX + "-" in p.rsplit("/", 1)[-1] for p in paths)
+    names = added_files(table, snapshot)
+    return bool(names) and all(SOURCE_FILE_SUFFIX + "-" in n for n in names)
 
 
 def test_a_kafka_timestamp_no_table_can_hold_is_dead_lettered_and_the_rest_fused(

@@ -15,21 +15,11 @@ from sink import failpoints
 from sink.source_write import SOURCE_FILE_SUFFIX
 from streaming_jobs.kafka.decode import DecodeOptions, DecodingSink, ValueDecoder
 from tests.integration.test_decoding_sink import kafka_batch
-from tests.support.tables import catalog_from_options, check_data_files, summary_of
+from tests.support.tables import added_files, catalog_from_options, check_data_files, summary_of
 
 
 def decoding_sink(options: dict[str, str]) -> DecodingSink:
     return DecodingSink(IcebergSink.from_options(options), ValueDecoder(DecodeOptions()))
-
-
-def added_files(table: Any, snapshot: Any) -> list[str]:
-    """The names of the data files ``snapshot`` added."""
-    return [
-        e.data_file.file_path.rsplit("/", 1)[-1]
-        for m in snapshot.manifests(table.io)
-        for e in m.fetch_manifest_entry(table.io)
-        if e.snapshot_id == snapshot.snapshot_id
-    ]
 
 
 def by_source(name: str) -> bool:

@@ -57,6 +57,16 @@ def data_files(table: Table) -> list[Any]:
     return [task.file for task in table.scan().plan_files()]
 
 
+def added_files(table: Table, snapshot: Snapshot) -> list[str]:
+    """The names (no folder) of the data files ``snapshot`` added."""
+    return [
+        e.data_file.file_path.rsplit("/", 1)[-1]
+        for m in snapshot.manifests(table.io)
+        for e in m.fetch_manifest_entry(table.io)
+        if e.snapshot_id == snapshot.snapshot_id
+    ]
+
+
 def check_data_files(table: Table) -> int:
     """Check every data file against its content; return how many files were checked.
 
