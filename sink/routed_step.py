@@ -3,6 +3,8 @@
 What :class:`~sink.sink.IcebergSink` hands a batch to when routing is on. The steps of
 :mod:`sink.sink`, for every destination table at once:
 
+0. by source - the source's tasks may have written the rows of the   (:mod:`sink.routed_source`)
+               tables of earlier batches: the batch is the rest
 1. route     - the batch's destination values and their non-null    (:mod:`sink.destinations.resolve`)
                columns: ONE Spark job; each value named a table      (:mod:`sink.destinations.naming`)
    changes   - upserted tables: the last change per key, rejected    (:mod:`sink.routed_upserts`)
@@ -14,13 +16,14 @@ What :class:`~sink.sink.IcebergSink` hands a batch to when routing is on. The st
 4. write     - ONE write job; each task splits rows by table          (:mod:`sink.routed_write`)
 5. dead      - bad, unroutable and rejected rows, one commit, before  (:mod:`sink.deadletter`)
    letters     the data
-6. commit    - each table on its own, with its own exactly-once ledger (:mod:`sink.commit.committer`);
-               upserted tables after ONE key job and ONE lookup job    (:mod:`sink.routed_upserts`)
+6. commit    - each table on its own (its files from 0 and 4), with   (:mod:`sink.commit.committer`)
+               its own exactly-once ledger; upserted tables after ONE (:mod:`sink.routed_upserts`)
+               key job and ONE lookup job
 
-The number of Spark jobs of a batch does not grow with its number of tables; the catalog
-and storage calls of steps 2, 4 (the attempt records) and 6 do (a few per table, on a
-small thread pool: each table's calls are independent of the others'). A crash between two
-tables' commits replays the batch: the tables that have it are skipped in step 2 and
+The number of Spark jobs of a batch does not grow with its number of tables (none after
+the source's when its tasks wrote every row); the catalog and storage calls of steps 2, 4
+(the attempt records) and 6 do, a few per table on a small thread pool. A crash between
+two tables' commits replays the batch: the tables that have it are skipped in step 2 and
 their rows left out of the write. Routed writes are not shuffled (no bucket shuffle).
 """
 
@@ -36,9 +39,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as st
 
 from sink import catalog as catalogs
+from sink.arrow_source import ArrowSource
 from sink.commit import ledger
-from sink.commit.committer import Committer
-from sink.commit.ledger import BatchRange
 from sink.commit.recovery import AttemptLog
 from sink.config import SchemaEvolution, SinkConfig
 from sink.deadletter import DeadLetterQueue
@@ -55,11 +57,15 @@ from sink.destinations.table_options import TableOptions
 from sink.log_context import batch_logger
 from sink.metrics import SinkMetrics
 from sink.parallel import run_parallel
+from sink.routed_commit import commit_tables
+from sink.routed_source import RoutedSourcePlanner, record_source_files, source_targets
 from sink.routed_upserts import RoutedChanges, RoutedUpserts
 from sink.routed_write import RoutedTarget, check_keys_in_task, write_routed
 from sink.schema.coordinator import coordinator_for
+from sink.sink_state import query_id_of, sink_id_of
+from sink.source_write import SourceWrite
 from sink.upsert_step import UpsertStep
-from sink.write.messages import WriteResult
+from sink.write.messages import RowCounts, WriteResult
 
 logger = batch_logger(__name__)
 
@@ -94,29 +100,58 @@ class RoutedStep:
         self._recovered: set[tuple[str, str]] = set()  # (table, sink id) settled in this process
         self._lock = threading.Lock()
         self._sink_locks: dict[str, threading.Lock] = {}
+        self._by_source = RoutedSourcePlanner(config, catalog, metrics, self._options, self._recover)
 
-    def write_batch(self, batch_df: DataFrame, batch_id: int, sink_id: str, query_id: str | None) -> None:
-        """Write one micro-batch to its tables (the steps of this module's docstring)."""
+    def source_write(self, batch_df: DataFrame, batch_id: int) -> SourceWrite | None:
+        """Before ``batch_df``'s source runs: its tasks' write to known tables (:mod:`sink.routed_source`)."""
+        sink_id = sink_id_of(batch_df, self._config.sink_id)
         with self._lock:
             sink_lock = self._sink_locks.setdefault(sink_id, threading.Lock())
         with sink_lock:
-            self._metrics.begin_batch(self.label, sink_id, batch_id, query_id)
-            self._write_batch(batch_df, batch_id, sink_id)
+            return self._by_source.plan(batch_df, batch_id, sink_id)
 
-    def _write_batch(self, batch_df: DataFrame, batch_id: int, sink_id: str) -> None:
-        position = route_column(batch_df.schema, self._config.route, self._config.table_schema.case_sensitive)
-        with self._metrics.time_step(self.label, "route"):  # 1. the ONE job finding the destinations
-            found = resolve(batch_df, position)
-            tables_of = self._names.tables_of(d.value for d in found)
+    def write_batch(
+        self, batch_df: DataFrame, batch_id: int, sink_id: str, arrow_source: ArrowSource | None = None
+    ) -> None:
+        """Write one micro-batch to its tables (the steps of this module's docstring).
+
+        When ``arrow_source.written``, the source's tasks wrote some of the batch's rows
+        (:mod:`sink.routed_source`); ``batch_df`` holds the rest.
+        """
+        by_source = arrow_source.written if arrow_source is not None else None
+        with self._lock:
+            sink_lock = self._sink_locks.setdefault(sink_id, threading.Lock())
+        with sink_lock:
+            self._metrics.begin_batch(self.label, sink_id, batch_id, query_id_of(batch_df))
+            try:
+                self._write_batch(batch_df, batch_id, sink_id, by_source)
+            except BaseException:
+                if by_source is not None:  # the replay settles what this attempt left behind
+                    with self._lock:
+                        self._recovered.difference_update((n, sink_id) for n in by_source.tables)
+                raise
+
+    def _write_batch(
+        self, batch_df: DataFrame, batch_id: int, sink_id: str, by_source: SourceWrite | None
+    ) -> None:
+        if by_source is not None and by_source.remaining_rows == 0:  # the source's tasks wrote every row
+            position, found, tables_of = -1, [], {}
+        else:
+            case_sensitive = self._config.table_schema.case_sensitive
+            position = route_column(batch_df.schema, self._config.route, case_sensitive)
+            with self._metrics.time_step(self.label, "route"):  # 1. the ONE job finding the destinations
+                found = resolve(batch_df, position)
+                tables_of = self._names.tables_of(d.value for d in found)
         configs = {
             d.value: self._options.config_for(n) for d in found if d.value and (n := tables_of[d.value])
         }
         upserted = {value: config for value, config in configs.items() if config.upsert.enabled}
         changes = self._upserts.split(batch_df, position, upserted)  # upserted tables: last change per key
         try:
-            self._write_routed(changes, found, tables_of, position, sink_id, batch_id)
+            self._write_routed(changes, found, tables_of, position, sink_id, batch_id, by_source)
         finally:
             changes.release()
+        self._by_source.learn(tables_of)
 
     def _write_routed(
         self,
@@ -126,13 +161,14 @@ class RoutedStep:
         position: int,
         sink_id: str,
         batch_id: int,
+        by_source: SourceWrite | None,
     ) -> None:
-        case_sensitive = self._config.table_schema.case_sensitive
         batch_df = changes.rows
         targets, skipped = self._prepare(found, tables_of, batch_df.schema, sink_id, batch_id)
         indexes = {v: t.index for t in targets for v in t.values} | dict.fromkeys(skipped, SKIPPED)
         unroutable = [d for d in found if tables_of[d.value] is None]
-        if not targets and not unroutable:
+        written = source_targets(by_source, targets, self._options)  # tables the source's tasks alone wrote
+        if not targets and not unroutable and not written:
             logger.info("batch %s of sink %s: every table already has it (or it is empty)", batch_id, sink_id)
             return
         for d in unroutable:
@@ -144,47 +180,59 @@ class RoutedStep:
                 self._names.describe_unroutable(d.value),
                 self._dead_letters.table_name,
             )
-        options = ProjectionOptions(
+        projection = None
+        if targets or unroutable:
+            with self._metrics.time_step(self.label, "normalize"):  # 3. the ONE projection
+                tables = [DestinationTable(t.index, t.name, t.table.schema(), t.columns) for t in targets]
+                projection = project(batch_df, tables, indexes, self._projection_options(position))
+        try:
+            self._write_and_commit(projection, changes, targets, written, sink_id, batch_id, by_source)
+        except BaseException:
+            with self._lock:  # the replay settles what this attempt left behind
+                self._recovered.difference_update((t.name, sink_id) for t in targets + written)
+            raise
+
+    def _projection_options(self, position: int) -> ProjectionOptions:
+        return ProjectionOptions(
             position,
-            case_sensitive,
+            self._config.table_schema.case_sensitive,
             self._config.table_schema.evolution is SchemaEvolution.ADD_COLUMNS_AND_WIDEN,
             self._config.dead_letter.on_bad_record,
             self.label,
         )
-        with self._metrics.time_step(self.label, "normalize"):  # 3. the ONE projection
-            tables = [DestinationTable(t.index, t.name, t.table.schema(), t.columns) for t in targets]
-            projection = project(batch_df, tables, indexes, options)
-        try:
-            self._write_and_commit(projection, changes, targets, sink_id, batch_id)
-        except BaseException:
-            with self._lock:  # the replay settles what this attempt left behind
-                self._recovered.difference_update((t.name, sink_id) for t in targets)
-            raise
 
     def _write_and_commit(
         self,
-        projection: RoutedProjection,
+        projection: RoutedProjection | None,
         changes: RoutedChanges,
         targets: list[RoutedTarget],
+        written: list[RoutedTarget],
         sink_id: str,
         batch_id: int,
+        by_source: SourceWrite | None,
     ) -> None:
-        attempt = uuid.uuid4().hex[:16]
-        budget = self._config.write.memory_budget_bytes
-        result = write_routed(
-            projection, targets, budget, self._metrics, self.label, sink_id, batch_id, attempt
-        )
-        rows = sum(f.record_count for f in result.files)
-        dead_letters, counts = self._upserts.dead_letters(changes, projection.dead_letters, result.counts)
-        if not self._dead_letters.deliver(dead_letters, sink_id, batch_id, rows, counts).skipped_replay:  # 5.
-            self._upserts.count_rejected(changes)
-        upserted = [t for t in targets if t.config.upsert.enabled]
-        # 6. upserted tables: ONE key job, ONE lookup job, a row delta each
-        self._upserts.commit(upserted, projection, changes, result.files, sink_id, batch_id, attempt)
-        commit = functools.partial(
-            self._commit, result=result, sink_id=sink_id, batch_id=batch_id, attempt=attempt
-        )
-        run_parallel([functools.partial(commit, t) for t in targets if not t.config.upsert.enabled])  # 6.
+        """Steps 4 to 6; ``projection`` is ``None`` when the source's tasks wrote every row."""
+        attempt = uuid.uuid4().hex[:16] if by_source is None else by_source.attempt
+        result = WriteResult([], RowCounts(0, 0))
+        if projection is not None:
+            budget = self._config.write.memory_budget_bytes
+            result = write_routed(
+                projection, targets, budget, self._metrics, self.label, sink_id, batch_id, attempt, by_source
+            )
+            rows = sum(f.record_count for f in result.files)
+            dead_letters, counts = self._upserts.dead_letters(changes, projection.dead_letters, result.counts)
+            if not self._dead_letters.deliver(
+                dead_letters, sink_id, batch_id, rows, counts
+            ).skipped_replay:  # 5.
+                self._upserts.count_rejected(changes)
+            upserted = [t for t in targets if t.config.upsert.enabled]
+            # 6. upserted tables: ONE key job, ONE lookup job, a row delta each
+            self._upserts.commit(upserted, projection, changes, result.files, sink_id, batch_id, attempt)
+        if by_source is not None:
+            record_source_files(by_source, self._metrics)
+            result = WriteResult(by_source.files + result.files, result.counts)
+        appended = [t for t in targets if not t.config.upsert.enabled] + written
+        commit_tables(appended, result.files, self._metrics, sink_id, batch_id, attempt)  # 6.
 
     def _prepare(
         self,
@@ -270,33 +318,3 @@ class RoutedStep:
             self._metrics.orphan_files.labels(config.table, "kept").inc(len(report.kept_files))
         with self._lock:
             self._recovered.add(key)
-
-    def _commit(
-        self, target: RoutedTarget, result: WriteResult, sink_id: str, batch_id: int, attempt: str
-    ) -> None:
-        """Commit one table's files of the batch, exactly once by its ledger."""
-        name = target.name
-        files = [f for f in result.files if f.table == name]
-        committer = Committer(target.table, sink_id, target.config.commit)
-        with self._metrics.time_step(name, "commit"):
-            try:
-                outcome = committer.commit(files, BatchRange(batch_id, batch_id), {batch_id: attempt})
-            except Exception:
-                self._metrics.commits.labels(name, sink_id, "failed").inc()
-                raise
-        assert target.attempts is not None
-        target.attempts.end(batch_id, attempt)
-        if outcome.skipped_replay:
-            self._metrics.record_replay(name, sink_id)
-            return
-        self._metrics.record_commit(name, sink_id, batch_id, files, outcome.attempts, outcome.conflicts)
-        self._metrics.batches.labels(name, sink_id, "committed").inc()
-        logger.info(
-            "batch %s of sink %s: %s rows in %s files committed to %s as snapshot %s",
-            batch_id,
-            sink_id,
-            sum(f.record_count for f in files),
-            len(files),
-            name,
-            outcome.snapshot_id,
-        )

@@ -20,6 +20,7 @@ from sink.errors import BadRecordError, ConfigError, SchemaError, WriteError, fi
 from sink.metrics import SinkMetrics
 from sink.normalize import bad_record_error
 from sink.parallel import run_parallel
+from sink.source_write import SourceWrite
 from sink.write.keys import arrow_key_functions
 from sink.write.messages import WriteResult
 from sink.write.routed_task import DestinationSpec, RoutedWriteSpec, run_routed_write
@@ -50,12 +51,15 @@ def write_routed(
     sink_id: str,
     batch_id: int,
     attempt: str,
+    by_source: SourceWrite | None = None,
 ) -> WriteResult:
     """Record each table's attempt, then write every table's files in ONE Spark job.
 
     ``memory_budget_bytes`` is the task's, for all its tables together; each target gets
-    its attempt's file prefix and folder.
+    its attempt's file prefix and folder. The tables of ``by_source`` have the attempt on
+    record already (the source's tasks wrote to them first).
     """
+    planned = by_source.tables if by_source is not None else {}
     destinations: list[DestinationSpec] = []
     records: list[Callable[[], None]] = []
     for target in targets:
@@ -65,9 +69,12 @@ def write_routed(
             "partition_values_in_task": True,
         }
         spec = writer.write_spec(target.table, sink_id, batch_id, attempt, in_task)
-        target.attempts = AttemptLog.for_sink(target.config, target.table, sink_id)
-        record = AttemptRecord(sink_id, batch_id, attempt, spec.file_prefix, spec.data_location)
-        records.append(functools.partial(target.attempts.begin, record))
+        if target.name in planned:
+            target.attempts = planned[target.name].attempts
+        else:
+            target.attempts = AttemptLog.for_sink(target.config, target.table, sink_id)
+            record = AttemptRecord(sink_id, batch_id, attempt, spec.file_prefix, spec.data_location)
+            records.append(functools.partial(target.attempts.begin, record))
         target.file_prefix, target.location = spec.file_prefix, spec.data_location
         destinations.append(DestinationSpec(target.index, spec, projection.slots[target.index]))
     run_parallel(records)  # every attempt is on record before any file is written

@@ -152,6 +152,8 @@ class IcebergSink:
         """Before ``batch_df``'s source runs: a write of its rows by the source's own tasks
         (:mod:`sink.source_write`; hand it back in ``ArrowSource.written``), or ``None``."""
         self._check_open()
+        if self.config.route.enabled:  # a write to each table known (sink.routed_source)
+            return self._routed.source_write(batch_df, batch_id)
         return plan_source_write(
             self.config, self.catalog, batch_df, batch_id, self._state, self._writer.write_spec
         )
@@ -166,7 +168,7 @@ class IcebergSink:
         sink_id = sink_id_of(batch_df, self.config.sink_id)
         if self.config.route.enabled:  # many tables: the routed story (sink.routed_step)
             with batch_context(self._routed.label, sink_id, batch_id):
-                return self._routed.write_batch(batch_df, batch_id, sink_id, query_id_of(batch_df))
+                return self._routed.write_batch(batch_df, batch_id, sink_id, arrow_source)
         name = self.config.table
         with batch_context(name, sink_id, batch_id):  # every log record of the batch names it
             table = catalogs.load_table(self.catalog, name)

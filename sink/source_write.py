@@ -45,13 +45,26 @@ from sink.spark_session import is_connect
 from sink.type_mapping import iceberg_to_spark_schema
 from sink.write.keys import arrow_key_functions
 from sink.write.messages import DataFileMessage
-from sink.write.source_task import TASK_PROPERTY, SourceWritePlan
+from sink.write.source_task import TASK_PROPERTY, SourceTable, SourceWritePlan
 from sink.write.task import WriteSpec
 
 SOURCE_FILE_SUFFIX = "-s"  # after the attempt's file prefix: its write tasks' names stay apart
 
 SpecMaker = Callable[[Table, str, int, str, dict[str, Any]], WriteSpec]
 """The sink's write spec of an attempt (``BatchWriter.write_spec``)."""
+
+
+@dataclass(frozen=True)
+class PlannedTable:
+    """A table of a source write.
+
+    Attributes:
+        table: The table as loaded when the write was planned.
+        attempts: The attempt log holding the write's attempt on it.
+    """
+
+    table: Table
+    attempts: AttemptLog
 
 
 @dataclass
@@ -61,16 +74,17 @@ class SourceWrite:
     Attributes:
         plan: What the tasks are told.
         batch_id: The micro-batch.
-        attempt: The write's attempt id; the rows the source leaves go out as the same attempt.
-        attempts: The attempt log holding the attempt's record.
-        files: The data files the source's tasks wrote (after :meth:`record`).
+        attempt: The write's attempt id, on every table of the plan; the rows the source
+            leaves go out as the same attempt.
+        tables: The plan's tables by name, each with the attempt on record.
+        files: The data files the source's tasks wrote (after :meth:`record`), each naming its table.
         remaining_rows: The batch's other rows, which reach the sink as its DataFrame.
     """
 
     plan: SourceWritePlan
     batch_id: int
     attempt: str
-    attempts: AttemptLog
+    tables: dict[str, PlannedTable]
     files: list[DataFileMessage] = field(default_factory=list)
     remaining_rows: int = 0
 
@@ -78,6 +92,10 @@ class SourceWrite:
     def rows(self) -> int:
         """The rows in ``files``."""
         return sum(f.record_count for f in self.files)
+
+    def files_of(self, table: str) -> list[DataFileMessage]:
+        """The files the source's tasks wrote to ``table``."""
+        return [f for f in self.files if f.table == table]
 
     @contextmanager
     def in_source_tasks(self, spark: SparkSession) -> Iterator[None]:
@@ -100,9 +118,10 @@ class SourceWrite:
         self.files = [DataFileMessage.from_json(text) for text in messages]
         self.remaining_rows = remaining_rows
 
-    def end(self) -> None:
-        """Nothing was written and nothing goes to the sink: forget the attempt."""
-        self.attempts.end(self.batch_id, self.attempt)
+    def end(self, names: Iterable[str] | None = None) -> None:
+        """Nothing of the attempt is left on these tables (default: all): forget it there."""
+        for name in self.tables if names is None else names:
+            self.tables[name].attempts.end(self.batch_id, self.attempt)
 
 
 def plan_source_write(
@@ -120,27 +139,45 @@ def plan_source_write(
     attempt, as the sink's own write would have it.
     """
     if config.route.enabled or config.upsert.enabled or is_connect(batch_df.sparkSession):
-        return None  # many tables; the rows are changes; no local properties under Connect
+        return (
+            None  # many tables (sink.routed_source); the rows are changes; no local properties under Connect
+        )
     table = catalogs.load_table(catalog, config.table)
     if table is None:
         return None  # its type comes from the batch
     task_options = _task_options(table, config)
-    if task_options is None:
+    if task_options is None or not all_optional(table):
         return None
     sink_id = sink_id_of(batch_df, config.sink_id)
     state = state_of(table, sink_id, batch_df)  # a crashed run's attempts settled first
     if ledger.is_committed(table, sink_id, batch_id) or state.staging.contains(batch_id):
         return None  # a replay: the sink skips it
-    row_schema = to_arrow_schema(iceberg_to_spark_schema(table.schema()), timezone="UTC")
-    if not all(_optional(f) for f in row_schema):
-        return None
     attempt = uuid.uuid4().hex[:16]
+    source_table, planned = plan_table(config, table, sink_id, batch_id, attempt, task_options, spec_of)
+    plan = SourceWritePlan((source_table,), config.write.memory_budget_bytes, faults=failpoints.for_tasks())
+    return SourceWrite(plan, batch_id, attempt, {config.table: planned})
+
+
+def plan_table(
+    config: SinkConfig,
+    table: Table,
+    sink_id: str,
+    batch_id: int,
+    attempt: str,
+    task_options: dict[str, Any],
+    spec_of: SpecMaker,
+) -> tuple[SourceTable, PlannedTable]:
+    """One table's part of a source write (``config`` is the table's), its attempt on record.
+
+    The table's crashed attempts must be settled first: a recovery after this would
+    delete the files the source's tasks write.
+    """
+    row_schema = to_arrow_schema(iceberg_to_spark_schema(table.schema()), timezone="UTC")
     spec = spec_of(table, sink_id, batch_id, attempt, task_options)
     attempts = AttemptLog.for_sink(config, table, sink_id)
     attempts.begin(AttemptRecord(sink_id, batch_id, attempt, spec.file_prefix, spec.data_location))
     tasks_spec = replace(spec, file_prefix=spec.file_prefix + SOURCE_FILE_SUFFIX)
-    plan = SourceWritePlan(tasks_spec, row_schema, failpoints.for_tasks())
-    return SourceWrite(plan, batch_id, attempt, attempts)
+    return SourceTable(tasks_spec, row_schema), PlannedTable(table, attempts)
 
 
 def _task_options(table: Table, config: SinkConfig) -> dict[str, Any] | None:
@@ -152,6 +189,12 @@ def _task_options(table: Table, config: SinkConfig) -> dict[str, Any] | None:
         if arrow_key_functions(spec, schema) is None:
             return None
     return {"num_data_columns": len(schema.fields), "partition_values_in_task": bool(spec.fields)}
+
+
+def all_optional(table: Table) -> bool:
+    """Whether every column of ``table``, nested ones too, may be null (no row can be bad)."""
+    row_schema = to_arrow_schema(iceberg_to_spark_schema(table.schema()), timezone="UTC")
+    return all(_optional(f) for f in row_schema)
 
 
 def _optional(f: pa.Field) -> bool:

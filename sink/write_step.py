@@ -100,7 +100,7 @@ class BatchWriter:
             attempts = AttemptLog.for_sink(self.config, table, sink_id)
             attempts.begin(AttemptRecord(sink_id, batch_id, attempt, spec.file_prefix, spec.data_location))
         else:  # recorded before the source's tasks ran
-            attempts = by_source.attempts
+            attempts = by_source.tables[name].attempts
         with self.metrics.time_step(name, "write"):
             if by_source is not None and by_source.remaining_rows == 0:
                 result = WriteResult([], RowCounts(0, 0))

@@ -101,14 +101,27 @@ class RoutedTaskWriter:
             for received in chunked(batches, self._chunk_bytes):
                 batch = self._rows.without_bad_rows(received, BAD_ROW_COLUMN)
                 for (index,), part in split_by_key([batch.column(DEST_INDEX_COLUMN)], batch):
-                    self._write_destination(int(index), part)
+                    self.write_destination(int(index), part)
+        except Exception as e:
+            raise self.abort(e) from e
+        return self.close()
+
+    def write_destination(self, index: int, part: pa.RecordBatch) -> None:
+        """Write rows of destination ``index`` (its columns at its slots); on failure call :meth:`abort`."""
+        files = self._files(index)
+        rows = files.to_file_batch([part.column(i) for i in self._destinations[index].slots])
+        keys = [key(rows) for key in files.key_functions or ()]
+        bytes_per_row = arrow_bytes(rows) / rows.num_rows
+        for key, piece in split_by_key(keys, rows):
+            partition = (index, *files.partition_record(key))
+            self._fanout.write(partition, piece, int(piece.num_rows * bytes_per_row))
+
+    def close(self) -> list[DataFileMessage]:
+        """Finish every file; the messages of all of them, each naming its table."""
+        try:
             self._fanout.close()
         except Exception as e:
-            for path in self._fanout.abort():
-                self._io_of(path).delete(path)
-            raise WriteError(
-                f"writing routed data files failed: {type(e).__name__}: {e}", task=self._task_id
-            ) from e
+            raise self.abort(e) from e
         prefixes = {d.spec.data_location.rstrip("/") + "/": d.spec.table for d in self._spec.destinations}
         peaks = with_task_peaks(self._fanout, self._task_id)
         messages = [replace(m, table=_table_of(m.path, prefixes)) for m in peaks]
@@ -123,14 +136,13 @@ class RoutedTaskWriter:
         )
         return messages
 
-    def _write_destination(self, index: int, part: pa.RecordBatch) -> None:
-        files = self._files(index)
-        rows = files.to_file_batch([part.column(i) for i in self._destinations[index].slots])
-        keys = [key(rows) for key in files.key_functions or ()]
-        bytes_per_row = arrow_bytes(rows) / rows.num_rows
-        for key, piece in split_by_key(keys, rows):
-            partition = (index, *files.partition_record(key))
-            self._fanout.write(partition, piece, int(piece.num_rows * bytes_per_row))
+    def abort(self, cause: Exception) -> WriteError:
+        """Delete every file written so far; the error to raise for ``cause``."""
+        for path in self._fanout.abort():
+            self._io_of(path).delete(path)
+        return WriteError(
+            f"writing routed data files failed: {type(cause).__name__}: {cause}", task=self._task_id
+        )
 
     def _files(self, index: int) -> TableFiles:
         files = self._tables.get(index)

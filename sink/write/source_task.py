@@ -37,20 +37,44 @@ TASK_PROPERTY = "icesink.source-write.secret"
 
 
 @dataclass(frozen=True)
-class SourceWritePlan:
-    """What a source task needs to write its rows itself.
+class SourceTable:
+    """One table a source task may write.
 
     Attributes:
-        spec: The write's spec: the table's schema and spec, where files go, their names.
+        spec: The write's spec on the table: its schema and spec, where files go, their names.
         row_schema: The Arrow type of the rows the writer takes: the table's columns in
             its order, as Spark would hand them to a write task. A task writes only rows
             it can give exactly this type without loss; the rest it yields as usual.
-        faults: The executor failpoints armed in the driver (``failpoints.for_tasks``).
     """
 
     spec: WriteSpec
     row_schema: pa.Schema
+
+
+@dataclass(frozen=True)
+class SourceWritePlan:
+    """What a source task needs to write its rows itself.
+
+    Attributes:
+        tables: The tables the task may write.
+        routes: A routed sink's destination value (the record's Kafka topic) -> the index
+            of its table in ``tables``; a value not in it is not written by the task.
+            ``None``: one table, ``tables[0]``, takes every row.
+        memory_budget_bytes: Most memory the rows buffered by the task's open writers may
+            hold, all tables together.
+        faults: The executor failpoints armed in the driver (``failpoints.for_tasks``).
+    """
+
+    tables: tuple[SourceTable, ...]
+    memory_budget_bytes: int
+    routes: Mapping[str, int] | None = None
     faults: Mapping[str, tuple[str, int]] = field(default_factory=dict)
+
+    def table_of(self, value: str | None) -> int | None:
+        """The index of the table that takes rows routed by ``value``; ``None``: no table here."""
+        if self.routes is None:
+            return 0
+        return None if value is None else self.routes.get(value)
 
     def encode(self) -> str:
         """The plan as the local property's value."""
@@ -75,7 +99,10 @@ def _decoded(text: str) -> SourceWritePlan:
 
 
 class SourceTaskWriter:
-    """The data files of one source task's rows (each of the plan's ``row_schema``).
+    """The data files of one source task's rows, each table's rows of its ``row_schema``.
+
+    Every table shares one fanout (:class:`~sink.write.routed_task.RoutedTaskWriter`), so
+    the plan's memory budget is the task's, however many tables it writes.
 
     Args:
         plan: The batch's plan.
@@ -85,35 +112,32 @@ class SourceTaskWriter:
 
     def __init__(self, plan: SourceWritePlan, task_id: int, attempt: int) -> None:
         from sink.write.memory import PeakRssSampler
-        from sink.write.split import ChunkBuffer
-        from sink.write.task import DataTaskWriter
+        from sink.write.routed_task import DestinationSpec, RoutedTaskWriter, RoutedWriteSpec
 
         # For as long as the writer is open: the failpoints, and the worker's peak memory.
         self._armed = contextlib.ExitStack()
         self._armed.enter_context(failpoints.armed_in_task(plan.faults))
         self._rss = self._armed.enter_context(PeakRssSampler())
-        self._writer = DataTaskWriter(plan.spec, task_id, attempt)
-        self._chunks = ChunkBuffer(self._writer.chunk_bytes)
+        destinations = tuple(
+            DestinationSpec(index, t.spec, tuple(range(len(t.row_schema))))
+            for index, t in enumerate(plan.tables)
+        )
+        self._writer = RoutedTaskWriter(
+            RoutedWriteSpec(destinations, plan.memory_budget_bytes), task_id, attempt
+        )
 
-    def write(self, rows: pa.Table) -> None:
-        """Write ``rows``; chunks of the fanout's size go to the files as they fill."""
+    def write(self, index: int, rows: pa.Table) -> None:
+        """Write ``rows`` (of ``row_schema``) to table ``index`` of the plan."""
         try:
             for batch in rows.to_batches():
-                chunk = self._chunks.add(batch)
-                if chunk is not None:
-                    self._writer.write_chunk(chunk)
+                if batch.num_rows:
+                    self._writer.write_destination(index, batch)
         except Exception as e:
             raise self._writer.abort(e) from e
 
     def close(self) -> list[DataFileMessage]:
         """Finish the files; each one's message."""
         with self._armed:
-            try:
-                last = self._chunks.flush()
-                if last is not None:
-                    self._writer.write_chunk(last)
-            except Exception as e:
-                raise self._writer.abort(e) from e
             messages = self._writer.close()
             failpoints.hit("write.task")
             self._rss.sample()

@@ -130,6 +130,11 @@ class ValueDecoder:
             else None
         )
 
+    @property
+    def metadata_columns(self) -> bool:
+        """Whether every row gets the ``_kafka_*`` columns, its topic among them."""
+        return self._spec.metadata_columns
+
     def in_range_columns(self) -> frozenset[str]:
         """Timestamp columns the decoder keeps within the range the sink writes (out-of-range
         Kafka timestamps are rejected): the sink need not check them."""

@@ -27,6 +27,8 @@ Per micro-batch:
 A sink routing rows to many tables (``route.by``) gets the rows with their
 ``_kafka_topic`` column (the metadata columns, on by default) and creates each table
 on first sight: nothing is prepared up front, and a batch without values writes nothing.
+From its second batch on, a sink routing by topic plans a write by the decoding tasks to
+each table it wrote before, as for one table.
 
 Every Kafka record ends up once in the table or in the dead-letter table. A replayed
 batch decodes to the same rows and the same dead letters (a value's fate depends on
@@ -93,7 +95,9 @@ class DecodingSink:
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         """Decode and write one micro-batch (the ``foreachBatch`` function)."""
-        by_source = self.sink.source_write(batch_df, batch_id) if self.write_in_source else None
+        # A routed sink's plan names a table per topic, the value of the rows' _kafka_topic column.
+        planned = self.write_in_source and (self.decoder.metadata_columns or not self.routed)
+        by_source = self.sink.source_write(batch_df, batch_id) if planned else None
         if by_source is None:
             self._write(batch_df, batch_id, None)
             return

@@ -198,10 +198,11 @@ def _decode_batch(
             if spec.metadata_columns:
                 table = _with_metadata(table, batch, indices)
             by_schema.setdefault(schema, []).append(table)
+    index = writing.table_of(batch) if writing is not None and by_schema else None
     for schema, tables in by_schema.items():
         table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
-        if writing is not None and writing.takes(table.schema):
-            writing.write(table)
+        if writing is not None and index is not None and writing.takes(index, table.schema):
+            writing.write(index, table)
         else:
             yield _pass_row(DATA, table.num_rows, schema, _ipc(table, spec.payload_compression))
     if rejections:

@@ -1,7 +1,8 @@
 """Decoded rows the decoding task writes to the table itself, when the sink planned it.
 
 Before a micro-batch's source runs, the sink may plan a write by the source's own tasks
-(:mod:`sink.source_write`). A decoding task then gives the rows it decoded the table's
+(:mod:`sink.source_write`), for one table or, for a sink routing by topic, for each table
+the sink wrote before. A decoding task then gives the rows it decoded their table's
 row type where it can do so exactly (:func:`~streaming_jobs.kafka.decode.types.fields_covered`:
 the same fields or fewer, the same types or narrower integers, nulls) and writes them; only
 the rows of another type (a new field, a wider type: what schema evolution must see
@@ -16,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from streaming_jobs.kafka.decode.types import cast_table, fields_covered
 
@@ -34,7 +36,7 @@ class TaskWrite:
     def __init__(self, plan: SourceWritePlan) -> None:
         self._plan = plan
         self._writer: SourceTaskWriter | None = None
-        self._takes: dict[pa.Schema, bool] = {}
+        self._takes: dict[tuple[int, pa.Schema], bool] = {}
 
     @classmethod
     def in_task(cls) -> TaskWrite | None:
@@ -44,15 +46,29 @@ class TaskWrite:
         plan = plan_in_task()
         return cls(plan) if plan is not None else None
 
-    def takes(self, schema: pa.Schema) -> bool:
-        """Whether rows of ``schema`` become the table's row type exactly, so the task writes them."""
-        taken = self._takes.get(schema)
+    def table_of(self, records: pa.RecordBatch) -> int | None:
+        """The plan's table for the rows decoded from ``records`` (raw Kafka rows); ``None``: none.
+
+        A routed plan names a table per topic: records of one topic go to its table,
+        records of several topics at once are left to the sink.
+        """
+        if self._plan.routes is None:
+            return 0
+        topics = records.column("topic")
+        if len(topics) == 0 or pc.count_distinct(topics, mode="all").as_py() != 1:
+            return None
+        return self._plan.table_of(topics[0].as_py())
+
+    def takes(self, index: int, schema: pa.Schema) -> bool:
+        """Whether rows of ``schema`` become table ``index``'s row type exactly, so the task writes them."""
+        taken = self._takes.get((index, schema))
         if taken is None:
-            taken = self._takes[schema] = fields_covered(list(self._plan.row_schema), list(schema))
+            row_schema = self._plan.tables[index].row_schema
+            taken = self._takes[(index, schema)] = fields_covered(list(row_schema), list(schema))
         return taken
 
-    def write(self, rows: pa.Table) -> None:
-        """Write ``rows`` (of a schema :meth:`takes`) as the table's row type."""
+    def write(self, index: int, rows: pa.Table) -> None:
+        """Write ``rows`` (of a schema :meth:`takes`) to table ``index`` as its row type."""
         if self._writer is None:
             from pyspark import TaskContext
 
@@ -61,7 +77,7 @@ class TaskWrite:
             context = TaskContext.get()
             task_id, attempt = (context.partitionId(), context.attemptNumber()) if context else (0, 0)
             self._writer = SourceTaskWriter(self._plan, task_id, attempt)
-        self._writer.write(cast_table(rows, self._plan.row_schema))
+        self._writer.write(index, cast_table(rows, self._plan.tables[index].row_schema))
 
     def close(self) -> list[DataFileMessage]:
         """Finish the files; the message of each (none when no rows were written)."""

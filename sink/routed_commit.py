@@ -1,0 +1,66 @@
+"""Step 6 of a routed batch: each table's files committed on its own, exactly once by its ledger."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+from sink.commit.committer import Committer
+from sink.commit.ledger import BatchRange
+from sink.log_context import batch_logger
+from sink.metrics import SinkMetrics
+from sink.parallel import run_parallel
+from sink.routed_write import RoutedTarget
+from sink.write.messages import DataFileMessage
+
+logger = batch_logger(__name__)
+
+
+def commit_tables(
+    targets: Sequence[RoutedTarget],
+    files: Sequence[DataFileMessage],
+    metrics: SinkMetrics,
+    sink_id: str,
+    batch_id: int,
+    attempt: str,
+) -> None:
+    """Commit each target's ``files`` (each names its table), on the sink's catalog thread pool."""
+    commit = functools.partial(
+        _commit, files=files, metrics=metrics, sink_id=sink_id, batch_id=batch_id, attempt=attempt
+    )
+    run_parallel([functools.partial(commit, t) for t in targets])
+
+
+def _commit(
+    target: RoutedTarget,
+    files: Sequence[DataFileMessage],
+    metrics: SinkMetrics,
+    sink_id: str,
+    batch_id: int,
+    attempt: str,
+) -> None:
+    name = target.name
+    mine = [f for f in files if f.table == name]
+    committer = Committer(target.table, sink_id, target.config.commit)
+    with metrics.time_step(name, "commit"):
+        try:
+            outcome = committer.commit(mine, BatchRange(batch_id, batch_id), {batch_id: attempt})
+        except Exception:
+            metrics.commits.labels(name, sink_id, "failed").inc()
+            raise
+    assert target.attempts is not None
+    target.attempts.end(batch_id, attempt)
+    if outcome.skipped_replay:
+        metrics.record_replay(name, sink_id)
+        return
+    metrics.record_commit(name, sink_id, batch_id, mine, outcome.attempts, outcome.conflicts)
+    metrics.batches.labels(name, sink_id, "committed").inc()
+    logger.info(
+        "batch %s of sink %s: %s rows in %s files committed to %s as snapshot %s",
+        batch_id,
+        sink_id,
+        sum(f.record_count for f in mine),
+        len(mine),
+        name,
+        outcome.snapshot_id,
+    )

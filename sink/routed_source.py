@@ -1,0 +1,151 @@
+"""Step 4 done by the source for a routed batch: its tasks write each known table's rows.
+
+The routed counterpart of :mod:`sink.source_write`. A sink routing by topic knows, from
+the batches it wrote, which topic goes to which table. Before a micro-batch's source
+runs, it plans a write by the source's tasks for each of those tables that allows one
+(it exists, every column optional, partition values the tasks can compute, no upsert),
+each table's crashed attempts settled and the write's attempt recorded on it, one
+attempt id for every table. The tasks then write the records of a planned topic to its
+table as they decode them (:mod:`sink.write.source_task`), and the routed step
+(:mod:`sink.routed_step`) writes the rest of the batch, as the same attempt, and commits
+each table's files of both, each with its own ledger.
+
+A topic the sink has not written yet (its table may not exist) goes the routed step's
+way, and is planned from the next batch on.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import uuid
+from collections.abc import Callable, Mapping
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.table import Table
+from pyspark.sql import DataFrame
+
+from sink import catalog as catalogs
+from sink import failpoints
+from sink.commit import ledger
+from sink.config import SinkConfig
+from sink.config_route import RouteBy
+from sink.destinations.table_options import TableOptions
+from sink.metrics import SinkMetrics
+from sink.parallel import run_parallel
+from sink.routed_write import RoutedTarget
+from sink.source_write import PlannedTable, SourceWrite, all_optional, plan_table
+from sink.spark_session import is_connect
+from sink.write.keys import arrow_key_functions
+from sink.write.source_task import SourceTable, SourceWritePlan
+from sink.write_step import BatchWriter
+
+Recover = Callable[[SinkConfig, Table, str], None]
+"""Settles the crashed attempts of a sink id on a table, once per process (``RoutedStep._recover``)."""
+
+
+class RoutedSourcePlanner:
+    """Plans the source's writes of a routed sink's batches (see the module).
+
+    Args:
+        config: The routed sink's configuration.
+        catalog: The sink's catalog.
+        metrics: The sink's metrics.
+        options: Each table's configuration.
+        recover: Settles a table's crashed attempts before its first planned write.
+    """
+
+    def __init__(
+        self,
+        config: SinkConfig,
+        catalog: Catalog,
+        metrics: SinkMetrics,
+        options: TableOptions,
+        recover: Recover,
+    ) -> None:
+        self._config = config
+        self._catalog = catalog
+        self._metrics = metrics
+        self._options = options
+        self._recover = recover
+        self._lock = threading.Lock()
+        self._known: dict[str, str] = {}  # topic -> table, of the tables written so far
+
+    def learn(self, tables_of: Mapping[str | None, str | None]) -> None:
+        """The destinations of a batch the routed step wrote: topic -> table."""
+        with self._lock:
+            self._known.update((v, n) for v, n in tables_of.items() if v is not None and n is not None)
+
+    def plan(self, batch_df: DataFrame, batch_id: int, sink_id: str) -> SourceWrite | None:
+        """The source's write of the batch to the known tables; ``None`` when none allows one."""
+        if self._config.route.by is not RouteBy.TOPIC or is_connect(batch_df.sparkSession):
+            return None  # a field's value is known after decoding; no local properties under Connect
+        with self._lock:
+            grouped: dict[str, list[str]] = {}
+            for value, name in self._known.items():
+                grouped.setdefault(name, []).append(value)
+        if not grouped:
+            return None
+        attempt = uuid.uuid4().hex[:16]
+        plan = functools.partial(self._plan_table, sink_id=sink_id, batch_id=batch_id, attempt=attempt)
+        planned = run_parallel([functools.partial(plan, name) for name in sorted(grouped)])
+        ready = [p for p in planned if p is not None]
+        if not ready:
+            return None
+        routes = {value: index for index, (name, _, _) in enumerate(ready) for value in grouped[name]}
+        tables = tuple(source_table for _, source_table, _ in ready)
+        budget = self._config.write.memory_budget_bytes
+        source_plan = SourceWritePlan(tables, budget, routes, failpoints.for_tasks())
+        return SourceWrite(source_plan, batch_id, attempt, {name: p for name, _, p in ready})
+
+    def _plan_table(
+        self, name: str, sink_id: str, batch_id: int, attempt: str
+    ) -> tuple[str, SourceTable, PlannedTable] | None:
+        config = self._options.config_for(name)
+        if config.upsert.enabled:
+            return None  # the rows are changes
+        table = catalogs.load_table(self._catalog, name)
+        if table is None or not all_optional(table):
+            return None  # dropped since; a null in a required column is a dead letter
+        if table.spec().fields and arrow_key_functions(table.spec(), table.schema()) is None:
+            return None  # the routed step says why
+        self._recover(config, table, sink_id)
+        if ledger.is_committed(table, sink_id, batch_id):
+            return None  # a replay: the routed step skips the table
+        task_options = {"num_data_columns": len(table.schema().fields), "partition_values_in_task": True}
+        spec_of = BatchWriter(config, self._metrics).write_spec
+        source_table, planned = plan_table(config, table, sink_id, batch_id, attempt, task_options, spec_of)
+        return name, source_table, planned
+
+
+def source_targets(
+    by_source: SourceWrite | None, targets: list[RoutedTarget], options: TableOptions
+) -> list[RoutedTarget]:
+    """The planned tables the routed step's own write leaves out, for their commits.
+
+    A target for each table the source's tasks wrote files to; on the others, which
+    got no row of the batch at all, the attempt is ended.
+    """
+    if by_source is None:
+        return []
+    covered = {t.name for t in targets}
+    written, idle = [], []
+    for name, planned in by_source.tables.items():
+        if name in covered:
+            continue
+        if by_source.files_of(name):
+            target = RoutedTarget(name, options.config_for(name), planned.table, (), ())
+            target.attempts = planned.attempts
+            written.append(target)
+        else:
+            idle.append(name)
+    run_parallel([functools.partial(by_source.end, [name]) for name in idle])
+    return written
+
+
+def record_source_files(by_source: SourceWrite, metrics: SinkMetrics) -> None:
+    """The files' metrics of each table, as the routed write records its own."""
+    for (name, _), planned in zip(by_source.tables.items(), by_source.plan.tables, strict=True):
+        files = by_source.files_of(name)
+        if files:
+            metrics.record_files(name, files, planned.spec.target_file_size_bytes)
