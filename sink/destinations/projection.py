@@ -31,18 +31,16 @@ from pyspark.sql import types as st
 
 from sink.config import BadRecordPolicy
 from sink.destinations.resolve import SOURCE_PREFIX, destination_value, positional
+from sink.destinations.slots import Shape, Slots, shape_of
 from sink.normalize import first_problem
 from sink.schema.conversion import BadRecordReason, ColumnConverter, Problem
-from sink.schema.diff import match_fields
 from sink.spark_session import application_id
-from sink.type_mapping import iceberg_to_spark_type
 
 UNROUTABLE = -1
 SKIPPED = -2
 DEST_INDEX = "__icesink_dest_index"
 BAD_ROW = "__icesink_bad_row"
 _PROBLEM = "__icesink_problem"
-_SLOT_PREFIX = "__icesink_slot_"
 
 
 @dataclass(frozen=True)
@@ -191,7 +189,7 @@ def _build_plan(
         lookup = F.create_map(*[c for v, i in sorted(indexes.items()) for c in (F.lit(v), F.lit(i))])
         dest_index = F.coalesce(F.try_element_at(lookup, dest), F.lit(UNROUTABLE))
     index = F.col(DEST_INDEX)
-    slots = _Slots()
+    slots = Slots()
     converters = {
         t.index: ColumnConverter(t.table, options.case_sensitive, options.evolution_enabled) for t in tables
     }
@@ -219,73 +217,12 @@ def _build_plan(
     )
 
 
-class _Slots:
-    """The slots of the projection and which destination reads which (see the module docstring)."""
-
-    def __init__(self) -> None:
-        self._keys: dict[tuple[str, str], int] = {}
-        self._types: list[st.DataType] = []
-        self._expressions: list[dict[str, tuple[Column, list[int]]]] = []
-        self._of: dict[int, list[int]] = {}
-
-    def add(
-        self,
-        table: DestinationTable,
-        fields: list[st.StructField],
-        sources: list[Column],
-        converter: ColumnConverter,
-        case_sensitive: bool,
-    ) -> None:
-        """Give each column of ``table`` a slot and its conversion there."""
-        offered = [fields[p] for p in table.columns]
-        matched, _ = match_fields(table.schema.fields, offered, (), case_sensitive)
-        conversions = converter.columns([sources[p] for p in table.columns], offered, table.schema.fields)
-        mine = self._of.setdefault(table.index, [])
-        for j, field in enumerate(table.schema.fields):
-            spark_type = iceberg_to_spark_type(field.field_type)
-            slot = self._keys.setdefault((field.name, spark_type.simpleString()), len(self._keys))
-            if slot == len(self._types):
-                self._types.append(spark_type)
-                self._expressions.append({})
-            mine.append(slot)
-            if j in matched:
-                value = conversions[j].value
-                self._expressions[slot].setdefault(str(value), (value, []))[1].append(table.index)
-
-    def values(self, index: Column) -> list[Column]:
-        """Each slot's value: one expression when every destination converts it the same way."""
-        result = []
-        for slot, (spark_type, expressions) in enumerate(zip(self._types, self._expressions, strict=True)):
-            choices = list(expressions.values())
-            if not choices:
-                value = F.lit(None).cast(spark_type)
-            elif len(choices) == 1:
-                value = choices[0][0]
-            else:
-                value = F.when(index.isin(choices[0][1]), choices[0][0])
-                for expression, indexes in choices[1:]:
-                    value = value.when(index.isin(indexes), expression)
-            result.append(value.alias(f"{_SLOT_PREFIX}{slot}"))
-        return result
-
-    def columns(self) -> list[Column]:
-        return [F.col(f"{_SLOT_PREFIX}{slot}") for slot in range(len(self._types))]
-
-    def of(self, index: int) -> list[int]:
-        return self._of[index]
-
-    @property
-    def positions(self) -> dict[int, tuple[int, ...]]:
-        """Destination index -> input positions of its slots in the write's input (after index and flag)."""
-        return {index: tuple(2 + s for s in slots) for index, slots in self._of.items()}
-
-
 def _problem(
     tables: Sequence[DestinationTable],
     fields: list[st.StructField],
     sources: list[Column],
     converters: Mapping[int, ColumnConverter],
-    slots: _Slots,
+    slots: Slots,
     dest: Column,
     options: ProjectionOptions,
 ) -> Column:
@@ -298,17 +235,24 @@ def _problem(
         F.coalesce(dest, F.lit("null")).alias("value"),
     )
     problem = F.when(index == UNROUTABLE, unroutable)
+    by_shape: dict[Shape, tuple[Column, str] | None] = {}
     by_expression: dict[str, tuple[Column, list[int]]] = {}
     for table in tables:
-        converted = [F.col(f"{_SLOT_PREFIX}{s}") for s in slots.of(table.index)]
-        offered = [fields[p] for p in table.columns]
-        checks = converters[table.index].columns(
-            [sources[p] for p in table.columns], offered, table.schema.fields, converted=converted
-        )
-        problems: list[Problem] = [p for c in checks for p in c.problems]
-        if problems:
-            first = first_problem(problems)
-            by_expression.setdefault(str(first), (first, []))[1].append(table.index)
+        shape = shape_of(table)
+        if shape not in by_shape:
+            offered = [fields[p] for p in table.columns]
+            checks = converters[table.index].columns(
+                [sources[p] for p in table.columns],
+                offered,
+                table.schema.fields,
+                converted=slots.converted(table.index),
+            )
+            problems: list[Problem] = [p for c in checks for p in c.problems]
+            first = first_problem(problems) if problems else None
+            by_shape[shape] = None if first is None else (first, str(first))
+        found = by_shape[shape]
+        if found is not None:
+            by_expression.setdefault(found[1], (found[0], []))[1].append(table.index)
     for first, indexes in by_expression.values():
         problem = problem.when(index.isin(indexes), first)
     return problem
