@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pyiceberg.types import NestedField
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as st
@@ -22,7 +21,7 @@ if TYPE_CHECKING:
 
 SLOT_PREFIX = "__icesink_slot_"
 
-Shape = tuple[tuple[int, ...], tuple[NestedField, ...]]
+Shape = tuple[tuple[int, ...], str]
 """What a table's conversions depend on: the batch columns offered to it and its fields.
 
 Tables of one shape (topics of one schema, each into its table) share their conversions:
@@ -31,8 +30,8 @@ building each is calls into the JVM, for every column of every table.
 
 
 def shape_of(table: DestinationTable) -> Shape:
-    """The shape of ``table``."""
-    return table.columns, table.schema.fields
+    """The shape of ``table`` (its fields as JSON: equal list types of two tables may hash apart)."""
+    return table.columns, ",".join(f.model_dump_json() for f in table.schema.fields)
 
 
 class Slots:
