@@ -9,7 +9,9 @@ the one topic into one table and on the N topics (``subscribePattern``,
 ``route.by=topic``, ``route.table-template``) into N tables, each run into fresh tables.
 With ``--contenders single,routed,unpacked`` a third run per round reads the N topics
 with ``kafka.max-partitions`` set to N: one Spark task per topic-partition, as the source
-did before it packed small offset ranges into two tasks per core.
+did before it packed small offset ranges into two tasks per core. ``routed-sink`` is the
+routed job with ``kafka.write-in-source: false``: every row goes through the sink's
+write tasks, as before the decoding tasks wrote the rows of the tables seen before.
 
 Reported per run: messages per second (from the query's start to its end), CPU
 seconds, micro-batches, and Spark jobs per micro-batch; per round, the ratio routed /
@@ -116,6 +118,7 @@ def routed_run(
     args: argparse.Namespace,
     *,
     packed: bool = True,
+    in_source: bool = True,
 ) -> dict:
     """One run of the first ``topics`` routed topics, each into its table (all of them: by pattern).
 
@@ -131,7 +134,9 @@ def routed_run(
         "route.table-template": f"{name}.{{topic}}",
         "dead-letter.table": f"{name}_dlq.dead_letters",
     }
-    kafka = {} if packed else {"max-partitions": topics}
+    kafka: dict[str, Any] = {} if packed else {"max-partitions": topics}
+    if not in_source:
+        kafka["write-in-source"] = False
     config = job_config(broker, root, name, subscription, sink, args.max_offsets, kafka)
     result = run_job(spark, config, root / f"checkpoint-{name}")
     messages = topics * args.messages_per_topic
@@ -164,11 +169,17 @@ def main(argv: list[str] | None = None) -> int:
         "--contenders",
         type=lambda v: [k.strip() for k in v.split(",") if k.strip()],
         default=["single", "routed"],
-        help="runs per round, in order: single, routed, unpacked (routed with one task per topic-partition)",
+        help="runs per round, in order: single, routed, unpacked (routed with one task per "
+        "topic-partition), routed-sink (routed, every row through the sink's write tasks)",
     )
     args = parser.parse_args(argv)
-    if "single" not in args.contenders or not set(args.contenders) <= {"single", "routed", "unpacked"}:
-        parser.error("--contenders: 'single' plus any of 'routed', 'unpacked'")
+    if "single" not in args.contenders or not set(args.contenders) <= {
+        "single",
+        "routed",
+        "unpacked",
+        "routed-sink",
+    }:
+        parser.error("--contenders: 'single' plus any of 'routed', 'unpacked', 'routed-sink'")
     if args.topics < 10 or args.topics > 1000:
         parser.error("--topics must be between 10 and 1000")
 
@@ -202,8 +213,17 @@ def main(argv: list[str] | None = None) -> int:
                 if kind == "single":
                     result = single_run(spark, broker, root, name, args)
                 else:
-                    packed = kind == "routed"
-                    result = routed_run(spark, broker, root, name, args.topics, args, packed=packed)
+                    packed, in_source = kind != "unpacked", kind != "routed-sink"
+                    result = routed_run(
+                        spark,
+                        broker,
+                        root,
+                        name.replace("-", "_"),
+                        args.topics,
+                        args,
+                        packed=packed,
+                        in_source=in_source,
+                    )
                 print(f"round {round_ + 1} {describe(kind, result, load)}", flush=True)
                 results.append({"round": round_ + 1, "kind": kind, **result})
                 rates[kind] = result["rate"]
