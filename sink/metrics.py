@@ -186,6 +186,16 @@ class SinkMetrics(MetricFamilies):
     # --- recording ----------------------------------------------------------------------
 
     @contextmanager
+    def time_commit(self, table: str, sink_id: str) -> Iterator[None]:
+        """Time a commit step (:meth:`time_step`); one that raises is counted as a failed commit."""
+        with self.time_step(table, "commit"):
+            try:
+                yield
+            except Exception:
+                self.commits.labels(table, sink_id, "failed").inc()
+                raise
+
+    @contextmanager
     def time_step(self, table: str, step: str) -> Iterator[None]:
         """Time one step of a micro-batch (and log it at INFO with the batch's ids)."""
         start = time.perf_counter()

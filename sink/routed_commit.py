@@ -42,12 +42,8 @@ def _commit(
     name = target.name
     mine = [f for f in files if f.table == name]
     committer = Committer(target.table, sink_id, target.config.commit)
-    with metrics.time_step(name, "commit"):
-        try:
-            outcome = committer.commit(mine, BatchRange(batch_id, batch_id), {batch_id: attempt})
-        except Exception:
-            metrics.commits.labels(name, sink_id, "failed").inc()
-            raise
+    with metrics.time_commit(name, sink_id):
+        outcome = committer.commit(mine, BatchRange(batch_id, batch_id), {batch_id: attempt})
     assert target.attempts is not None
     target.attempts.end(batch_id, attempt)
     if outcome.skipped_replay:

@@ -261,12 +261,8 @@ class RoutedUpserts:
         """One table's row delta (its lookup redone alone after a conflict), then its attempt ended."""
         name = target.name
         mine = [f for f in files if f.table == name]
-        with self._metrics.time_step(name, "commit"):
-            try:
-                outcome = applier.apply(keys, mine, batch_id, attempt, target.location, first)
-            except Exception:
-                self._metrics.commits.labels(name, sink_id, "failed").inc()
-                raise
+        with self._metrics.time_commit(name, sink_id):
+            outcome = applier.apply(keys, mine, batch_id, attempt, target.location, first)
         assert target.attempts is not None
         target.attempts.end(batch_id, attempt)
         if outcome.commit.skipped_replay:

@@ -93,11 +93,10 @@ class StagedCommits:
         files = state.staging.files
         batches = BatchRange(staged[0].batch_id, max(staged[-1].batch_id, last_batch_id or -1))
         committer = Committer(table, sink_id, self.config.commit)
-        with self.metrics.time_step(name, "commit"):
+        with self.metrics.time_commit(name, sink_id):
             try:
                 outcome = committer.commit_batches(staged, batches, durable=self._policy.stages)
             except Exception:
-                self.metrics.commits.labels(name, sink_id, "failed").inc()
                 if not self._policy.stages:
                     state.staging.batches.clear()  # Spark replays the batch; nothing is staged durably
                 raise

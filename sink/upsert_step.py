@@ -191,7 +191,7 @@ class UpsertStep:
         applier = UpsertApplier(
             table, self._keys, sink_id, self.config.commit, spec, spark_lookups(batch.changes.sparkSession)
         )
-        with self.metrics.time_step(name, "commit"):
+        with self.metrics.time_commit(name, sink_id):  # a failed commit is counted
             outcome = applier.apply(keys, written.files, batch_id, written.attempt, location=written.location)
         if outcome.commit.skipped_replay:
             delete_uncommitted(table, written.files)
