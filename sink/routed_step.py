@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import threading
 import uuid
+from collections.abc import Iterable
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
@@ -100,6 +101,7 @@ class RoutedStep:
         self._recovered: set[tuple[str, str]] = set()  # (table, sink id) settled in this process
         self._lock = threading.Lock()
         self._sink_locks: dict[str, threading.Lock] = {}
+        self._unsettled: dict[str, SourceWrite] = {}  # sink id -> its planned write not yet written
         self._by_source = RoutedSourcePlanner(config, catalog, metrics, self._options, self._recover)
 
     def source_write(self, batch_df: DataFrame, batch_id: int) -> SourceWrite | None:
@@ -108,7 +110,13 @@ class RoutedStep:
         with self._lock:
             sink_lock = self._sink_locks.setdefault(sink_id, threading.Lock())
         with sink_lock:
-            return self._by_source.plan(batch_df, batch_id, sink_id)
+            failed = self._unsettled.pop(sink_id, None)  # its batch failed before reaching the sink
+            if failed is not None:
+                self._forget_recovery(failed.tables, sink_id)
+            planned = self._by_source.plan(batch_df, batch_id, sink_id)
+            if planned is not None:
+                self._unsettled[sink_id] = planned
+            return planned
 
     def write_batch(
         self, batch_df: DataFrame, batch_id: int, sink_id: str, arrow_source: ArrowSource | None = None
@@ -123,13 +131,18 @@ class RoutedStep:
             sink_lock = self._sink_locks.setdefault(sink_id, threading.Lock())
         with sink_lock:
             self._metrics.begin_batch(self.label, sink_id, batch_id, query_id_of(batch_df))
+            self._unsettled.pop(sink_id, None)
             try:
                 self._write_batch(batch_df, batch_id, sink_id, by_source)
             except BaseException:
-                if by_source is not None:  # the replay settles what this attempt left behind
-                    with self._lock:
-                        self._recovered.difference_update((n, sink_id) for n in by_source.tables)
+                if by_source is not None:
+                    self._forget_recovery(by_source.tables, sink_id)
                 raise
+
+    def _forget_recovery(self, tables: Iterable[str], sink_id: str) -> None:
+        """The replay settles what a failed attempt left on ``tables`` first."""
+        with self._lock:
+            self._recovered.difference_update((name, sink_id) for name in tables)
 
     def _write_batch(
         self, batch_df: DataFrame, batch_id: int, sink_id: str, by_source: SourceWrite | None
@@ -188,8 +201,7 @@ class RoutedStep:
         try:
             self._write_and_commit(projection, changes, targets, written, sink_id, batch_id, by_source)
         except BaseException:
-            with self._lock:  # the replay settles what this attempt left behind
-                self._recovered.difference_update((t.name, sink_id) for t in targets + written)
+            self._forget_recovery((t.name for t in targets + written), sink_id)
             raise
 
     def _projection_options(self, position: int) -> ProjectionOptions:

@@ -11,6 +11,7 @@ import pytest
 from pyspark.sql import DataFrame
 
 from icesink import CommitError, IcebergSink
+from sink import failpoints
 from sink.commit.recovery import AttemptLog
 from sink.source_write import SOURCE_FILE_SUFFIX
 from streaming_jobs.kafka.decode import DecodeOptions, DecodingSink, ValueDecoder
@@ -132,4 +133,38 @@ def test_a_crash_between_two_tables_commits_replays_the_rest_once(
         referenced |= {n for s in table.snapshots() for n in added_files(table, s)}
     on_disk = {p.name for p in warehouse.rglob("*.parquet") if "/rs/" in str(p)}
     assert on_disk == referenced  # nothing of the failed attempt is left
+    sink.sink.close()
+
+
+def test_a_batch_failing_after_the_tasks_wrote_is_settled_by_the_replay_in_the_same_sink(
+    spark: Any, catalog_options: dict[str, str], warehouse: Path
+) -> None:
+    topics = ("a", "b")
+    sink = routed(catalog_options)
+    sink(kafka_batch(spark, [values(t, range(5)) for t in topics]), 0)
+    batch = kafka_batch(spark, [*(values(t, range(5, 55)) for t in topics), [("a", b'{"id": 55')]], 10)
+    failpoints.arm(
+        "deadletter", "raise"
+    )  # the broken value's dead letter: after the tasks wrote, before the sink
+    try:
+        with pytest.raises(failpoints.InjectedFault):
+            sink(batch, 1)
+    finally:
+        failpoints.disarm_all()
+    left = {p.name for p in warehouse.rglob("*.parquet") if by_source(p.name)}
+    assert len(left) == 2  # a file per table, of an attempt that never reached the sink
+
+    sink(batch, 1)  # the replay, in the same process: the failed attempt is settled first
+    catalog = catalog_from_options(catalog_options)
+    referenced = set()
+    for topic in topics:
+        table = catalog.load_table(f"rs.{topic}")
+        assert sorted(r["id"] for r in table.scan().to_arrow().to_pylist()) == list(range(55))
+        referenced |= {n for s in table.snapshots() for n in added_files(table, s)}
+        assert not AttemptLog.for_sink(sink.sink.config, table, "routed-src").open_attempts()
+    on_disk = {
+        p.name for p in warehouse.rglob("*.parquet") if "/rs/" in str(p) and "routed__dlq" not in str(p)
+    }
+    assert on_disk == referenced and not left & on_disk
+    assert len(catalog.load_table("rs.routed__dlq").scan().to_arrow()) == 1
     sink.sink.close()
