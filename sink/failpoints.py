@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
@@ -57,6 +58,7 @@ class Action:
 
 
 _armed: dict[str, Action] = {}
+_lock = threading.Lock()  # points are hit from several threads at once (a routed batch's commits)
 
 
 def _from_env(value: str) -> dict[str, Action]:
@@ -76,13 +78,14 @@ def hit(point: str) -> None:
     """Fire ``point`` if it is armed (a no-op otherwise)."""
     if not _armed:
         return
-    action = _armed.get(point)
-    if action is None:
-        return
-    if action.times <= 1:
-        del _armed[point]
-    else:
-        _armed[point] = Action(action.kind, action.times - 1, action.call)
+    with _lock:  # each armed hit is taken by exactly one caller
+        action = _armed.get(point)
+        if action is None:
+            return
+        if action.times <= 1:
+            del _armed[point]
+        else:
+            _armed[point] = Action(action.kind, action.times - 1, action.call)
     action.fire(point)
 
 

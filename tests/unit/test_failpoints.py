@@ -7,6 +7,7 @@ import pickle
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -70,3 +71,22 @@ def test_the_environment_arms_a_process() -> None:
     command = [sys.executable, "-c", code]
     refused = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     assert "is not point=raise or point=exit" in refused.stderr
+
+
+def test_a_point_hit_from_many_threads_at_once_fires_exactly_its_armed_hits() -> None:
+    fired: list[str] = []
+    failpoints.arm("commit.before", "call", times=500, call=fired.append)
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch as often as they can: the race shows if there is one
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda _: _hit_many("commit.before", 200), range(8)))
+    finally:
+        sys.setswitchinterval(before)
+        failpoints.disarm_all()
+    assert len(fired) == 500
+
+
+def _hit_many(point: str, times: int) -> None:
+    for _ in range(times):
+        failpoints.hit(point)
