@@ -34,7 +34,7 @@ from sink.destinations.table_options import TableOptions
 from sink.metrics import SinkMetrics
 from sink.parallel import run_parallel
 from sink.routed_write import RoutedTarget
-from sink.source_write import PlannedTable, SourceWrite, all_optional, plan_table
+from sink.source_write import PlannedTable, SourceWrite, all_optional, plan_table, row_schema_of
 from sink.spark_session import is_connect
 from sink.write.keys import arrow_key_functions
 from sink.write.source_task import SourceTable, SourceWritePlan
@@ -105,8 +105,11 @@ class RoutedSourcePlanner:
         if config.upsert.enabled:
             return None  # the rows are changes
         table = catalogs.load_table(self._catalog, name)
-        if table is None or not all_optional(table):
-            return None  # dropped since; a null in a required column is a dead letter
+        if table is None:
+            return None  # dropped since
+        row_schema = row_schema_of(table)
+        if not all_optional(row_schema):
+            return None  # a null in a required column is a dead letter
         if table.spec().fields and arrow_key_functions(table.spec(), table.schema()) is None:
             return None  # the routed step says why
         self._recover(config, table, sink_id)
@@ -114,7 +117,9 @@ class RoutedSourcePlanner:
             return None  # a replay: the routed step skips the table
         task_options = {"num_data_columns": len(table.schema().fields), "partition_values_in_task": True}
         spec_of = BatchWriter(config, self._metrics).write_spec
-        source_table, planned = plan_table(config, table, sink_id, batch_id, attempt, task_options, spec_of)
+        source_table, planned = plan_table(
+            config, table, row_schema, sink_id, batch_id, attempt, task_options, spec_of
+        )
         return name, source_table, planned
 
 

@@ -139,21 +139,21 @@ def plan_source_write(
     attempt, as the sink's own write would have it.
     """
     if config.route.enabled or config.upsert.enabled or is_connect(batch_df.sparkSession):
-        return (
-            None  # many tables (sink.routed_source); the rows are changes; no local properties under Connect
-        )
+        return None  # many tables (sink.routed_source); changes; no local properties under Connect
     table = catalogs.load_table(catalog, config.table)
     if table is None:
         return None  # its type comes from the batch
-    task_options = _task_options(table, config)
-    if task_options is None or not all_optional(table):
+    task_options, row_schema = _task_options(table, config), row_schema_of(table)
+    if task_options is None or not all_optional(row_schema):
         return None
     sink_id = sink_id_of(batch_df, config.sink_id)
     state = state_of(table, sink_id, batch_df)  # a crashed run's attempts settled first
     if ledger.is_committed(table, sink_id, batch_id) or state.staging.contains(batch_id):
         return None  # a replay: the sink skips it
     attempt = uuid.uuid4().hex[:16]
-    source_table, planned = plan_table(config, table, sink_id, batch_id, attempt, task_options, spec_of)
+    source_table, planned = plan_table(
+        config, table, row_schema, sink_id, batch_id, attempt, task_options, spec_of
+    )
     plan = SourceWritePlan((source_table,), config.write.memory_budget_bytes, faults=failpoints.for_tasks())
     return SourceWrite(plan, batch_id, attempt, {config.table: planned})
 
@@ -161,6 +161,7 @@ def plan_source_write(
 def plan_table(
     config: SinkConfig,
     table: Table,
+    row_schema: pa.Schema,
     sink_id: str,
     batch_id: int,
     attempt: str,
@@ -170,9 +171,8 @@ def plan_table(
     """One table's part of a source write (``config`` is the table's), its attempt on record.
 
     The table's crashed attempts must be settled first: a recovery after this would
-    delete the files the source's tasks write.
+    delete the files the source's tasks write. ``row_schema`` is :func:`row_schema_of` the table.
     """
-    row_schema = to_arrow_schema(iceberg_to_spark_schema(table.schema()), timezone="UTC")
     spec = spec_of(table, sink_id, batch_id, attempt, task_options)
     attempts = AttemptLog.for_sink(config, table, sink_id)
     attempts.begin(AttemptRecord(sink_id, batch_id, attempt, spec.file_prefix, spec.data_location))
@@ -191,9 +191,13 @@ def _task_options(table: Table, config: SinkConfig) -> dict[str, Any] | None:
     return {"num_data_columns": len(schema.fields), "partition_values_in_task": bool(spec.fields)}
 
 
-def all_optional(table: Table) -> bool:
-    """Whether every column of ``table``, nested ones too, may be null (no row can be bad)."""
-    row_schema = to_arrow_schema(iceberg_to_spark_schema(table.schema()), timezone="UTC")
+def row_schema_of(table: Table) -> pa.Schema:
+    """The Arrow type of ``table``'s rows as Spark hands them to a write task."""
+    return to_arrow_schema(iceberg_to_spark_schema(table.schema()), timezone="UTC")
+
+
+def all_optional(row_schema: pa.Schema) -> bool:
+    """Whether every column of a table's ``row_schema``, nested ones too, may be null (no row can be bad)."""
     return all(_optional(f) for f in row_schema)
 
 

@@ -181,11 +181,6 @@ class DataTaskWriter:
         """The rows received and dropped as bad so far (all of them after :meth:`write_all`)."""
         return self._rows.report
 
-    @property
-    def chunk_bytes(self) -> int:
-        """The Arrow bytes of the chunks :meth:`write_chunk` is best given (the fanout's budget)."""
-        return self._chunk_bytes
-
     def write_all(self, batches: Iterator[pa.RecordBatch]) -> list[DataFileMessage]:
         """Write every batch; on failure delete what was written and raise :class:`WriteError`."""
         try:
@@ -196,7 +191,7 @@ class DataTaskWriter:
         return self.close()
 
     def write_chunk(self, received: pa.RecordBatch) -> None:
-        """Write one chunk of rows (of about :attr:`chunk_bytes`); on failure call :meth:`abort`."""
+        """Write one chunk of rows (of about the fanout's chunk size); on failure call :meth:`abort`."""
         n = self._spec.num_data_columns
         # The file schema is built at the first rows (a task without rows never needs it).
         width = len(self._files.arrow_schema)
