@@ -45,6 +45,7 @@ from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import TableProperties
 from pyiceberg.typedef import Record
+from pyiceberg.types import StructType
 from pyiceberg.utils.schema_conversion import AvroSchemaConversion
 
 from sink.write.messages import CONTENT_DATA, DataFileMessage
@@ -147,9 +148,13 @@ class EntryEncoding:
     sync: bytes
 
     @functools.cached_property
+    def _types(self) -> _EntryTypes:
+        return _entry_types(self.spec.partition_type(self.schema).model_dump_json())
+
+    @property
     def file_schema(self) -> Schema:
         """The manifest's entry schema (format v2, with the spec's partition type)."""
-        return _entry_schema(self.spec, self.schema, ENCODED_FORMAT_VERSION)
+        return self._types.file_schema
 
     @functools.cached_property
     def avro_codec(self) -> str:
@@ -159,18 +164,12 @@ class EntryEncoding:
     @functools.cached_property
     def layout(self) -> str:
         """A digest of the entry's Avro schema and codec: blocks of one layout go in one manifest."""
-        avro = AvroSchemaConversion().iceberg_to_avro(self.file_schema, schema_name="manifest_entry")
-        text = json.dumps(avro, sort_keys=True) + "\0" + self.avro_codec
+        text = self._types.avro_schema_json + "\0" + self.avro_codec
         return hashlib.sha256(text.encode()).hexdigest()[:24]
 
-    @functools.cached_property
-    def _record_schema(self) -> Schema:
-        """The entry schema pyiceberg's ``ManifestEntry`` and ``DataFile`` objects have."""
-        return _entry_schema(self.spec, self.schema, DEFAULT_READ_VERSION)
-
-    @functools.cached_property
+    @property
     def _writer(self) -> Writer:
-        return resolve_writer(record_schema=self._record_schema, file_schema=self.file_schema)
+        return self._types.writer
 
     def block(self, data_file: DataFile) -> bytes:
         """``data_file``'s entry, added by a snapshot still to be named, as one Avro block."""
@@ -207,14 +206,9 @@ class EntryEncoding:
         data_file.spec_id = self.spec.spec_id
         return data_file
 
-    @functools.cached_property
+    @property
     def _reader(self) -> Reader:
-        return resolve_reader(
-            self.file_schema,
-            self._record_schema,
-            read_types={-1: ManifestEntry, 2: DataFile},
-            read_enums={0: ManifestEntryStatus, 101: FileFormat, 134: DataFileContent},
-        )
+        return self._types.reader
 
     def without_entry(self, message: DataFileMessage) -> DataFileMessage:
         """``message`` as it was before :meth:`with_entry`, its statistics read from its block."""
@@ -262,6 +256,42 @@ class EntryEncoding:
         )
 
 
-def _entry_schema(spec: PartitionSpec, schema: Schema, format_version: int) -> Schema:
-    data_file = data_file_with_partition(spec.partition_type(schema), format_version)  # type: ignore[arg-type]
+class _EntryTypes:
+    """The entry schemas of one partition type, and the Avro writer and reader between them.
+
+    Building them walks the schemas many times over (a few milliseconds); they depend on
+    the partition type only, which the tables of a routed write mostly share.
+    """
+
+    def __init__(self, partition_type: StructType) -> None:
+        self.file_schema = _entry_schema(partition_type, ENCODED_FORMAT_VERSION)
+        self.record_schema = _entry_schema(partition_type, DEFAULT_READ_VERSION)  # pyiceberg's objects
+
+    @functools.cached_property
+    def avro_schema_json(self) -> str:
+        avro = AvroSchemaConversion().iceberg_to_avro(self.file_schema, schema_name="manifest_entry")
+        return json.dumps(avro, sort_keys=True)
+
+    @functools.cached_property
+    def writer(self) -> Writer:
+        return resolve_writer(record_schema=self.record_schema, file_schema=self.file_schema)
+
+    @functools.cached_property
+    def reader(self) -> Reader:
+        return resolve_reader(
+            self.file_schema,
+            self.record_schema,
+            read_types={-1: ManifestEntry, 2: DataFile},
+            read_enums={0: ManifestEntryStatus, 101: FileFormat, 134: DataFileContent},
+        )
+
+
+@functools.lru_cache(maxsize=256)
+def _entry_types(partition_type_json: str) -> _EntryTypes:
+    """The :class:`_EntryTypes` of a partition type, by its JSON (equal types of two loads hash apart)."""
+    return _EntryTypes(StructType.model_validate_json(partition_type_json))
+
+
+def _entry_schema(partition_type: StructType, format_version: int) -> Schema:
+    data_file = data_file_with_partition(partition_type, format_version)  # type: ignore[arg-type]
     return manifest_entry_schema_with_data_file(format_version, data_file)  # type: ignore[arg-type]
