@@ -67,6 +67,7 @@ from pyiceberg.table.update import (
 )
 
 from sink._pyiceberg import DeleteManifestWriter
+from sink.commit import manifest_lists
 from sink.commit.encoded_manifests import split_encoded, write_encoded_manifest
 from sink.commit.manifest_merge import MergePolicy, merge_manifests
 from sink.commit.summary import snapshot_summary
@@ -237,7 +238,7 @@ class SnapshotProducer:
             return [], []
         kept: list[ManifestFile] = []
         removed: list[ManifestEntry] = []
-        for manifest in parent.manifests(self._table.io):
+        for manifest in manifest_lists.manifests_of(base, parent, self._table.io):
             if not self._removed:
                 kept.append(manifest)
                 continue
@@ -299,6 +300,7 @@ class SnapshotProducer:
             avro_compression=codec,  # type: ignore[arg-type]
         ) as writer:
             writer.add_manifests(manifests)
+        manifest_lists.remember(base, path, [writer.prepare_manifest(m) for m in manifests])
         return path
 
 
