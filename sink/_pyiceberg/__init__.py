@@ -3,28 +3,25 @@
 pyiceberg (0.12) has no public API for some of what a distributed writer needs:
 Parquet footer statistics in Iceberg form, the partition value representation and
 the schema conversion from Arrow without ids, manifests of delete files, a commit of
-prepared metadata updates, the SQL catalog's table row (a commit on metadata already
-parsed, swapped in by compare-and-swap). Everything of that kind is imported here, so a
+prepared metadata updates, the SQL catalog's table row (:mod:`sink._pyiceberg.sql`).
+Everything of that kind is imported here, so a
 pyiceberg upgrade that moves them breaks in one place.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import warnings
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow.parquet as pq
 from pyiceberg.catalog import Catalog
-from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import ManifestContent, ManifestWriterV2
 from pyiceberg.partitioning import _to_partition_representation
 from pyiceberg.schema import Schema
-from pyiceberg.table import CommitTableResponse, Table
-from pyiceberg.table.locations import load_location_provider
+from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.update import (
     TableRequirement,
@@ -35,9 +32,6 @@ from pyiceberg.table.update import (
 )
 from pyiceberg.types import BinaryType, IcebergType, StringType
 from pyiceberg.utils.datetime import datetime_to_millis
-
-if TYPE_CHECKING:  # the SQL catalog and SQLAlchemy are imported where used: the write tasks need neither
-    from pyiceberg.catalog.sql import SqlCatalog
 
 
 @dataclass(frozen=True)
@@ -226,6 +220,8 @@ def commit_table_updates(
     Raises:
         CommitFailedException: A requirement no longer holds (a concurrent commit).
     """
+    from sink._pyiceberg.sql import sql_catalog, sql_commit_table
+
     if sql_catalog(table.catalog) is None:
         table._do_commit(updates=updates, requirements=requirements)
         return
@@ -236,40 +232,6 @@ def commit_table_updates(
     except Exception as e:  # as pyiceberg: the commit stands
         warnings.warn(f"Failed to delete old metadata after commit: {e}", stacklevel=2)
     table.metadata, table.metadata_location = response.metadata, response.metadata_location
-
-
-def sql_catalog(catalog: Catalog) -> SqlCatalog | None:
-    """``catalog`` when it is a SQL catalog whose database reports updated rows (compare-and-swap)."""
-    from pyiceberg.catalog.sql import SqlCatalog
-
-    if isinstance(catalog, SqlCatalog) and catalog.engine.dialect.supports_sane_rowcount:
-        return catalog
-    return None
-
-
-def _table_row(catalog: SqlCatalog, identifier: tuple[str, ...]) -> list[Any]:
-    """The conditions selecting the catalog row of the table ``identifier``."""
-    from pyiceberg.catalog.sql import IcebergTables
-
-    return [
-        IcebergTables.catalog_name == catalog.name,
-        IcebergTables.table_namespace == Catalog.namespace_to_string(Catalog.namespace_from(identifier)),
-        IcebergTables.table_name == Catalog.table_name_from(identifier),
-    ]
-
-
-def sql_metadata_location(catalog: SqlCatalog, identifier: tuple[str, ...]) -> str | None:
-    """The current metadata location of the table ``identifier`` (``None``: no such table).
-
-    One indexed query, where loading the table parses its whole metadata file.
-    """
-    from pyiceberg.catalog.sql import IcebergTables
-    from sqlalchemy import select
-    from sqlalchemy.orm import Session
-
-    query = select(IcebergTables.metadata_location).where(*_table_row(catalog, identifier))
-    with Session(catalog.engine) as session:
-        return session.execute(query).scalar_one_or_none()
 
 
 def table_of_metadata(
@@ -302,48 +264,3 @@ def updated_metadata(
     metadata.spec().check_compatible(metadata.schema())
     metadata.sort_order().check_compatible(metadata.schema())
     return metadata
-
-
-def sql_commit_table(
-    table: Table, requirements: tuple[TableRequirement, ...], updates: tuple[TableUpdate, ...]
-) -> CommitTableResponse:
-    """What ``SqlCatalog.commit_table`` does, on the table's metadata instead of the catalog's reloaded copy.
-
-    The requirements are checked against the table's metadata, the new metadata file
-    (next version number, new uuid, the table's location provider) is written, and the
-    catalog row moves to it only if it still names the table's metadata file: a
-    concurrent commit makes the swap fail, and the caller refreshes and retries.
-
-    Raises:
-        CommitFailedException: A requirement does not hold, or the table moved meanwhile.
-    """
-    from pyiceberg.catalog.sql import IcebergTables
-    from sqlalchemy import update
-    from sqlalchemy.orm import Session
-
-    catalog = sql_catalog(table.catalog)
-    assert catalog is not None
-    base, base_location = table.metadata, table.metadata_location
-    for requirement in requirements:
-        requirement.validate(base)
-    metadata = updated_metadata(base, updates, base_location)
-    if metadata is base:
-        return CommitTableResponse(metadata=base, metadata_location=base_location)
-    version = catalog._parse_metadata_version(base_location) + 1
-    provider = load_location_provider(metadata.location, metadata.properties)
-    location = provider.new_table_metadata_file_location(version)
-    io = catalog._load_file_io(properties=metadata.properties, location=location)
-    catalog._write_metadata(metadata=metadata, io=io, metadata_path=location)
-    swap = (
-        update(IcebergTables)
-        .where(*_table_row(catalog, table.name()), IcebergTables.metadata_location == base_location)
-        .values(metadata_location=location, previous_metadata_location=base_location)
-    )
-    with Session(catalog.engine) as session:
-        swapped = session.execute(swap).rowcount  # type: ignore[attr-defined]
-        session.commit()
-    if swapped < 1:
-        with contextlib.suppress(OSError):
-            io.delete(location)  # no catalog row names it
-        raise CommitFailedException(f"Table has been updated by another process: {'.'.join(table.name())}")
-    return CommitTableResponse(metadata=metadata, metadata_location=location)

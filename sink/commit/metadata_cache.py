@@ -6,7 +6,7 @@ snapshots and grows with them. The sink loads its table each batch and the commi
 refresh it before each attempt, yet the table rarely moved meanwhile. This module keeps,
 per catalog and table, the last metadata loaded or committed with the file it came
 from. Before using it, it asks the catalog only for the table's current metadata
-location (on the SQL catalog one query, :func:`sink._pyiceberg.sql_metadata_location`;
+location (on the SQL catalog one query, :func:`sink._pyiceberg.sql.sql_metadata_location`;
 on the REST catalog a load of the referenced snapshots only,
 :func:`sink._pyiceberg.rest.table_on`): the same file, the metadata in hand is used;
 another file, the table is loaded as usual. Other catalogs load or refresh as usual
@@ -28,8 +28,9 @@ from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.update import TableRequirement, TableUpdate
 
-from sink._pyiceberg import commit_table_updates, sql_catalog, sql_metadata_location, table_of_metadata
+from sink._pyiceberg import commit_table_updates, table_of_metadata
 from sink._pyiceberg import rest as pyiceberg_rest
+from sink._pyiceberg.sql import sql_catalog, sql_metadata_location
 
 _Entries = dict[tuple[str, ...], tuple[str, TableMetadata]]
 _cache: weakref.WeakKeyDictionary[Catalog, _Entries] = weakref.WeakKeyDictionary()

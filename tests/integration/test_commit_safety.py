@@ -20,7 +20,8 @@ from pyiceberg.table.update import AddSnapshotUpdate
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sink import IcebergSink, _pyiceberg
+from sink import IcebergSink
+from sink._pyiceberg import sql as pyiceberg_sql
 from sink.errors import CommitConflictError, CommitError
 from tests.support.tables import catalog_from_options
 
@@ -100,7 +101,7 @@ def test_commit_that_gives_up_keeps_staged_files_for_the_restarted_sink(
     sink(frame(spark, 0), 0)
     sink(frame(spark, 1), 1)  # staged and acknowledged to Spark
     appender = ConcurrentAppender(options, "db.safety")
-    monkeypatch.setattr(_pyiceberg, "sql_commit_table", appender.wrap(_pyiceberg.sql_commit_table))
+    monkeypatch.setattr(pyiceberg_sql, "sql_commit_table", appender.wrap(pyiceberg_sql.sql_commit_table))
     with pytest.raises(CommitConflictError):
         sink(frame(spark, 2), 2)
     monkeypatch.undo()
@@ -121,7 +122,7 @@ def test_commit_that_gives_up_without_staging_deletes_only_its_own_files(
     sink = IcebergSink.from_options(options)
     sink(frame(spark, 0), 0)
     appender = ConcurrentAppender(options, "db.safety")
-    monkeypatch.setattr(_pyiceberg, "sql_commit_table", appender.wrap(_pyiceberg.sql_commit_table))
+    monkeypatch.setattr(pyiceberg_sql, "sql_commit_table", appender.wrap(pyiceberg_sql.sql_commit_table))
     with pytest.raises(CommitConflictError, match="were deleted"):
         sink(frame(spark, 1), 1)
     monkeypatch.undo()
@@ -141,7 +142,8 @@ def test_commit_with_lost_response_then_flush_keeps_the_snapshot_that_landed(
     sink = IcebergSink.from_options(options)
     sink(frame(spark, 0), 0)
     losses: list[int] = []
-    monkeypatch.setattr(_pyiceberg, "sql_commit_table", lose_response(_pyiceberg.sql_commit_table, losses))
+    lost = lose_response(pyiceberg_sql.sql_commit_table, losses)
+    monkeypatch.setattr(pyiceberg_sql, "sql_commit_table", lost)
     with pytest.raises(CommitError, match="unknown outcome"):
         sink(frame(spark, 1), 1)
     assert losses
@@ -160,7 +162,7 @@ def test_batch_committed_by_another_process_during_the_retry_is_not_committed_tw
     sink(frame(spark, 0), 0)
     other = IcebergSink.from_options(options)  # a second process of the same query
     raced: list[int] = []
-    real_commit = _pyiceberg.sql_commit_table
+    real_commit = pyiceberg_sql.sql_commit_table
 
     def commit(table: Table, requirements: Any, updates: Any) -> Any:
         if is_data_commit(updates) and not raced:
@@ -168,7 +170,7 @@ def test_batch_committed_by_another_process_during_the_retry_is_not_committed_tw
             other(frame(spark, 1), 1)  # commits batch 1 first: this commit conflicts
         return real_commit(table, requirements, updates)
 
-    monkeypatch.setattr(_pyiceberg, "sql_commit_table", commit)
+    monkeypatch.setattr(pyiceberg_sql, "sql_commit_table", commit)
     sink(frame(spark, 1), 1)
 
     table = catalog_from_options(options).load_table("db.safety")

@@ -16,7 +16,7 @@ from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.table import Table
 from pyiceberg.table.update import AddSnapshotUpdate
 
-from sink import _pyiceberg
+from sink._pyiceberg import sql as pyiceberg_sql
 from sink.catalog import CREATED_TABLE_PROPERTIES
 from sink.commit.recovery import attempt_location
 from sink.commit.staging import StagedBatch
@@ -95,7 +95,7 @@ def before_each_data_commit(
 ) -> None:
     """Run ``action`` (another writer's commit) just before each data commit through ``catalog``.
 
-    The sink commits to a SQL catalog with :func:`sink._pyiceberg.sql_commit_table`, to
+    The sink commits to a SQL catalog with :func:`sink._pyiceberg.sql.sql_commit_table`, to
     others but REST with the catalog's ``commit_table``: both are hooked (REST commits go
     through :mod:`sink._pyiceberg.rest`, hooked in ``tests/deploy/test_metadata_cache_rest.py``).
     """
@@ -109,7 +109,7 @@ def before_each_data_commit(
         return commit
 
     monkeypatch.setattr(catalog, "commit_table", hooked(catalog.commit_table))
-    monkeypatch.setattr(_pyiceberg, "sql_commit_table", hooked(_pyiceberg.sql_commit_table))
+    monkeypatch.setattr(pyiceberg_sql, "sql_commit_table", hooked(pyiceberg_sql.sql_commit_table))
 
 
 def concurrent_appends(table: Table) -> tuple[Callable[[], None], list[int]]:

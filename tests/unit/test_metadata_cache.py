@@ -15,7 +15,8 @@ from pyiceberg.table.snapshots import Operation
 from pyiceberg.table.update import SetPropertiesUpdate, update_table_metadata
 
 from sink import catalog as catalogs
-from sink._pyiceberg import sql_commit_table, updated_metadata
+from sink._pyiceberg import updated_metadata
+from sink._pyiceberg.sql import sql_commit_table
 from sink.commit import metadata_cache
 from sink.commit.committer import Committer
 from sink.commit.ledger import BatchRange
