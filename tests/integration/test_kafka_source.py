@@ -35,6 +35,7 @@ from streaming_jobs.kafka.source.kafka_offsets import (
     resolve_read_start,
     split_ranges,
 )
+from streaming_jobs.kafka.source.kafka_range_reader import read_ranges
 from tests.support.tansu import TansuBroker
 
 QUERY_TIMEOUT_S = 60
@@ -470,6 +471,43 @@ def test_many_topics_packed_into_few_tasks_are_read_exactly_once(
     assert batch.rdd.getNumPartitions() == 4
     rows = batch.select("topic", "partition", "offset").collect()
     assert sorted((r.topic, r.partition, r.offset) for r in rows) == sorted(expected)
+
+
+def test_one_consumer_reads_a_tasks_ranges_of_many_partitions_and_split_pieces_exactly(
+    kafka_broker: TansuBroker, topic_name: str
+) -> None:
+    topics = [f"{topic_name}-{n}" for n in range(3)]
+    for topic in topics:
+        kafka_broker.create_topic(topic, partitions=2)
+        produce_spread(kafka_broker, topic, {0: 300, 1: 50}, linger_ms=50, batch_num_messages=70)
+    ranges = [
+        OffsetRange(topics[0], 0, 10, 150),  # two pieces of one partition: read in two rounds
+        OffsetRange(topics[0], 0, 150, 290),
+        OffsetRange(topics[0], 1, 0, 50),
+        OffsetRange(topics[1], 0, 0, 300),
+        OffsetRange(topics[1], 1, 49, 50),
+        OffsetRange(topics[2], 1, 20, 20),  # empty
+        OffsetRange(topics[2], 0, 295, 300),
+    ]
+    options = KafkaSourceOptions.from_options(
+        source_options(kafka_broker, subscribePattern=f"{topic_name}-.*")
+    )
+
+    batches = list(read_ranges(options, ranges, batch_rows=64))
+
+    assert all(b.num_rows <= 64 for b in batches)
+    assert all(len(set(b.column("topic").to_pylist())) == 1 for b in batches)  # a range per batch
+    columns = ("topic", "partition", "offset", "value")
+    rows = [row for b in batches for row in zip(*(b.column(c).to_pylist() for c in columns), strict=True)]
+    read = [(t, p, o) for t, p, o, _ in rows]
+    expected = [(r.topic, r.partition, o) for r in ranges for o in range(r.start, r.end)]
+    assert sorted(read) == sorted(expected)  # each once
+    for key in {(t, p) for t, p, _ in read}:
+        offsets = [o for t, p, o in read if (t, p) == key]
+        assert offsets == sorted(offsets), f"{key} out of offset order"
+    values = {(t, p, o): v for t, p, o, v in rows}
+    assert values[(topics[0], 0, 150)] == b"v0-150"
+    assert values[(topics[1], 1, 49)] == b"v1-49"
 
 
 # --- lost data and bad options -----------------------------------------------------------

@@ -22,13 +22,12 @@ How a micro-batch flows:
    partitions from their earliest offset), lost data reported per ``failOnDataLoss``,
    split further for ``minPartitions``, and packed into at most ``maxPartitions``
    Spark partitions (:func:`pack_ranges`).
-3. Executors, ``read(partition)``: each range of the Spark partition read exactly into
-   Arrow record batches (:func:`read_range`), one range after the other.
+3. Executors, ``read(partition)``: the ranges of the Spark partition read exactly into
+   Arrow record batches through one consumer (:func:`read_ranges`).
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 from collections.abc import Callable, Iterator, Sequence
@@ -57,7 +56,7 @@ from streaming_jobs.kafka.source.kafka_offsets import (
     split_ranges,
 )
 from streaming_jobs.kafka.source.kafka_options import KafkaSourceOptions, check_client_config
-from streaming_jobs.kafka.source.kafka_range_reader import KAFKA_SCHEMA, read_range
+from streaming_jobs.kafka.source.kafka_range_reader import KAFKA_SCHEMA, read_ranges
 
 logger = logging.getLogger(__name__)
 
@@ -266,7 +265,7 @@ def _read(
     # Spark hands a plain InputPartition(None) to a reader that planned no partitions.
     if not isinstance(partition, KafkaInputPartition):
         return iter(())
-    batches = itertools.chain.from_iterable(read_range(options, r) for r in partition.ranges)
+    batches = read_ranges(options, partition.ranges)
     return transform(batches) if transform is not None else batches
 
 
