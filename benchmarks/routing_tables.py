@@ -77,14 +77,31 @@ def run_job(spark: Any, config: Any, checkpoint: Path) -> dict[str, Any]:
     before = last_job_id(spark)
     seconds, cpu = timed_run(spark, config)
     jobs = last_job_id(spark) - before - 1
-    batches = len([p for p in (checkpoint / "commits").iterdir() if p.name.isdigit()])
+    ends = batch_ends(checkpoint)
     return {
         "seconds": seconds,
         "cpu_seconds": job_cpu_seconds(cpu),
-        "batches": batches,
+        "batches": len(ends),
         "spark_jobs": jobs,
-        "jobs_per_batch": jobs / max(batches, 1),
+        "jobs_per_batch": jobs / max(len(ends), 1),
+        "after_first_seconds": ends[-1] - ends[0] if len(ends) > 1 else None,
     }
+
+
+def batch_ends(checkpoint: Path) -> list[float]:
+    """When each micro-batch ended: the times Spark wrote its commit-log entries, in batch order."""
+    entries = sorted(
+        (int(p.name), p.stat().st_mtime) for p in (checkpoint / "commits").iterdir() if p.name.isdigit()
+    )
+    return [mtime for _, mtime in entries]
+
+
+def after_first_rate(result: dict[str, Any], max_offsets: int) -> float | None:
+    """Messages per second of the micro-batches after the first (the one that creates the tables)."""
+    seconds = result["after_first_seconds"]
+    if not seconds:
+        return None
+    return (result["messages"] - min(max_offsets, result["messages"])) / seconds
 
 
 def rows_committed(config: Any, namespace: str) -> int:
@@ -143,13 +160,15 @@ def routed_run(
     return {**result, "tables": topics, "messages": messages, "rows": rows_committed(config, name)}
 
 
-def describe(kind: str, result: dict[str, Any], load: float) -> str:
-    """One line about a run; adds its rate and the load average to ``result``."""
+def describe(kind: str, result: dict[str, Any], load: float, max_offsets: int) -> str:
+    """One line about a run; adds its rates and the load average to ``result``."""
     rate = result["messages"] / result["seconds"]
-    result.update(rate=rate, load_average=load)
+    later = after_first_rate(result, max_offsets)
+    result.update(rate=rate, after_first_rate=later, load_average=load)
     return (
         f"{kind:>6}: {result['rows']:,} rows into {result['tables']} table(s) in {result['seconds']:.1f} s = "
-        f"{rate:,.0f} msg/s; {result['cpu_seconds']:.0f} CPU s; {result['batches']} micro-batches, "
+        f"{rate:,.0f} msg/s ({f'{later:,.0f}' if later else '-'} msg/s after the first micro-batch); "
+        f"{result['cpu_seconds']:.0f} CPU s; {result['batches']} micro-batches, "
         f"{result['jobs_per_batch']:.1f} Spark jobs per micro-batch; load average {load:.1f}"
     )
 
@@ -224,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
                         packed=packed,
                         in_source=in_source,
                     )
-                print(f"round {round_ + 1} {describe(kind, result, load)}", flush=True)
+                print(f"round {round_ + 1} {describe(kind, result, load, args.max_offsets)}", flush=True)
                 results.append({"round": round_ + 1, "kind": kind, **result})
                 rates[kind] = result["rate"]
             print(
@@ -249,6 +268,11 @@ def summarize(results: list[dict[str, Any]], warm: dict[str, Any], args: argpars
         if k != "single"
     }
     jobs = {k: sorted({round(r["jobs_per_batch"], 1) for r in rs}) for k, rs in by_kind.items()}
+    later = {
+        k: [r["after_first_rate"] / s["after_first_rate"] for s, r in zip(by_kind["single"], rs, strict=True)]
+        for k, rs in by_kind.items()
+        if k != "single" and all(r["after_first_rate"] for r in rs + by_kind["single"])
+    }
     for kind, values in ratios.items():
         print(
             f"median: single {medians['single']:,.0f} msg/s, {kind} ({args.topics} tables) "
@@ -257,6 +281,11 @@ def summarize(results: list[dict[str, Any]], warm: dict[str, Any], args: argpars
             f"single {jobs['single']}, {kind} {jobs[kind]} ({warm['tables']} tables: "
             f"{warm['jobs_per_batch']:.1f})"
         )
+        if kind in later:
+            print(
+                f"after the first micro-batch (which creates the tables): {kind} / single "
+                f"{statistics.median(later[kind]):.2f} (rounds: {', '.join(f'{x:.2f}' for x in later[kind])})"
+            )
     summary = {
         "benchmark": "routing_tables",
         "topics": args.topics,
@@ -265,6 +294,7 @@ def summarize(results: list[dict[str, Any]], warm: dict[str, Any], args: argpars
         "master": args.master,
         "median_messages_per_s": {k: round(v) for k, v in medians.items()},
         "ratios": {k: [round(x, 3) for x in values] for k, values in ratios.items()},
+        "ratios_after_first_batch": {k: [round(x, 3) for x in values] for k, values in later.items()},
         "runs": results,
         "warm_up": warm,
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
