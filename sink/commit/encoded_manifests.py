@@ -21,18 +21,17 @@ from dataclasses import dataclass
 
 from pydantic_core import to_json
 from pyiceberg.avro.codecs import AVRO_CODEC_KEY
-from pyiceberg.avro.file import AvroOutputFile
 from pyiceberg.io import OutputFile
 from pyiceberg.manifest import (
     UNASSIGNED_SEQ,
     DataFile,
     ManifestContent,
-    ManifestEntry,
     ManifestFile,
     construct_partition_summaries,
 )
 from pyiceberg.table.metadata import TableMetadata
 
+from sink._pyiceberg.avro import PreparedAvroOutputFile
 from sink.errors import CommitError
 from sink.write.manifest_entry import (
     ENCODED_FORMAT_VERSION,
@@ -91,7 +90,7 @@ def write_encoded_manifest(
 ) -> ManifestFile:
     """The manifest of ``group``'s added files: the Avro header, then the blocks as encoded."""
     encoding = _encoding(base, spec_id, group.sync)
-    avro = AvroOutputFile[ManifestEntry](
+    avro = PreparedAvroOutputFile(
         output_file=output,
         file_schema=encoding.file_schema,
         schema_name="manifest_entry",

@@ -47,7 +47,6 @@ from pyiceberg.manifest import (
     ManifestFile,
     ManifestWriter,
     write_manifest,
-    write_manifest_list,
 )
 from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
@@ -67,6 +66,7 @@ from pyiceberg.table.update import (
 )
 
 from sink._pyiceberg import DeleteManifestWriter
+from sink._pyiceberg.avro import write_manifest_list
 from sink.commit import manifest_lists
 from sink.commit.encoded_manifests import split_encoded, write_encoded_manifest
 from sink.commit.manifest_merge import MergePolicy, merge_manifests
@@ -297,7 +297,7 @@ class SnapshotProducer:
             snapshot_id=self._snapshot_id,
             parent_snapshot_id=parent.snapshot_id if parent else None,
             sequence_number=sequence_number,
-            avro_compression=codec,  # type: ignore[arg-type]
+            avro_compression=codec,
         ) as writer:
             writer.add_manifests(manifests)
         manifest_lists.remember(base, path, [writer.prepare_manifest(m) for m in manifests])
