@@ -8,6 +8,7 @@ statements here are SQLAlchemy Core statements on pyiceberg's table of tables.
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Any, cast
 
 from pyiceberg.catalog import Catalog
@@ -16,7 +17,7 @@ from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import CommitTableResponse, Table
 from pyiceberg.table.locations import load_location_provider
 from pyiceberg.table.update import TableRequirement, TableUpdate
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 
 from sink._pyiceberg import updated_metadata
 
@@ -33,14 +34,44 @@ def _tables() -> Any:
     return IcebergTables.__table__
 
 
-def _table_row(catalog: SqlCatalog, identifier: tuple[str, ...]) -> list[Any]:
-    """The conditions selecting the catalog row of the table ``identifier``."""
+@functools.cache
+def _location_query() -> Any:
+    """The current metadata location of one table, by its bound row key.
+
+    Built once: building a statement costs more than running it.
+    """
     columns = _tables().c
+    return select(columns.metadata_location).where(*_row_key(columns))
+
+
+@functools.cache
+def _swap_statement() -> Any:
+    """The compare-and-swap of one table's metadata location, by its bound row key and the base location."""
+    rows = _tables()
+    return (
+        update(rows)
+        .where(*_row_key(rows.c), rows.c.metadata_location == bindparam("base_location"))
+        .values(
+            metadata_location=bindparam("location"), previous_metadata_location=bindparam("base_location")
+        )
+    )
+
+
+def _row_key(columns: Any) -> list[Any]:
     return [
-        columns.catalog_name == catalog.name,
-        columns.table_namespace == Catalog.namespace_to_string(Catalog.namespace_from(identifier)),
-        columns.table_name == Catalog.table_name_from(identifier),
+        columns.catalog_name == bindparam("row_catalog"),
+        columns.table_namespace == bindparam("row_namespace"),
+        columns.table_name == bindparam("row_name"),
     ]
+
+
+def _row_of(catalog: SqlCatalog, identifier: tuple[str, ...]) -> dict[str, str]:
+    """The bound values selecting the catalog row of the table ``identifier``."""
+    return {
+        "row_catalog": catalog.name,
+        "row_namespace": Catalog.namespace_to_string(Catalog.namespace_from(identifier)),
+        "row_name": Catalog.table_name_from(identifier),
+    }
 
 
 def sql_metadata_location(catalog: SqlCatalog, identifier: tuple[str, ...]) -> str | None:
@@ -48,9 +79,9 @@ def sql_metadata_location(catalog: SqlCatalog, identifier: tuple[str, ...]) -> s
 
     One indexed query, where loading the table parses its whole metadata file.
     """
-    query = select(_tables().c.metadata_location).where(*_table_row(catalog, identifier))
     with catalog.engine.connect() as connection:
-        return cast("str | None", connection.execute(query).scalar_one_or_none())
+        found = connection.execute(_location_query(), _row_of(catalog, identifier)).scalar_one_or_none()
+        return cast("str | None", found)
 
 
 def sql_commit_table(
@@ -80,14 +111,9 @@ def sql_commit_table(
     ).new_table_metadata_file_location(version)
     io = table.io  # a FileIO per commit would set up its file systems each time
     catalog._write_metadata(metadata=metadata, io=io, metadata_path=location)
-    rows = _tables()
-    swap = (
-        update(rows)
-        .where(*_table_row(catalog, table.name()), rows.c.metadata_location == base_location)
-        .values(metadata_location=location, previous_metadata_location=base_location)
-    )
+    values = {**_row_of(catalog, table.name()), "base_location": base_location, "location": location}
     with catalog.engine.begin() as connection:
-        swapped = connection.execute(swap).rowcount
+        swapped = connection.execute(_swap_statement(), values).rowcount
     if swapped < 1:
         with contextlib.suppress(OSError):
             io.delete(location)  # no catalog row names it
