@@ -97,7 +97,10 @@ class DecodingSink:
         """Decode and write one micro-batch (the ``foreachBatch`` function)."""
         # A routed sink's plan names a table per topic, the value of the rows' _kafka_topic column.
         planned = self.write_in_source and (self.decoder.metadata_columns or not self.routed)
-        by_source = self.sink.source_write(batch_df, batch_id) if planned else None
+        by_source = None
+        if planned:
+            with self.sink.metrics.time_step(self.label, "plan"):
+                by_source = self.sink.source_write(batch_df, batch_id)
         if by_source is None:
             self._write(batch_df, batch_id, None)
             return
