@@ -159,6 +159,10 @@ class SinkMetrics(MetricFamilies):
         self.start_sink(table, sink_id, query_id)
         self._context.batch = _BatchContext(table, sink_id, batch_id, snapshot_id)
 
+    def end_batch(self) -> None:
+        """The micro-batch of this thread is over: steps timed from now on name no batch."""
+        self._context.batch = None
+
     def sink_of_query(self, query_id: str) -> SinkIdentity | None:
         """The table and sink id a streaming query writes through, once its first batch started."""
         with self._lock:

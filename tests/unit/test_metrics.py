@@ -161,6 +161,16 @@ def test_time_step_logs_the_ids_of_the_batch(caplog: pytest.LogCaptureFixture) -
     assert _value(metrics, "icesink_step_duration_seconds_count", table="db.t", step="write") == 1
 
 
+def test_a_step_after_the_batch_ended_names_no_batch(caplog: pytest.LogCaptureFixture) -> None:
+    metrics = SinkMetrics()
+    metrics.begin_batch("db.t", "sink-a", 41)
+    metrics.end_batch()
+    with caplog.at_level(logging.INFO, logger="sink.metrics"), metrics.time_step("db.t", "plan"):
+        pass
+    (line,) = [r.getMessage() for r in caplog.records if "step plan" in r.getMessage()]
+    assert "batch 41" not in line and line.startswith("table db.t: step plan took")
+
+
 # --- serving ---------------------------------------------------------------------------------
 
 
