@@ -53,7 +53,7 @@ from sink.destinations.projection import (
     RoutedProjection,
     project,
 )
-from sink.destinations.resolve import DestinationValue, resolve, route_column
+from sink.destinations.resolve import DestinationValue, resolve, resolve_in_tasks, route_column
 from sink.destinations.table_options import TableOptions
 from sink.log_context import batch_logger
 from sink.metrics import SinkMetrics
@@ -133,7 +133,7 @@ class RoutedStep:
             self._metrics.begin_batch(self.label, sink_id, batch_id, query_id_of(batch_df))
             self._unsettled.pop(sink_id, None)
             try:
-                self._write_batch(batch_df, batch_id, sink_id, by_source)
+                self._write_batch(batch_df, batch_id, sink_id, arrow_source)
             except BaseException:
                 if by_source is not None:
                     self._forget_recovery(by_source.tables, sink_id)
@@ -145,15 +145,16 @@ class RoutedStep:
             self._recovered.difference_update((name, sink_id) for name in tables)
 
     def _write_batch(
-        self, batch_df: DataFrame, batch_id: int, sink_id: str, by_source: SourceWrite | None
+        self, batch_df: DataFrame, batch_id: int, sink_id: str, arrow_source: ArrowSource | None
     ) -> None:
+        by_source = arrow_source.written if arrow_source is not None else None
         if by_source is not None and by_source.remaining_rows == 0:  # the source's tasks wrote every row
             position, found, tables_of = -1, [], {}
         else:
             case_sensitive = self._config.table_schema.case_sensitive
             position = route_column(batch_df.schema, self._config.route, case_sensitive)
             with self._metrics.time_step(self.label, "route"):  # 1. the ONE job finding the destinations
-                found = resolve(batch_df, position)
+                found = self._destinations(batch_df, position, arrow_source)
                 tables_of = self._names.tables_of(d.value for d in found)
         configs = {
             d.value: self._options.config_for(n) for d in found if d.value and (n := tables_of[d.value])
@@ -165,6 +166,17 @@ class RoutedStep:
         finally:
             changes.release()
         self._by_source.learn(tables_of)
+
+    @staticmethod
+    def _destinations(
+        batch_df: DataFrame, position: int, arrow_source: ArrowSource | None
+    ) -> list[DestinationValue]:
+        """Counted where the batch's rows are made when it was made in Python, else by Spark."""
+        if arrow_source is not None:
+            found = resolve_in_tasks(arrow_source.df, arrow_source.function, batch_df.schema, position)
+            if found is not None:
+                return found
+        return resolve(batch_df, position)
 
     def _write_routed(
         self,

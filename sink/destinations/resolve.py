@@ -4,18 +4,26 @@ One ``groupBy(destination).agg(count(*), count(c1), ..., count(cN))`` over the b
 every distinct destination value, its rows, and which columns hold at least one non-null
 value in its rows. Only those columns are offered to its table's schema: a column all
 null for a destination is not added to its table (each table evolves on its own).
+
+A batch made in Python (``df.mapInArrow(function)``, the Kafka job's decoded rows) with a
+string destination column is counted where its rows are made (:func:`resolve_in_tasks`):
+each task sends its counts per destination, the rows never cross to the JVM.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as st
 
 from sink.config_route import TOPIC_COLUMNS, RouteBy, RouteConfig
 from sink.errors import ConfigError
+from sink.write.task import ArrowFunction
 
 SOURCE_PREFIX = "__icesink_src_"
 _ROWS = "__icesink_rows"
@@ -87,3 +95,45 @@ def resolve(batch_df: DataFrame, route_position: int) -> list[DestinationValue]:
         for row in rows
     ]
     return sorted(found, key=lambda d: (d.value is None, d.value or ""))
+
+
+def resolve_in_tasks(
+    df: DataFrame, function: ArrowFunction, schema: st.StructType, route_position: int
+) -> list[DestinationValue] | None:
+    """:func:`resolve` of the batch ``df.mapInArrow(function, schema)``, counted in its tasks.
+
+    ``None`` when the destination column is not a string: Spark and Arrow write other
+    types as text differently, and the text names the table.
+    """
+    if not isinstance(schema.fields[route_position].dataType, st.StringType):
+        return None
+    n = len(schema.fields)
+    counts_ddl = f"{_DEST} string, {_ROWS} long, " + ", ".join(f"n{i} long" for i in range(n))
+
+    def count(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in function(batches):
+            if batch.num_rows:
+                yield _counts(batch, route_position)
+
+    found: dict[str | None, list[int]] = {}
+    for row in df.mapInArrow(count, counts_ddl).collect():  # a row per destination per task
+        totals = found.setdefault(row[_DEST], [0] * (n + 1))
+        for i, value in enumerate(row[1:]):
+            totals[i] += value
+    values = [
+        DestinationValue(value, totals[0], tuple(i for i in range(n) if totals[i + 1] > 0))
+        for value, totals in found.items()
+    ]
+    return sorted(values, key=lambda d: (d.value is None, d.value or ""))
+
+
+def _counts(batch: pa.RecordBatch, route_position: int) -> pa.RecordBatch:
+    """Per destination value of ``batch``: its rows, and its non-null values per column."""
+    valid = {f"n{i}": pc.is_valid(column) for i, column in enumerate(batch.columns)}
+    table = pa.table({_DEST: batch.column(route_position), **valid})
+    grouped = table.group_by(_DEST, use_threads=False).aggregate(
+        [([], "count_all"), *((name, "sum") for name in valid)]
+    )
+    columns = [grouped.column(_DEST), grouped.column("count_all")]
+    columns += [pc.cast(grouped.column(f"{name}_sum"), pa.int64()) for name in valid]
+    return pa.RecordBatch.from_arrays([c.combine_chunks() for c in columns], names=[_DEST, _ROWS, *valid])

@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as st
 
 from icesink import IcebergSink
+from sink.destinations.resolve import resolve, resolve_in_tasks
 from sink.errors import BadRecordError, CommitError
 from tests.support.failing_commits import second_commit_fails
 from tests.support.spark_jobs import count_spark_jobs
@@ -272,3 +273,41 @@ def test_metrics_max_tables_bounds_the_table_label(
     assert sum(s.value for s in samples) == 15  # every row counted, under some label
     catalog = catalog_from_options(catalog_options)
     assert sum(len(table_rows(catalog.load_table(f"ev.{k}"))) for k in COLUMNS) == 15
+
+
+def test_destinations_counted_in_the_arrow_tasks_are_sparks(spark: SparkSession) -> None:
+    schema = st.StructType(
+        [
+            st.StructField("_kafka_topic", st.StringType()),
+            st.StructField("n", st.LongType()),
+            st.StructField("x", st.DoubleType()),
+            st.StructField("s", st.StructType([st.StructField("a", st.StringType())])),
+            st.StructField("tags", st.ArrayType(st.StringType())),
+        ]
+    )
+    rows = [
+        ("a", 1, None, {"a": None}, None),  # a struct of nulls is a value
+        ("a", None, float("nan"), None, []),
+        ("b", None, None, None, None),  # b: rows, no value in any other column
+        (None, 3, 1.5, None, ["t"]),
+        ("c", 4, None, {"a": "z"}, None),
+    ]
+    source = spark.createDataFrame(rows * 7, schema).repartition(3)
+    arrow_schema = source.schema
+
+    def same(batches: Any) -> Any:
+        yield from batches
+
+    batch_df = source.mapInArrow(same, arrow_schema)
+
+    in_tasks = resolve_in_tasks(source, same, batch_df.schema, 0)
+
+    assert in_tasks == resolve(batch_df, 0)
+    assert [(d.value, d.rows, d.columns) for d in in_tasks] == [
+        ("a", 14, (0, 1, 2, 3, 4)),
+        ("b", 7, (0,)),
+        ("c", 7, (0, 1, 3)),
+        (None, 7, (1, 2, 4)),
+    ]
+    numbers = batch_df.select(batch_df.n.alias("route"), "x")
+    assert resolve_in_tasks(source, same, numbers.schema, 0) is None  # Spark writes a number as text
