@@ -93,3 +93,22 @@ def test_a_format_v1_list_is_read_back_not_remembered(catalog_and_table: tuple[C
     commit_batch(v1, 1)
     assert remembered(v1) is None
     assert sorted(v1.scan().to_arrow().column("id").to_pylist()) == list(range(20))
+
+
+def test_the_lists_remembered_hold_a_bounded_number_of_manifests(
+    catalog_and_table: tuple[Catalog, Table], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    catalog, first = catalog_and_table
+    monkeypatch.setattr(manifest_lists, "MAX_MANIFESTS", 5)
+    schema = pa.schema([("id", pa.int64()), ("v", pa.string())])
+    tables = [first, *(catalog.create_table(f"db.t{n}", schema=schema) for n in range(3))]
+    for table in tables:  # a list of 1 manifest each
+        commit_batch(table, 0)
+    assert manifest_lists.held() == (4, 4)
+    for batch_id in (1, 2):  # the first table's list grows to 3 manifests: the oldest tables go
+        commit_batch(first, batch_id)
+    assert manifest_lists.held() == (3, 5)
+    assert remembered(tables[1]) is None and remembered(tables[2]) is not None
+    assert remembered(first) is not None
+    commit_batch(tables[1], 1)  # forgotten: read back from its list, and committed all the same
+    assert sound_ids(tables[1]) == list(range(20))
