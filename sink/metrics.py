@@ -143,25 +143,28 @@ class SinkMetrics(MetricFamilies):
         self.start_time.labels(table, sink_id).set(time.time())
         logger.info("metrics of sink %s for table %s started", sink_id, table)
 
-    def begin_batch(
+    @contextmanager
+    def batch(
         self,
         table: str,
         sink_id: str,
         batch_id: int,
         query_id: str | None = None,
         snapshot_id: int | None = None,
-    ) -> None:
-        """A micro-batch starts on this thread: start the sink once and remember the ids.
+    ) -> Iterator[None]:
+        """A micro-batch runs on this thread inside: start the sink once and remember the ids.
 
-        The steps timed by :meth:`time_step` on this thread afterwards are logged with
-        the sink id, the batch id, the table and the snapshot the batch builds on.
+        The steps timed by :meth:`time_step` on this thread inside are logged with the sink
+        id, the batch id, the table and the snapshot the batch builds on; steps after it
+        (a caller's next batch being planned or decoded) name no batch.
         """
         self.start_sink(table, sink_id, query_id)
+        outer = getattr(self._context, "batch", None)
         self._context.batch = _BatchContext(table, sink_id, batch_id, snapshot_id)
-
-    def end_batch(self) -> None:
-        """The micro-batch of this thread is over: steps timed from now on name no batch."""
-        self._context.batch = None
+        try:
+            yield
+        finally:
+            self._context.batch = outer
 
     def sink_of_query(self, query_id: str) -> SinkIdentity | None:
         """The table and sink id a streaming query writes through, once its first batch started."""

@@ -129,8 +129,7 @@ class RoutedStep:
         by_source = arrow_source.written if arrow_source is not None else None
         with self._lock:
             sink_lock = self._sink_locks.setdefault(sink_id, threading.Lock())
-        with sink_lock:
-            self._metrics.begin_batch(self.label, sink_id, batch_id, query_id_of(batch_df))
+        with sink_lock, self._metrics.batch(self.label, sink_id, batch_id, query_id_of(batch_df)):
             self._unsettled.pop(sink_id, None)
             try:
                 self._write_batch(batch_df, batch_id, sink_id, arrow_source)

@@ -179,13 +179,12 @@ class IcebergSink:
                     )
             self._upsert.check_table(table)  # upsert mode: before anything is written
             state = self._state(table, sink_id, batch_df)
-            self.metrics.begin_batch(
-                name, sink_id, batch_id, state.query_id, table.metadata.current_snapshot_id
-            )
-            if is_exported(self.metrics):
-                watch_query(batch_df, self.metrics)  # progress metrics, on the query's own session
-            with state.lock:
-                self._write_batch(batch_df, batch_id, table, state, arrow_source)
+            snapshot_id = table.metadata.current_snapshot_id
+            with self.metrics.batch(name, sink_id, batch_id, state.query_id, snapshot_id):
+                if is_exported(self.metrics):
+                    watch_query(batch_df, self.metrics)  # progress metrics, on the query's own session
+                with state.lock:
+                    self._write_batch(batch_df, batch_id, table, state, arrow_source)
 
     def _write_batch(
         self,

@@ -153,8 +153,11 @@ def test_record_commit_counts_what_was_committed() -> None:
 
 def test_time_step_logs_the_ids_of_the_batch(caplog: pytest.LogCaptureFixture) -> None:
     metrics = SinkMetrics()
-    metrics.begin_batch("db.t", "sink-a", 41, query_id="q", snapshot_id=1234)
-    with caplog.at_level(logging.INFO, logger="sink.metrics"), metrics.time_step("db.t", "write"):
+    with (
+        metrics.batch("db.t", "sink-a", 41, query_id="q", snapshot_id=1234),
+        caplog.at_level(logging.INFO, logger="sink.metrics"),
+        metrics.time_step("db.t", "write"),
+    ):
         pass
     (line,) = [r.getMessage() for r in caplog.records if "step write" in r.getMessage()]
     assert "batch 41" in line and "sink-a" in line and "db.t" in line and "snapshot 1234" in line
@@ -163,8 +166,8 @@ def test_time_step_logs_the_ids_of_the_batch(caplog: pytest.LogCaptureFixture) -
 
 def test_a_step_after_the_batch_ended_names_no_batch(caplog: pytest.LogCaptureFixture) -> None:
     metrics = SinkMetrics()
-    metrics.begin_batch("db.t", "sink-a", 41)
-    metrics.end_batch()
+    with metrics.batch("db.t", "sink-a", 41):
+        pass
     with caplog.at_level(logging.INFO, logger="sink.metrics"), metrics.time_step("db.t", "plan"):
         pass
     (line,) = [r.getMessage() for r in caplog.records if "step plan" in r.getMessage()]

@@ -96,7 +96,6 @@ class DecodingSink:
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         """Decode and write one micro-batch (the ``foreachBatch`` function)."""
         # A routed sink's plan names a table per topic, the value of the rows' _kafka_topic column.
-        self.sink.metrics.end_batch()  # the plan and the decoding are this batch's, not the last one's
         planned = self.write_in_source and (self.decoder.metadata_columns or not self.routed)
         by_source = None
         if planned:
