@@ -12,7 +12,7 @@ each task sends its counts per destination, the rows never cross to the JVM.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -90,11 +90,7 @@ def resolve(batch_df: DataFrame, route_position: int) -> list[DestinationValue]:
         .agg(F.count(F.lit(1)).alias(_ROWS), *counts)
         .collect()
     )
-    found = [
-        DestinationValue(row[_DEST], int(row[_ROWS]), tuple(i for i in range(n) if row[f"n{i}"] > 0))
-        for row in rows
-    ]
-    return sorted(found, key=lambda d: (d.value is None, d.value or ""))
+    return _in_order(_destination(row[_DEST], row[1:]) for row in rows)  # rows, then n0 ... nN
 
 
 def resolve_in_tasks(
@@ -120,11 +116,17 @@ def resolve_in_tasks(
         totals = found.setdefault(row[_DEST], [0] * (n + 1))
         for i, value in enumerate(row[1:]):
             totals[i] += value
-    values = [
-        DestinationValue(value, totals[0], tuple(i for i in range(n) if totals[i + 1] > 0))
-        for value, totals in found.items()
-    ]
-    return sorted(values, key=lambda d: (d.value is None, d.value or ""))
+    return _in_order(_destination(value, totals) for value, totals in found.items())
+
+
+def _destination(value: str | None, counts: Sequence[int]) -> DestinationValue:
+    """A destination from its rows and its columns' non-null values (``counts``, rows first)."""
+    return DestinationValue(value, int(counts[0]), tuple(i for i, n in enumerate(counts[1:]) if n > 0))
+
+
+def _in_order(found: Iterable[DestinationValue]) -> list[DestinationValue]:
+    """The destinations by value, the null destination last."""
+    return sorted(found, key=lambda d: (d.value is None, d.value or ""))
 
 
 def _counts(batch: pa.RecordBatch, route_position: int) -> pa.RecordBatch:

@@ -167,10 +167,6 @@ class EntryEncoding:
         text = self._types.avro_schema_json + "\0" + self.avro_codec
         return hashlib.sha256(text.encode()).hexdigest()[:24]
 
-    @property
-    def _writer(self) -> Writer:
-        return self._types.writer
-
     def block(self, data_file: DataFile) -> bytes:
         """``data_file``'s entry, added by a snapshot still to be named, as one Avro block."""
         entry = ManifestEntry.from_args(
@@ -181,7 +177,7 @@ class EntryEncoding:
             data_file=data_file,
         )
         content = io.BytesIO()
-        self._writer.write(BinaryEncoder(content), entry)
+        self._types.writer.write(BinaryEncoder(content), entry)
         data = content.getvalue()
         if codec := KNOWN_CODECS[self.avro_codec]:  # type: ignore[index]
             data, _ = codec.compress(data)
@@ -201,14 +197,10 @@ class EntryEncoding:
         data = decoder.read_bytes()
         if codec := KNOWN_CODECS[self.avro_codec]:  # type: ignore[index]
             data = codec.decompress(data)
-        entry = self._reader.read(new_decoder(data))
+        entry = self._types.reader.read(new_decoder(data))
         data_file: DataFile = entry.data_file
         data_file.spec_id = self.spec.spec_id
         return data_file
-
-    @property
-    def _reader(self) -> Reader:
-        return self._types.reader
 
     def without_entry(self, message: DataFileMessage) -> DataFileMessage:
         """``message`` as it was before :meth:`with_entry`, its statistics read from its block."""
