@@ -300,7 +300,7 @@ class SnapshotProducer:
             avro_compression=codec,
         ) as writer:
             writer.add_manifests(manifests)
-        manifest_lists.remember(base, path, [writer.prepare_manifest(m) for m in manifests])
+        manifest_lists.remember(base, path, writer.data)
         return path
 
 

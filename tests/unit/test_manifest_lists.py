@@ -8,8 +8,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from pyiceberg.catalog import Catalog
+from pyiceberg.manifest import ManifestFile
 from pyiceberg.table import Table
 
+from sink._pyiceberg.avro import read_manifest_list
 from sink.catalog import CREATED_TABLE_PROPERTIES
 from sink.commit import manifest_lists
 from sink.commit.committer import Committer
@@ -41,14 +43,16 @@ def commit_batch(table: Table, batch_id: int) -> None:
     Committer(table, SINK_ID, FAST_RETRIES).commit(list(staged.files), BatchRange(batch_id, batch_id), {})
 
 
-def remembered(table: Table) -> tuple[str, list[object]] | None:
-    """The list remembered for ``table``, if it is its current snapshot's (else ``None``)."""
+def remembered(table: Table) -> list[ManifestFile] | None:
+    """The manifests of the list remembered for ``table``, if it is its current snapshot's (else ``None``)."""
     snapshot = table.current_snapshot()
     assert snapshot is not None
-    before = manifest_lists._lists.get(str(table.metadata.table_uuid))
-    if before is None or before[0] != snapshot.manifest_list:
+    kept = manifest_lists._lists.get(str(table.metadata.table_uuid))
+    if kept is None or kept[0] != snapshot.manifest_list:
         return None
-    return before[0], list(before[1])
+    with table.io.new_input(snapshot.manifest_list).open() as stream:
+        assert kept[1] == stream.read()  # the bytes written, as written
+    return read_manifest_list(*kept)
 
 
 def test_each_commit_remembers_the_manifests_a_reader_reads_back_from_its_list(
@@ -62,8 +66,8 @@ def test_each_commit_remembers_the_manifests_a_reader_reads_back_from_its_list(
         assert snapshot is not None
         kept = remembered(table)
         assert kept is not None, f"batch {batch_id}: the list just written is not remembered"
-        read = snapshot.manifests(table.io)
-        assert kept[1] == read  # sequence numbers assigned as the list assigned them
+        read = list(snapshot.manifests(table.io))
+        assert kept == read  # pyiceberg's reader and the prepared one agree
         added = [m for m in read if m.added_snapshot_id == snapshot.snapshot_id]
         assert {m.sequence_number for m in added} == {snapshot.sequence_number}
     assert len(read) < 7  # merged
@@ -84,30 +88,33 @@ def test_a_commit_on_another_writers_snapshot_reads_that_snapshots_list(
     assert sound_ids(table) == [*range(10), *range(10, 20), 1000]
 
 
-def test_a_format_v1_list_is_read_back_not_remembered(catalog_and_table: tuple[Catalog, Table]) -> None:
+def test_a_format_v1_list_is_remembered_as_written(catalog_and_table: tuple[Catalog, Table]) -> None:
     catalog, _ = catalog_and_table
     schema = pa.schema([("id", pa.int64()), ("v", pa.string())])
     properties = {**CREATED_TABLE_PROPERTIES, "format-version": "1"}
     v1 = catalog.create_table("db.v1", schema=schema, properties=properties)
     commit_batch(v1, 0)
     commit_batch(v1, 1)
-    assert remembered(v1) is None
+    snapshot = v1.current_snapshot()
+    assert snapshot is not None
+    assert remembered(v1) == list(snapshot.manifests(v1.io))
     assert sorted(v1.scan().to_arrow().column("id").to_pylist()) == list(range(20))
 
 
-def test_the_lists_remembered_hold_a_bounded_number_of_manifests(
+def test_the_lists_remembered_hold_a_bounded_number_of_bytes(
     catalog_and_table: tuple[Catalog, Table], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     catalog, first = catalog_and_table
-    monkeypatch.setattr(manifest_lists, "MAX_MANIFESTS", 5)
     schema = pa.schema([("id", pa.int64()), ("v", pa.string())])
     tables = [first, *(catalog.create_table(f"db.t{n}", schema=schema) for n in range(3))]
     for table in tables:  # a list of 1 manifest each
         commit_batch(table, 0)
-    assert manifest_lists.held() == (4, 4)
-    for batch_id in (1, 2):  # the first table's list grows to 3 manifests: the oldest tables go
-        commit_batch(first, batch_id)
-    assert manifest_lists.held() == (3, 5)
+    count, size = manifest_lists.held()
+    assert count == 4 and size > 0
+    monkeypatch.setattr(manifest_lists, "MAX_BYTES", size)
+    commit_batch(first, 1)  # the first table's list grows by a manifest: the oldest other table goes
+    assert manifest_lists.held()[0] == 3
+    assert manifest_lists.held()[1] <= size
     assert remembered(tables[1]) is None and remembered(tables[2]) is not None
     assert remembered(first) is not None
     commit_batch(tables[1], 1)  # forgotten: read back from its list, and committed all the same

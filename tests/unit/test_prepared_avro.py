@@ -11,6 +11,7 @@ from pyiceberg.manifest import (
     ManifestContent,
     ManifestFile,
     PartitionFieldSummary,
+    read_manifest_list,
     write_manifest_list,
 )
 
@@ -71,3 +72,24 @@ def test_a_manifest_list_is_pyicebergs_but_for_its_sync_marker(
     assert ours[0][-SYNC_SIZE:] != ours[1][-SYNC_SIZE:]  # a marker of its own per file
     assert without_sync(ours[0]) == without_sync(theirs)
     assert without_sync(ours[1]) == without_sync(theirs)  # the second file, on the prepared writer
+
+
+@pytest.mark.parametrize(("codec", "format_version"), [("gzip", 2), ("zstd", 2), ("null", 1), ("deflate", 1)])
+def test_a_manifest_list_is_kept_as_written_and_read_as_pyiceberg_reads_it(
+    tmp_path: Path, codec: str, format_version: int
+) -> None:
+    path = tmp_path / "list.avro"
+    with avro.write_manifest_list(
+        format_version=format_version,
+        output_file=PyArrowFileIO().new_output(str(path)),
+        snapshot_id=77,
+        parent_snapshot_id=76,
+        sequence_number=9,
+        avro_compression=codec,
+    ) as writer:
+        writer.add_manifests(manifests(5, format_version))
+    assert writer.data == path.read_bytes()
+    theirs = list(read_manifest_list(PyArrowFileIO().new_input(str(path))))
+    for _ in range(2):  # the second read on the prepared reader
+        assert avro.read_manifest_list(str(path), writer.data) == theirs
+    assert [m.sequence_number for m in theirs][-1] == (9 if format_version == 2 else 0)
