@@ -10,13 +10,18 @@ table as they decode them (:mod:`sink.write.source_task`), and the routed step
 (:mod:`sink.routed_step`) writes the rest of the batch, as the same attempt, and commits
 each table's files of both, each with its own ledger.
 
-A topic the sink has not written yet (its table may not exist) goes the routed step's
-way, and is planned from the next batch on.
+A topic the sink has not written yet goes the routed step's way, and is planned from
+the next batch on, unless the source prepared its table before the batch: a source that
+can look at a topic's latest records before they are read (the Kafka job's) hands their
+type to :meth:`RoutedSourcePlanner.prepare`, which creates the table from it (or evolves
+an existing one for it) and plans the topic from that batch on. Records of a type the
+table does not take yet still go the routed step's way, which evolves the table first.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 import uuid
 from collections.abc import Callable, Mapping
@@ -24,21 +29,26 @@ from collections.abc import Callable, Mapping
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 from pyspark.sql import DataFrame
+from pyspark.sql import types as st
 
 from sink import catalog as catalogs
 from sink import failpoints
 from sink.commit import ledger
-from sink.config import SinkConfig
+from sink.config import SchemaEvolution, SinkConfig
 from sink.config_route import RouteBy
 from sink.destinations.table_options import TableOptions
+from sink.errors import SinkError
 from sink.metrics import SinkMetrics
 from sink.parallel import run_parallel
 from sink.routed_write import RoutedTarget
+from sink.schema.coordinator import coordinator_for
 from sink.source_write import PlannedTable, SourceWrite, all_optional, plan_table, row_schema_of
 from sink.spark_session import is_connect
 from sink.write.keys import arrow_key_functions
 from sink.write.source_task import SourceTable, SourceWritePlan
 from sink.write_step import BatchWriter
+
+logger = logging.getLogger(__name__)
 
 Recover = Callable[[SinkConfig, Table, str], None]
 """Settles the crashed attempts of a sink id on a table, once per process (``RoutedStep._recover``)."""
@@ -75,6 +85,48 @@ class RoutedSourcePlanner:
         """The destinations of a batch the routed step wrote: topic -> table."""
         with self._lock:
             self._known.update((v, n) for v, n in tables_of.items() if v is not None and n is not None)
+
+    def known(self) -> frozenset[str]:
+        """The topics whose table the tasks may write: written before, or prepared."""
+        with self._lock:
+            return frozenset(self._known)
+
+    def prepare(
+        self, tables_of: Mapping[str | None, str | None], schemas: Mapping[str, st.StructType]
+    ) -> None:
+        """Load or create (and evolve) the table of each topic for rows of its schema, to plan it.
+
+        ``tables_of`` names each topic's table (``None``: unroutable, left alone). A table
+        that cannot be made from what was seen (a ``partition-by`` column missing, say) is
+        left to the routed step, which fails or succeeds with the batch's own rows.
+        """
+        wanted = {t: n for t, n in tables_of.items() if t is not None and n is not None and t in schemas}
+        if self._config.route.by is not RouteBy.TOPIC or not wanted:
+            return
+        prepare = [functools.partial(self._prepare_table, n, schemas[t]) for t, n in wanted.items()]
+        results = run_parallel(prepare)
+        self.learn({t: n for (t, n), ready in zip(wanted.items(), results, strict=True) if ready})
+
+    def _prepare_table(self, name: str, schema: st.StructType) -> bool:
+        config = self._options.config_for(name)
+        if config.upsert.enabled:
+            return False  # never planned: the rows are changes
+        try:
+            table = catalogs.load_table(self._catalog, name)
+            if table is None:
+                table = catalogs.create_table(self._catalog, config, schema)
+            if config.table_schema.evolution is not SchemaEvolution.OFF:
+                coordinator_for(config).evolve(
+                    table,
+                    schema,
+                    retry=config.commit,
+                    case_sensitive=config.table_schema.case_sensitive,
+                    metrics=self._metrics,
+                )
+        except SinkError as e:
+            logger.warning("table %s is left to the batch's own rows: %s", name, e)
+            return False
+        return True
 
     def plan(self, batch_df: DataFrame, batch_id: int, sink_id: str) -> SourceWrite | None:
         """The source's write of the batch to the known tables; ``None`` when none allows one."""

@@ -32,7 +32,7 @@ from __future__ import annotations
 import functools
 import threading
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
@@ -117,6 +117,13 @@ class RoutedStep:
             if planned is not None:
                 self._unsettled[sink_id] = planned
             return planned
+
+    def prepare_destinations(self, schemas: Mapping[str, st.StructType]) -> frozenset[str]:
+        """The tables of the values the source saw, before a batch; the values planned from now on."""
+        unknown = {v: s for v, s in schemas.items() if v not in self._by_source.known()}
+        if unknown:
+            self._by_source.prepare(self._names.tables_of(unknown), unknown)
+        return self._by_source.known()
 
     def write_batch(
         self, batch_df: DataFrame, batch_id: int, sink_id: str, arrow_source: ArrowSource | None = None

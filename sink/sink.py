@@ -144,9 +144,10 @@ class IcebergSink:
         check_normalizes(schema, table.schema(), self._normalize_options)
         return table
 
-    @property
-    def table_name(self) -> str:
-        return self.config.table
+    def prepare_destinations(self, schemas: Mapping[str, st.StructType]) -> frozenset[str]:
+        """Routed: the tables of values seen before a batch (:mod:`sink.routed_source`); values planned."""
+        self._check_open()
+        return self._routed.prepare_destinations(schemas)
 
     def source_write(self, batch_df: DataFrame, batch_id: int) -> SourceWrite | None:
         """Before ``batch_df``'s source runs: a write of its rows by the source's own tasks

@@ -33,9 +33,12 @@ from typing import Any
 from pyspark.errors import StreamingQueryException
 
 from icesink import ConfigError, IcebergSink, SinkMetrics
-from sink.config_route import route_label
+from sink.config import SinkConfig
+from sink.config_route import RouteBy, route_label
 from streaming_jobs.kafka.decode import DecodingSink, ValueDecoder
 from streaming_jobs.kafka.decoding_source import register_decoding_source
+from streaming_jobs.kafka.source.kafka_options import KafkaSourceOptions
+from streaming_jobs.kafka.source.kafka_sample import LatestRecords
 from streaming_jobs.kafka.source.kafka_select import JVM_FORMAT, kafka_format
 from streaming_jobs.kafka_cli import load_config
 from streaming_jobs.kafka_config import Flavor, JobConfig
@@ -116,12 +119,18 @@ def _run_query(config: JobConfig, spark: Any, metrics: SinkMetrics | None, stop:
         flavor: Flavor = "jvm" if fmt == JVM_FORMAT else "python"
         decoder = ValueDecoder(config.value.decode_options())
         options = config.kafka.source_options(flavor, spark.sparkContext.defaultParallelism)
+        latest = _latest_records(config, flavor, options)  # before the decoding source's options
         if flavor == "python" and config.kafka.decode_in_source:
             fmt = register_decoding_source(spark)  # the values cross to the JVM once, decoded
             options.update(decoder.source_options())
         stream = spark.readStream.format(fmt).options(**options).load()
         sink = IcebergSink.from_options(config.sink_options(), metrics)
-        decoding = DecodingSink(sink, decoder, write_in_source=config.kafka.write_in_source)
+        decoding = DecodingSink(
+            sink,
+            decoder,
+            write_in_source=config.kafka.write_in_source,
+            latest_records=latest.read if latest is not None else None,
+        )
         decoding.prepare()
     except ConfigError as e:
         print(f"icesink-kafka-to-iceberg: {e}", file=sys.stderr)
@@ -147,7 +156,18 @@ def _run_query(config: JobConfig, spark: Any, metrics: SinkMetrics | None, stop:
         return _FAILED
     finally:
         _close(sink)
+        if latest is not None:
+            latest.close()
     return 0
+
+
+def _latest_records(config: JobConfig, flavor: Flavor, options: dict[str, str]) -> LatestRecords | None:
+    """The reader of new topics' latest records, for a job routing by topic whose decoding tasks write."""
+    if flavor != "python" or not config.kafka.write_in_source:
+        return None
+    if SinkConfig.from_options(config.sink_options()).route.by is not RouteBy.TOPIC:
+        return None
+    return LatestRecords(KafkaSourceOptions.from_options(options))
 
 
 def _close(sink: IcebergSink) -> None:

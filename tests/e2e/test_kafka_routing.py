@@ -30,11 +30,12 @@ import pytest
 import yaml
 from pyiceberg.catalog import Catalog
 
+from sink.source_write import SOURCE_FILE_SUFFIX
 from streaming_jobs.kafka_config import validate
 from streaming_jobs.kafka_to_iceberg import run
 from tests.support.kafka_job import start_job, started_batches, wait_for_batches
 from tests.support.processes import wait_until
-from tests.support.tables import catalog_from_options
+from tests.support.tables import added_files, catalog_from_options
 from tests.support.tansu import TansuBroker
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -200,6 +201,11 @@ def test_twenty_topics_each_into_its_own_table_with_its_own_schema(
     assert dead_positions(catalog, "routed.dead_letters") == Counter(
         (topics[BAD_TOPIC], p, o) for p, o in bad
     )
+    for n in range(TOPICS):  # each table made from its topic's latest records before its first batch
+        table = catalog.load_table(tables[n])
+        first_files = added_files(table, table.snapshots()[0])
+        by_tasks = [SOURCE_FILE_SUFFIX + "-" in f for f in first_files]
+        assert first_files and all(by_tasks), (tables[n], first_files)
     first = {n: catalog.load_table(tables[n]).metadata.schemas[0] for n in (0, 1, 2)}
     assert str(first[0].find_field("qty").field_type) == "int"
     assert str(catalog.load_table(tables[0]).schema().find_field("qty").field_type) == "long"

@@ -36,6 +36,7 @@ from streaming_jobs.kafka.source.kafka_offsets import (
     split_ranges,
 )
 from streaming_jobs.kafka.source.kafka_range_reader import read_ranges
+from streaming_jobs.kafka.source.kafka_sample import SAMPLE_RECORDS, LatestRecords
 from tests.support.tansu import TansuBroker
 
 QUERY_TIMEOUT_S = 60
@@ -508,6 +509,39 @@ def test_one_consumer_reads_a_tasks_ranges_of_many_partitions_and_split_pieces_e
     values = {(t, p, o): v for t, p, o, v in rows}
     assert values[(topics[0], 0, 150)] == b"v0-150"
     assert values[(topics[1], 1, 49)] == b"v1-49"
+
+
+def test_the_latest_records_of_new_topics_are_read_once_until_more_arrive(
+    kafka_broker: TansuBroker, topic_name: str
+) -> None:
+    full, empty = f"{topic_name}-full", f"{topic_name}-empty"
+    kafka_broker.create_topic(full, partitions=2)
+    kafka_broker.create_topic(empty)
+    produce_spread(kafka_broker, full, {0: 300, 1: 50}, linger_ms=50, batch_num_messages=70)
+    options = KafkaSourceOptions.from_options(
+        source_options(kafka_broker, subscribePattern=f"{topic_name}-.*")
+    )
+    latest = LatestRecords(options)
+    try:
+        first = latest.read(frozenset())
+        assert set(first) == {full}  # the empty topic has nothing to look at
+        read = [
+            (p, o)
+            for b in first[full]
+            for p, o in zip(b["partition"].to_pylist(), b["offset"].to_pylist(), strict=True)
+        ]
+        expected = [(0, o) for o in range(300 - SAMPLE_RECORDS, 300)] + [(1, o) for o in range(50)]
+        assert sorted(read) == expected  # the last SAMPLE_RECORDS of each partition, at most
+        assert latest.read(frozenset()) == {}  # nothing new since
+        kafka_broker.produce(empty, [(0, None, b"first")])
+        assert [b.num_rows for b in latest.read(frozenset())[empty]] == [1]
+        produce_spread(kafka_broker, full, {1: 1})
+        assert latest.read({full}) == {}  # known: not read
+        again = latest.read(frozenset())[full]
+        assert {p for b in again for p in b["partition"].to_pylist()} == {1}  # the partition with news
+        assert sum(b.num_rows for b in again) == 51
+    finally:
+        latest.close()
 
 
 # --- lost data and bad options -----------------------------------------------------------

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from pyspark.sql import DataFrame
 
@@ -168,3 +169,65 @@ def test_a_batch_failing_after_the_tasks_wrote_is_settled_by_the_replay_in_the_s
     assert on_disk == referenced and not left & on_disk
     assert len(catalog.load_table("rs.routed__dlq").scan().to_arrow()) == 1
     sink.sink.close()
+
+
+def raw_records(records: Records, first_offset: int) -> pa.RecordBatch:
+    """``records`` as the Kafka source's record batches hold them."""
+    n = len(records)
+    return pa.RecordBatch.from_pydict(
+        {
+            "key": pa.array([None] * n, pa.binary()),
+            "value": pa.array([v for _, v in records], pa.binary()),
+            "topic": [t for t, _ in records],
+            "partition": pa.array([0] * n, pa.int32()),
+            "offset": pa.array(range(first_offset, first_offset + n), pa.int64()),
+            "timestamp": pa.array([T0] * n, pa.timestamp("us", tz="UTC")),
+            "timestampType": pa.array([0] * n, pa.int32()),
+        }
+    )
+
+
+def test_new_topics_get_their_tables_from_their_latest_records_and_the_decoding_tasks_write_them(
+    spark: Any, catalog_options: dict[str, str]
+) -> None:
+    latest: dict[str, Records] = {
+        "a": values("a", range(10, 20)),
+        "b": values("b", range(5, 15)),  # without the field of b's last records
+        "c": [("c", b"not json")],  # nothing decodes: no table before the batch
+    }
+    asked: list[frozenset[str]] = []
+
+    def latest_records(known: frozenset[str]) -> dict[str, list[pa.RecordBatch]]:
+        asked.append(known)
+        return {t: [raw_records(r, 0)] for t, r in latest.items() if t not in known}
+
+    routing = {"sink-id": "routed-new", "route.by": "topic", "route.table-template": "rn.{topic}"}
+    iceberg = IcebergSink.from_options({**catalog_options, **routing})
+    sink = DecodingSink(iceberg, ValueDecoder(DecodeOptions()), latest_records=latest_records)
+    first = [
+        values("a", range(20)),
+        values("b", range(15)),
+        values("b", range(15, 20), b_email="x@y"),
+        latest["c"],
+    ]
+    sink(kafka_batch(spark, first), 0)
+
+    catalog = catalog_from_options(catalog_options)
+    a, b = catalog.load_table("rn.a"), catalog.load_table("rn.b")
+    assert sorted(r["id"] for r in a.scan().to_arrow().to_pylist()) == list(range(20))
+    assert sorted(r["id"] for r in b.scan().to_arrow().to_pylist()) == list(range(20))
+    assert all(by_source(n) for n in added_files(a, a.snapshots()[-1]))  # a's first batch: the tasks wrote it
+    b_files = added_files(b, b.snapshots()[-1])
+    assert any(by_source(n) for n in b_files) and not all(
+        by_source(n) for n in b_files
+    )  # the new field: the sink
+    assert "b_email" not in {f.name for f in b.schemas()[0].fields}  # the latest records' type first
+    assert "b_email" in {f.name for f in b.schema().fields}
+    assert [len(a.snapshots()), len(b.snapshots())] == [1, 1]
+    assert not catalog.table_exists("rn.c")
+    [dead] = catalog.load_table("rn.routed__dlq").scan().to_arrow().to_pylist()
+    assert json.loads(dead["original_row"])["_kafka_topic"] == "c"
+
+    sink(kafka_batch(spark, [values("a", range(20, 30))], first_offset=100), 1)
+    assert asked[0] == frozenset() and asked[1] == {"a", "b"}  # c's latest records are read again
+    iceberg.close()

@@ -15,7 +15,7 @@ table's, or dead-letters the rows it cannot convert.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -153,6 +153,21 @@ class ValueDecoder:
         (:mod:`streaming_jobs.kafka.decoding_source`) and :meth:`decode` skips the pass.
         """
         return {SPEC_OPTION: self._spec.to_json()}
+
+    def schema_of(self, records: Iterable[pa.RecordBatch]) -> st.StructType | None:
+        """The type of the rows raw Kafka ``records`` decode to, decoded here; ``None`` when no value decodes.
+
+        The type :meth:`decode` gives a batch of just these records.
+        """
+        raw = (batch.select(list(KAFKA_INPUT_COLUMNS)) for batch in records)
+        passed = [b.to_pydict() for b in decode_function(self._spec)(raw)]
+        schemas = [
+            pa.ipc.read_schema(pa.py_buffer(schema))
+            for columns in passed
+            for kind, schema in zip(columns["kind"], columns["schema"], strict=True)
+            if kind == DATA
+        ]
+        return from_arrow_schema(self._target(schemas), prefer_timestamp_ntz=True) if schemas else None
 
     def decode(self, batch_df: DataFrame) -> DecodedBatch:
         """Decode one micro-batch (see the module docstring).

@@ -27,8 +27,11 @@ Per micro-batch:
 A sink routing rows to many tables (``route.by``) gets the rows with their
 ``_kafka_topic`` column (the metadata columns, on by default) and creates each table
 on first sight: nothing is prepared up front, and a batch without values writes nothing.
-From its second batch on, a sink routing by topic plans a write by the decoding tasks to
-each table it wrote before, as for one table.
+A sink routing by topic plans a write by the decoding tasks to each table it wrote
+before, as for one table; given ``latest_records`` (the job's
+:class:`~streaming_jobs.kafka.source.kafka_sample.LatestRecords`), it also makes the
+table of each topic it has not seen from the topic's latest records, before the batch
+(step ``prepare``), so that the decoding tasks write a new topic's first batch too.
 
 Every Kafka record ends up once in the table or in the dead-letter table. A replayed
 batch decodes to the same rows and the same dead letters (a value's fate depends on
@@ -38,8 +41,10 @@ the value alone), and each of the two commits recognises the replay on its own.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from icesink import ConfigError
@@ -57,6 +62,9 @@ logger = logging.getLogger(__name__)
 
 _QUERY_ID_PROPERTY = "sql.streaming.queryId"  # as the sink finds its default sink id
 
+ReadLatest = Callable[[frozenset[str]], Mapping[str, list[pa.RecordBatch]]]
+"""The latest raw records of each topic not in the given set that has records not seen yet."""
+
 
 class DecodingSink:
     """Decodes Kafka values and writes them with an :class:`~sink.sink.IcebergSink` (see the module).
@@ -66,12 +74,22 @@ class DecodingSink:
         decoder: Decodes the values.
         write_in_source: Let the decoding tasks write the rows they can give the table's
             type to the table themselves, when the sink allows it (:mod:`sink.source_write`).
+        latest_records: For a sink routing by topic: reads the latest records of the topics
+            it has no table for yet, to make their tables before the batch (see the module).
     """
 
-    def __init__(self, sink: IcebergSink, decoder: ValueDecoder, *, write_in_source: bool = True) -> None:
+    def __init__(
+        self,
+        sink: IcebergSink,
+        decoder: ValueDecoder,
+        *,
+        write_in_source: bool = True,
+        latest_records: ReadLatest | None = None,
+    ) -> None:
         self.sink = sink
         self.decoder = decoder
         self.write_in_source = write_in_source
+        self.latest_records = latest_records
         self._rejects = RejectedValues(sink)
 
     @property
@@ -98,6 +116,9 @@ class DecodingSink:
         # A routed sink's plan names a table per topic, the value of the rows' _kafka_topic column.
         planned = self.write_in_source and (self.decoder.metadata_columns or not self.routed)
         by_source = None
+        if planned and self.routed and self.latest_records is not None:
+            with self.sink.metrics.time_step(self.label, "prepare"):
+                self._prepare_new_topics(self.latest_records)
         if planned:
             with self.sink.metrics.time_step(self.label, "plan"):
                 by_source = self.sink.source_write(batch_df, batch_id)
@@ -106,6 +127,26 @@ class DecodingSink:
             return
         with by_source.in_source_tasks(batch_df.sparkSession):
             self._write(batch_df, batch_id, by_source)
+
+    def _prepare_new_topics(self, latest_records: ReadLatest) -> None:
+        """Make the tables of topics not seen yet from their latest records (the sink names them).
+
+        Reading them is worth a warning when it fails, not the batch: the batch reads
+        the topics itself, and writes them through the sink.
+        """
+        known = self.sink.prepare_destinations({})
+        try:
+            records = latest_records(known)
+        except Exception as e:
+            logger.warning(
+                "could not read the latest records of new topics; their first batch goes "
+                "through the sink: %s",
+                e,
+            )
+            return
+        schemas = {topic: s for topic, batches in records.items() if (s := self.decoder.schema_of(batches))}
+        if schemas:
+            self.sink.prepare_destinations(schemas)
 
     def _write(self, batch_df: DataFrame, batch_id: int, by_source: SourceWrite | None) -> None:
         metrics, table = self.sink.metrics, self.label

@@ -37,6 +37,7 @@ class TaskWrite:
         self._plan = plan
         self._writer: SourceTaskWriter | None = None
         self._takes: dict[tuple[int, pa.Schema], bool] = {}
+        self._names: dict[int, frozenset[str]] = {}
 
     @classmethod
     def in_task(cls) -> TaskWrite | None:
@@ -59,16 +60,29 @@ class TaskWrite:
             return None
         return self._plan.table_of(topics[0].as_py())
 
-    def takes(self, index: int, schema: pa.Schema) -> bool:
-        """Whether rows of ``schema`` become table ``index``'s row type exactly, so the task writes them."""
-        taken = self._takes.get((index, schema))
+    def fitted(self, index: int, rows: pa.Table) -> pa.Table | None:
+        """``rows`` as table ``index`` takes them exactly, so the task writes them; ``None`` if it cannot.
+
+        A column the table lacks is left out when it holds no value in these rows: a
+        task's decoder keeps the fields of the values it decoded before (other topics'
+        too), null where a value lacks them.
+        """
+        names = self._names.get(index)
+        if names is None:
+            names = self._names[index] = frozenset(self._plan.tables[index].row_schema.names)
+        extra = [name for name in rows.column_names if name not in names]
+        if any(rows.column(name).null_count != rows.num_rows for name in extra):
+            return None  # a new field: schema evolution must see it first
+        if extra:
+            rows = rows.drop_columns(extra)
+        taken = self._takes.get((index, rows.schema))
         if taken is None:
             row_schema = self._plan.tables[index].row_schema
-            taken = self._takes[(index, schema)] = fields_covered(list(row_schema), list(schema))
-        return taken
+            taken = self._takes[(index, rows.schema)] = fields_covered(list(row_schema), list(rows.schema))
+        return rows if taken else None
 
     def write(self, index: int, rows: pa.Table) -> None:
-        """Write ``rows`` (of a schema :meth:`takes`) to table ``index`` as its row type."""
+        """Write ``rows`` (:meth:`fitted` to it) to table ``index`` as its row type."""
         if self._writer is None:
             from pyspark import TaskContext
 
