@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyiceberg.io.pyarrow import PyArrowFileIO
@@ -43,7 +44,8 @@ def manifests(n: int, format_version: int) -> list[ManifestFile]:
     ]
 
 
-def written(path: Path, write: object, codec: str, format_version: int) -> bytes:
+def write_list(path: Path, write: object, codec: str, format_version: int) -> Any:
+    """The writer, once it wrote a list of five manifests to ``path``."""
     with write(  # type: ignore[operator]
         format_version=format_version,
         output_file=PyArrowFileIO().new_output(str(path)),
@@ -53,6 +55,11 @@ def written(path: Path, write: object, codec: str, format_version: int) -> bytes
         avro_compression=codec,
     ) as writer:
         writer.add_manifests(manifests(5, format_version))
+    return writer
+
+
+def written(path: Path, write: object, codec: str, format_version: int) -> bytes:
+    write_list(path, write, codec, format_version)
     return path.read_bytes()
 
 
@@ -79,15 +86,7 @@ def test_a_manifest_list_is_kept_as_written_and_read_as_pyiceberg_reads_it(
     tmp_path: Path, codec: str, format_version: int
 ) -> None:
     path = tmp_path / "list.avro"
-    with avro.write_manifest_list(
-        format_version=format_version,
-        output_file=PyArrowFileIO().new_output(str(path)),
-        snapshot_id=77,
-        parent_snapshot_id=76,
-        sequence_number=9,
-        avro_compression=codec,
-    ) as writer:
-        writer.add_manifests(manifests(5, format_version))
+    writer = write_list(path, avro.write_manifest_list, codec, format_version)
     assert writer.data == path.read_bytes()
     theirs = list(read_manifest_list(PyArrowFileIO().new_input(str(path))))
     for _ in range(2):  # the second read on the prepared reader
