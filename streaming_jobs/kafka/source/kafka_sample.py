@@ -5,9 +5,12 @@ table that exists (:mod:`sink.routed_source`). :class:`LatestRecords` reads, for
 the sink has no table for yet, up to :data:`SAMPLE_RECORDS` of the latest records of each
 of their partitions, so that the job can make each table from its topic's own records
 before the batch that reads them. The records are only looked at: the batch reads them
-again as usual. A topic is read again only once its partitions have records it did not
-see (an empty topic, or one whose latest values could not be decoded, costs one offset
-query per micro-batch until then).
+again as usual, and only their type is used. They are the newest when they are read,
+which may be past the batch's end (a rate limit) or, with ``startingOffsets=latest``,
+before its start: a table may so take a topic's type from records it never holds. A
+topic is read again only once its partitions have records it did not see (an empty
+topic, or one whose latest values could not be decoded, costs one offset query per
+micro-batch until then).
 """
 
 from __future__ import annotations
