@@ -204,6 +204,7 @@ def test_new_topics_get_their_tables_from_their_latest_records_and_the_decoding_
     routing = {"sink-id": "routed-new", "route.by": "topic", "route.table-template": "rn.{topic}"}
     iceberg = IcebergSink.from_options({**catalog_options, **routing})
     sink = DecodingSink(iceberg, ValueDecoder(DecodeOptions()), latest_records=latest_records)
+    sink.prepare()  # before the query starts: the topics' tables, on a thread the first batch waits for
     first = [
         values("a", range(20)),
         values("b", range(15)),
@@ -229,5 +230,6 @@ def test_new_topics_get_their_tables_from_their_latest_records_and_the_decoding_
     assert json.loads(dead["original_row"])["_kafka_topic"] == "c"
 
     sink(kafka_batch(spark, [values("a", range(20, 30))], first_offset=100), 1)
-    assert asked[0] == frozenset() and asked[1] == {"a", "b"}  # c's latest records are read again
+    # Before the query, then before each batch: c's latest records are read again, a and b's not.
+    assert asked == [frozenset(), {"a", "b"}, {"a", "b"}]
     iceberg.close()

@@ -31,7 +31,9 @@ A sink routing by topic plans a write by the decoding tasks to each table it wro
 before, as for one table; given ``latest_records`` (the job's
 :class:`~streaming_jobs.kafka.source.kafka_sample.LatestRecords`), it also makes the
 table of each topic it has not seen from the topic's latest records, before the batch
-(step ``prepare``), so that the decoding tasks write a new topic's first batch too.
+(step ``prepare``), so that the decoding tasks write a new topic's first batch too; for
+the topics there are when the query starts, :meth:`DecodingSink.prepare` does it on a
+thread while Spark starts the query.
 
 Every Kafka record ends up once in the table or in the dead-letter table. A replayed
 batch decodes to the same rows and the same dead letters (a value's fate depends on
@@ -41,6 +43,7 @@ the value alone), and each of the two commits recognises the replay on its own.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
@@ -50,7 +53,7 @@ from pyspark.sql import DataFrame
 from icesink import ConfigError
 from sink import catalog as catalogs
 from sink.arrow_source import ArrowSource
-from sink.config_route import route_label
+from sink.config_route import RouteBy, route_label
 from streaming_jobs.kafka.decode.decoder import ValueDecoder
 from streaming_jobs.kafka.decode.rejects import RejectedValues
 
@@ -91,6 +94,7 @@ class DecodingSink:
         self.write_in_source = write_in_source
         self.latest_records = latest_records
         self._rejects = RejectedValues(sink)
+        self._early: threading.Thread | None = None  # new topics' tables made while the query starts
 
     @property
     def routed(self) -> bool:
@@ -102,23 +106,37 @@ class DecodingSink:
         """The ``table`` label of the decoding steps: the table, or the routed sink's label."""
         return self.sink.config.table or route_label(self.sink.config.route)
 
+    @property
+    def _prepares_topics(self) -> bool:
+        """Whether new topics' tables are made from their latest records (see the module)."""
+        planned = self.write_in_source and self.decoder.metadata_columns  # a plan names a table per topic
+        return planned and self.latest_records is not None and self.sink.config.route.by is RouteBy.TOPIC
+
     def prepare(self) -> None:
         """With a fixed value schema, create (or check) the table before the stream starts.
 
-        A routed sink has no one table to prepare: it creates each on first sight.
+        A routed sink has no one table to prepare: it creates each on first sight. Routing
+        by topic with ``latest_records``, the tables of the topics there are now are made
+        from their latest records on a thread of their own, while the query starts; the
+        first batch waits for it.
         """
         schema = self.decoder.fixed_schema()
         if schema is not None and not self.routed:
             self.sink.prepare(schema)
+        elif self._prepares_topics and self._early is None:
+            self._early = threading.Thread(target=self._prepare_early, name="icesink-new-topics", daemon=True)
+            self._early.start()
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         """Decode and write one micro-batch (the ``foreachBatch`` function)."""
         # A routed sink's plan names a table per topic, the value of the rows' _kafka_topic column.
         planned = self.write_in_source and (self.decoder.metadata_columns or not self.routed)
         by_source = None
-        if planned and self.routed and self.latest_records is not None:
+        if self._prepares_topics:
             with self.sink.metrics.time_step(self.label, "prepare"):
-                self._prepare_new_topics(self.latest_records)
+                if self._early is not None:
+                    self._early.join()
+                self._prepare_new_topics()
         if planned:
             with self.sink.metrics.time_step(self.label, "plan"):
                 by_source = self.sink.source_write(batch_df, batch_id)
@@ -128,15 +146,22 @@ class DecodingSink:
         with by_source.in_source_tasks(batch_df.sparkSession):
             self._write(batch_df, batch_id, by_source)
 
-    def _prepare_new_topics(self, latest_records: ReadLatest) -> None:
+    def _prepare_early(self) -> None:
+        try:
+            self._prepare_new_topics()
+        except Exception as e:  # the first batch makes them again, and fails if it must
+            logger.warning("could not make the tables of the topics before the query's first batch: %s", e)
+
+    def _prepare_new_topics(self) -> None:
         """Make the tables of topics not seen yet from their latest records (the sink names them).
 
         Reading them is worth a warning when it fails, not the batch: the batch reads
         the topics itself, and writes them through the sink.
         """
+        assert self.latest_records is not None
         known = self.sink.prepare_destinations({})
         try:
-            records = latest_records(known)
+            records = self.latest_records(known)
         except Exception as e:
             logger.warning(
                 "could not read the latest records of new topics; their first batch goes "
