@@ -65,15 +65,11 @@ class KafkaOffsetReader:
 
         return self._list_offsets(list(tps), KafkaOffsetSpec.earliest(), "earliest")
 
-    def high_watermarks(self, tps: Iterable[TopicPartitionId]) -> PartitionOffsets:
-        """The high watermark each topic-partition's leader reports (may be short of its true end)."""
-        from confluent_kafka.admin import OffsetSpec as KafkaOffsetSpec
-
-        return self._list_offsets(list(tps), KafkaOffsetSpec.latest(), "latest")
-
     def latest_offsets(self, tps: Iterable[TopicPartitionId]) -> PartitionOffsets:
         """The true end offset of each topic-partition (see the module docstring)."""
-        reported = self.high_watermarks(tps)
+        from confluent_kafka.admin import OffsetSpec as KafkaOffsetSpec
+
+        reported = self._list_offsets(list(tps), KafkaOffsetSpec.latest(), "latest")
         ends: PartitionOffsets = {}
         to_probe: PartitionOffsets = {}
         for tp, high in reported.items():

@@ -55,7 +55,7 @@ class LatestRecords:
         tps = [tp for tp in self._offsets.topic_partitions() if tp[0] not in skip]
         if not tps:
             return {}
-        ends = self._offsets.high_watermarks(tps)  # the records short of a true end are not needed
+        ends = self._offsets.latest_offsets(tps)
         fresh = {tp: end for tp, end in ends.items() if end > self._seen.get(tp, 0)}
         if not fresh:
             return {}
