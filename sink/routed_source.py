@@ -94,13 +94,18 @@ class RoutedSourcePlanner:
     def prepare(
         self, tables_of: Mapping[str | None, str | None], schemas: Mapping[str, st.StructType]
     ) -> None:
-        """Load or create (and evolve) the table of each topic for rows of its schema, to plan it.
+        """Load or create (and evolve) the table of each topic not known yet, for rows of its schema.
 
         ``tables_of`` names each topic's table (``None``: unroutable, left alone). A table
         that cannot be made from what was seen (a ``partition-by`` column missing, say) is
         left to the routed step, which fails or succeeds with the batch's own rows.
         """
-        wanted = {t: n for t, n in tables_of.items() if t is not None and n is not None and t in schemas}
+        known = self.known()
+        wanted = {
+            t: n
+            for t, n in tables_of.items()
+            if t is not None and n is not None and t in schemas and t not in known
+        }
         if self._config.route.by is not RouteBy.TOPIC or not wanted:
             return
         prepare = [functools.partial(self._prepare_table, n, schemas[t]) for t, n in wanted.items()]

@@ -120,9 +120,8 @@ class RoutedStep:
 
     def prepare_destinations(self, schemas: Mapping[str, st.StructType]) -> frozenset[str]:
         """The tables of the values the source saw, before a batch; the values planned from now on."""
-        unknown = {v: s for v, s in schemas.items() if v not in self._by_source.known()}
-        if unknown:
-            self._by_source.prepare(self._names.tables_of(unknown), unknown)
+        if schemas:
+            self._by_source.prepare(self._names.tables_of(schemas), schemas)
         return self._by_source.known()
 
     def write_batch(

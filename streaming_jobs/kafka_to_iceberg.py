@@ -33,7 +33,6 @@ from typing import Any
 from pyspark.errors import StreamingQueryException
 
 from icesink import ConfigError, IcebergSink, SinkMetrics
-from sink.config import SinkConfig
 from sink.config_route import RouteBy, route_label
 from streaming_jobs.kafka.decode import DecodingSink, ValueDecoder
 from streaming_jobs.kafka.decoding_source import register_decoding_source
@@ -119,12 +118,13 @@ def _run_query(config: JobConfig, spark: Any, metrics: SinkMetrics | None, stop:
         flavor: Flavor = "jvm" if fmt == JVM_FORMAT else "python"
         decoder = ValueDecoder(config.value.decode_options())
         options = config.kafka.source_options(flavor, spark.sparkContext.defaultParallelism)
-        latest = _latest_records(config, flavor, options)  # before the decoding source's options
+        kafka_options = dict(options)  # without the decoding source's
         if flavor == "python" and config.kafka.decode_in_source:
             fmt = register_decoding_source(spark)  # the values cross to the JVM once, decoded
             options.update(decoder.source_options())
         stream = spark.readStream.format(fmt).options(**options).load()
         sink = IcebergSink.from_options(config.sink_options(), metrics)
+        latest = _latest_records(sink, flavor, kafka_options)
         decoding = DecodingSink(
             sink,
             decoder,
@@ -161,11 +161,9 @@ def _run_query(config: JobConfig, spark: Any, metrics: SinkMetrics | None, stop:
     return 0
 
 
-def _latest_records(config: JobConfig, flavor: Flavor, options: dict[str, str]) -> LatestRecords | None:
-    """The reader of new topics' latest records, for a job routing by topic whose decoding tasks write."""
-    if flavor != "python" or not config.kafka.write_in_source:
-        return None
-    if SinkConfig.from_options(config.sink_options()).route.by is not RouteBy.TOPIC:
+def _latest_records(sink: IcebergSink, flavor: Flavor, options: dict[str, str]) -> LatestRecords | None:
+    """The reader of new topics' latest records, for a job routing by topic (the DecodingSink decides)."""
+    if flavor != "python" or sink.config.route.by is not RouteBy.TOPIC:
         return None
     return LatestRecords(KafkaSourceOptions.from_options(options))
 

@@ -160,7 +160,7 @@ class ValueDecoder:
         The type :meth:`decode` gives a batch of just these records.
         """
         raw = (batch.select(list(KAFKA_INPUT_COLUMNS)) for batch in records)
-        passed = [b.to_pydict() for b in decode_function(self._spec)(raw)]
+        passed = [b.select(["kind", "schema"]).to_pydict() for b in decode_function(self._spec)(raw)]
         schemas = [
             pa.ipc.read_schema(pa.py_buffer(schema))
             for columns in passed

@@ -201,10 +201,7 @@ def _decode_batch(
     index = writing.table_of(batch) if writing is not None and by_schema else None
     for schema, tables in by_schema.items():
         table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
-        fitted = writing.fitted(index, table) if writing is not None and index is not None else None
-        if writing is not None and index is not None and fitted is not None:
-            writing.write(index, fitted)
-        else:
+        if writing is None or index is None or not writing.write(index, table):
             yield _pass_row(DATA, table.num_rows, schema, _ipc(table, spec.payload_compression))
     if rejections:
         rejected = _rejected_table(batch, rejections)

@@ -60,8 +60,8 @@ class TaskWrite:
             return None
         return self._plan.table_of(topics[0].as_py())
 
-    def fitted(self, index: int, rows: pa.Table) -> pa.Table | None:
-        """``rows`` as table ``index`` takes them exactly, so the task writes them; ``None`` if it cannot.
+    def _fitted(self, index: int, rows: pa.Table) -> pa.Table | None:
+        """``rows`` as table ``index`` takes them exactly; ``None`` if it cannot.
 
         A column the table lacks is left out when it holds no value in these rows: a
         task's decoder keeps the fields of the values it decoded before (other topics'
@@ -81,8 +81,14 @@ class TaskWrite:
             taken = self._takes[(index, rows.schema)] = fields_covered(list(row_schema), list(rows.schema))
         return rows if taken else None
 
-    def write(self, index: int, rows: pa.Table) -> None:
-        """Write ``rows`` (:meth:`fitted` to it) to table ``index`` as its row type."""
+    def write(self, index: int, rows: pa.Table) -> bool:
+        """Write ``rows`` to table ``index`` as its row type if it takes them exactly; whether it did.
+
+        Rows it does not take (a new field, a wider type) are left to the sink.
+        """
+        fitted = self._fitted(index, rows)
+        if fitted is None:
+            return False
         if self._writer is None:
             from pyspark import TaskContext
 
@@ -91,7 +97,8 @@ class TaskWrite:
             context = TaskContext.get()
             task_id, attempt = (context.partitionId(), context.attemptNumber()) if context else (0, 0)
             self._writer = SourceTaskWriter(self._plan, task_id, attempt)
-        self._writer.write(index, cast_table(rows, self._plan.tables[index].row_schema))
+        self._writer.write(index, cast_table(fitted, self._plan.tables[index].row_schema))
+        return True
 
     def close(self) -> list[DataFileMessage]:
         """Finish the files; the message of each (none when no rows were written)."""
