@@ -233,3 +233,39 @@ def test_new_topics_get_their_tables_from_their_latest_records_and_the_decoding_
     # Before the query, then before each batch: c's latest records are read again, a and b's not.
     assert asked == [frozenset(), {"a", "b"}, {"a", "b"}]
     iceberg.close()
+
+
+def test_new_topics_whose_latest_records_cannot_be_read_or_typed_go_through_the_sink_once(
+    spark: Any, catalog_options: dict[str, str]
+) -> None:
+    def unreadable(known: frozenset[str]) -> dict[str, list[pa.RecordBatch]]:
+        raise RuntimeError("broker unreachable")
+
+    routing = {
+        "sink-id": "routed-fail",
+        "route.by": "topic",
+        "route.table-template": "rf.{topic}",
+        # b's table cannot be made from its latest records (they lack b_email), but from its batch's
+        "route.table-options": json.dumps({"rf.b": {"partition-by": "b_email"}}),
+    }
+    iceberg = IcebergSink.from_options({**catalog_options, **routing})
+    sink = DecodingSink(iceberg, ValueDecoder(DecodeOptions()), latest_records=unreadable)
+    sink(kafka_batch(spark, [values("a", range(10))]), 0)  # the read fails: a's first batch is the sink's
+
+    b_latest = {"b": [raw_records(values("b", range(3)), 0)]}
+    sink.latest_records = lambda known: {t: r for t, r in b_latest.items() if t not in known}
+    batch = [values("a", range(10, 20)), values("b", range(10), b_email="x@y")]
+    sink(kafka_batch(spark, batch, first_offset=10), 1)
+
+    catalog = catalog_from_options(catalog_options)
+    a = catalog.load_table("rf.a")
+    assert sorted(r["id"] for r in a.scan().to_arrow().to_pylist()) == list(range(20))
+    assert not any(by_source(n) for n in added_files(a, a.snapshots()[0]))
+    assert all(by_source(n) for n in added_files(a, a.snapshots()[-1]))  # known after its first batch
+    assert check_data_files(a) == len(a.inspect.files())
+    b = catalog.load_table("rf.b")
+    assert sorted(r["id"] for r in b.scan().to_arrow().to_pylist()) == list(range(10))
+    assert [f.name for f in b.spec().fields] == ["b_email"]
+    assert not any(by_source(n) for n in added_files(b, b.snapshots()[0]))
+    assert check_data_files(b) == len(b.inspect.files())
+    iceberg.close()
