@@ -25,7 +25,7 @@ from pyspark.sql.streaming import DataStreamWriter
 
 from benchmarks._probes import ProbeResult, ProcessProbe, size_summary
 from icesink import IcebergSink
-from sink.metric_families import STEPS
+from sink.metric_families import STEPS, TASK_PHASES
 from sink.partitioning import build_partition_spec, parse_partition_by
 from sink.type_mapping import spark_to_iceberg_schema
 
@@ -117,6 +117,7 @@ class RunResult:
     step_seconds: dict[str, float] = field(default_factory=dict)
     trigger_ms: list[dict[str, int]] = field(default_factory=list)
     batch_step_seconds: list[dict[str, float]] = field(default_factory=list)
+    task_seconds: list[dict[str, float]] = field(default_factory=list)
 
     @property
     def rows_per_s(self) -> float:
@@ -134,6 +135,7 @@ class RunResult:
             "step_seconds": {k: round(v, 3) for k, v in self.step_seconds.items()},
             "trigger_ms": self.trigger_ms,
             "batch_step_seconds": [{k: round(v, 3) for k, v in b.items()} for b in self.batch_step_seconds],
+            "task_seconds": [{k: round(v, 3) for k, v in b.items()} for b in self.task_seconds],
             "memory": {k: v for k, v in vars(self.probe).items() if k.endswith("_bytes")},
             "cpu_seconds": self.probe.cpu_seconds,
             "probe_samples": self.probe.samples,
@@ -148,7 +150,8 @@ class _TimedBatches:
 
     With ``sink``, also each step's time in each call (the commit's, and all of them in
     ``batch_step_seconds``), read from the sink's ``icesink_step_duration_seconds``
-    histogram before and after the call.
+    histogram before and after the call, and the longest write task's input and close
+    phases (``task_seconds``, from ``icesink_write_task_seconds_max``).
     """
 
     def __init__(self, function: BatchFunction, sink: IcebergSink | None = None) -> None:
@@ -157,6 +160,7 @@ class _TimedBatches:
         self.batch_seconds: list[float] = []
         self.commit_seconds: list[float] = []
         self.batch_step_seconds: list[dict[str, float]] = []
+        self.task_seconds: list[dict[str, float]] = []
 
     def step_sum(self, step: str) -> float:
         assert self.sink is not None
@@ -174,6 +178,14 @@ class _TimedBatches:
             steps = {step: self.step_sum(step) - before[step] for step in STEPS}
             self.commit_seconds.append(steps["commit"])
             self.batch_step_seconds.append(steps)
+            self.task_seconds.append({phase: self.task_phase(phase) for phase in TASK_PHASES})
+
+    def task_phase(self, phase: str) -> float:
+        assert self.sink is not None
+        value = self.sink.metrics.registry.get_sample_value(
+            "icesink_write_task_seconds_max", {"table": TABLE, "phase": phase}
+        )
+        return value or 0.0
 
 
 def _run_query(stream: Stream, name: str, writer: DataStreamWriter, run_dir: Path, jvm_pid: int) -> QueryRun:
@@ -231,7 +243,7 @@ def run_icesink(mode: str) -> Contender:
         steps = {step: timed.step_sum(step) for step in STEPS}
         return RunResult(
             name, query.seconds, rows, query.probe, files, timed.batch_seconds, timed.commit_seconds, steps,
-            query.trigger_ms, timed.batch_step_seconds,
+            query.trigger_ms, timed.batch_step_seconds, timed.task_seconds,
         )  # fmt: skip
 
     return run

@@ -248,6 +248,11 @@ def _summarize(name: str, repeats: list[dict[str, dict[str, Any]]]) -> dict[str,
             r["seconds"] - sum(r["batch_seconds"]) for r in mine
         )
         summary["median_step_seconds"] = {k: round(v, 2) for k, v in steps.items()}
+        phases = [t for r in mine for t in r.get("task_seconds", [])]
+        if phases:  # the longest write task's, per batch
+            summary["median_task_seconds"] = {
+                p: round(statistics.median(t[p] for t in phases), 2) for p in phases[0]
+            }
         summary["median_seconds"] = round(statistics.median(r["seconds"] for r in mine), 2)
     return summary
 
@@ -310,6 +315,21 @@ def markdown(result: dict[str, Any]) -> str:
             wall = s["median_seconds"]
             cells = [f"{v:.1f} s ({v / wall:.0%})" for v in s["median_step_seconds"].values()]
             lines.append(f"| {s['contender']} | {wall:.1f} s | " + " | ".join(cells) + " |")
+    tasks = [s for s in split if "median_task_seconds" in s]
+    if tasks:
+        lines += [
+            "",
+            "icesink's write tasks (the longest task of each micro-batch, median over batches; "
+            "`icesink_write_task_seconds_max`):",
+            "",
+            "| contender | input: receiving the rows | close: finishing the files after them |",
+            "|---|---|---|",
+        ]
+        lines += [
+            f"| {s['contender']} | {s['median_task_seconds']['input']:.2f} s "
+            f"| {s['median_task_seconds']['close']:.2f} s |"
+            for s in tasks
+        ]
     return "\n".join(lines)
 
 

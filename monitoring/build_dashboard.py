@@ -362,6 +362,17 @@ def build() -> model.Dashboard:
             width=8,
         )
     )
+    board = board.with_panel(
+        graph(
+            "Write task time (max per task)",
+            "s",
+            "The longest a write task of the last micro-batch spent receiving its rows (input: "
+            "bound by Spark's reading and conversion of them) and finishing its files after the "
+            "last ones arrived (close: mostly Parquet encoding of what the writers held).",
+            (f"max by (table, phase) (icesink_write_task_seconds_max{{{T}}})", "{{phase}} {{table}}"),
+            width=8,
+        )
+    )
 
     board = board.with_row(dash.Row("Commits"))
     board = board.with_panel(

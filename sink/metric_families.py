@@ -17,6 +17,8 @@ from sink.metric_labels import (
 
 #: Steps of a micro-batch timed in ``icesink_step_duration_seconds``.
 STEPS = ("normalize", "schema", "route", "write", "commit")
+#: Phases of ``icesink_write_task_seconds_max``: receiving the rows, finishing the files after them.
+TASK_PHASES = ("input", "close")
 #: Outcomes of ``icesink_batches_total``.
 BATCH_OUTCOMES = ("committed", "empty", "replay_skipped")
 #: Outcomes of ``icesink_commits_total``.
@@ -148,6 +150,13 @@ class MetricFamilies:
             "icesink_task_peak_rss_bytes",
             "Highest resident memory of a Python worker during a write task of the last batch",
             ["table"],
+            registry=r,
+        )
+        self.task_seconds = BoundedGauge(
+            "icesink_write_task_seconds_max",
+            "Longest a write task of the last batch spent receiving its rows (phase=input) "
+            "and finishing its files after them (phase=close)",
+            ["table", "phase"],
             registry=r,
         )
 

@@ -245,6 +245,8 @@ class SinkMetrics(MetricFamilies):
             self.open_writers.labels(table).set(max(m.open_writers_peak for m in files))
             self.buffered_bytes.labels(table).set(max(m.buffered_bytes_peak for m in files))
             self.task_peak_rss.labels(table).set(max(m.task_peak_rss_bytes for m in files))
+            self.task_seconds.labels(table, "input").set(max(m.task_input_seconds for m in files))
+            self.task_seconds.labels(table, "close").set(max(m.task_close_seconds for m in files))
 
     def record_commit(
         self,

@@ -50,6 +50,8 @@ class DataFileMessage:
         open_writers_peak: Most writers the task had open at once.
         buffered_bytes_peak: Most bytes the task's writers buffered at once.
         task_peak_rss_bytes: Peak resident memory of the Python worker during the task.
+        task_input_seconds: How long the task took to receive its rows (``TaskClock``).
+        task_close_seconds: How long it took to finish its files after the last rows.
         content: :data:`CONTENT_DATA` for a data file, :data:`CONTENT_POSITION_DELETES` for a
             position delete file (its statistics are of the ``file_path`` and ``pos`` columns).
         table: The table the file belongs to, when one write job writes several (routed sinks).
@@ -79,6 +81,8 @@ class DataFileMessage:
     open_writers_peak: int = 0
     buffered_bytes_peak: int = 0
     task_peak_rss_bytes: int = 0
+    task_input_seconds: float = 0.0
+    task_close_seconds: float = 0.0
     content: int = CONTENT_DATA
     table: str = ""
     referenced_files: tuple[str, ...] = ()

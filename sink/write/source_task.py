@@ -21,7 +21,7 @@ import contextlib
 import functools
 import pickle
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -113,7 +113,9 @@ class SourceTaskWriter:
     def __init__(self, plan: SourceWritePlan, task_id: int, attempt: int) -> None:
         from sink.write.memory import PeakRssSampler
         from sink.write.routed_task import DestinationSpec, RoutedTaskWriter, RoutedWriteSpec
+        from sink.write.task_clock import TaskClock
 
+        self._clock = TaskClock()  # the task's input ends when it closes its files
         # For as long as the writer is open: the failpoints, and the worker's peak memory.
         self._armed = contextlib.ExitStack()
         self._armed.enter_context(failpoints.armed_in_task(plan.faults))
@@ -137,11 +139,12 @@ class SourceTaskWriter:
 
     def close(self) -> list[DataFileMessage]:
         """Finish the files; each one's message."""
+        self._clock.input_ended()
         with self._armed:
             messages = self._writer.close()
             failpoints.hit("write.task")
             self._rss.sample()
-            return [replace(m, task_peak_rss_bytes=self._rss.peak_bytes) for m in messages]
+            return self._clock.stamped(messages, self._rss.peak_bytes)
 
     def abort(self, cause: Exception) -> Exception:
         """Delete the files written so far; the error to raise for ``cause``."""

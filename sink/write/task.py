@@ -36,6 +36,7 @@ from sink.write.preload import preloading
 from sink.write.rolling import RollingFileWriter
 from sink.write.split import arrow_bytes, chunked, split_by_key
 from sink.write.table_files import TableFiles
+from sink.write.task_clock import TaskClock
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -154,10 +155,11 @@ def task_function(
         task_id = context.partitionId() if context else 0
         attempt = context.attemptNumber() if context else 0
         writer = make_writer(task_id, attempt)
+        clock = TaskClock()
         with PeakRssSampler() as rss, failpoints.armed_in_task(faults):
-            messages = writer.write_all(batches)
+            messages = writer.write_all(clock.reading(batches))
             failpoints.hit("write.task")
-        messages = [replace(m, task_peak_rss_bytes=rss.peak_bytes) for m in messages]
+        messages = clock.stamped(messages, rss.peak_bytes)
         yield messages_to_arrow(messages, writer.report)
 
     return run

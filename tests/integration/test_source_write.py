@@ -122,6 +122,13 @@ def test_a_decoding_task_that_fails_while_writing_leaves_nothing_behind_the_repl
         "icesink_task_peak_rss_bytes", {"table": "db.faulty"}
     )
     assert peak is not None and peak > 0  # the decoding tasks report their worker's memory too
+    phases = [
+        replay.sink.metrics.registry.get_sample_value(
+            "icesink_write_task_seconds_max", {"table": "db.faulty", "phase": phase}
+        )
+        for phase in ("input", "close")
+    ]
+    assert all(seconds is not None and seconds > 0 for seconds in phases)  # and their phases' times
 
     table = catalog_from_options(options).load_table("db.faulty")
     assert sorted(r["id"] for r in table.scan().to_arrow().to_pylist()) == list(range(250))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import socket
 import urllib.request
@@ -113,6 +114,18 @@ def test_label_values_match_the_code_that_feeds_them() -> None:
     assert set(DEAD_LETTER_REASONS) == {r.value for r in BadRecordReason}
     assert set(SCHEMA_CHECK_OUTCOMES) == {c.value for c in SchemaCheck}
     assert set(SCHEMA_CHANGE_KINDS) == {AddColumn.kind, WidenType.kind, MakeOptional.kind}
+
+
+def test_record_files_keeps_the_longest_task_phases_of_the_batch() -> None:
+    metrics = SinkMetrics(target_file_size_bytes=512 * MiB)
+    # Two tasks' files: each phase's longest may come from a different task.
+    files = [
+        dataclasses.replace(_file(MiB), task_input_seconds=2.5, task_close_seconds=0.25),
+        dataclasses.replace(_file(MiB), task_input_seconds=1.0, task_close_seconds=0.75),
+    ]
+    metrics.record_files("db.t", files)
+    assert _value(metrics, "icesink_write_task_seconds_max", table="db.t", phase="input") == 2.5
+    assert _value(metrics, "icesink_write_task_seconds_max", table="db.t", phase="close") == 0.75
 
 
 def test_record_files_measures_sizes_against_the_effective_target() -> None:

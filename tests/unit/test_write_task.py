@@ -5,6 +5,7 @@ Each test writes real Parquet files into a folder of ``tmp_path`` and reads them
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.transforms import BucketTransform
 from pyiceberg.types import LongType, NestedField, StringType
 
+from sink import failpoints
 from sink.errors import WriteError, find_error_code
 from sink.type_mapping import iceberg_to_arrow_schema
 from sink.write.messages import WriteResult
@@ -100,6 +102,31 @@ def test_a_failing_input_leaves_no_file_and_names_the_task(tmp_path: Path) -> No
     assert find_error_code(str(raised.value)) is WriteError
     assert "the input broke" in str(raised.value) and raised.value.context["task"] == 5
     assert _parquet_files(tmp_path) == []
+
+
+def test_the_task_function_times_its_input_and_the_close_of_its_files(tmp_path: Path) -> None:
+    def slow_input() -> Iterator[pa.RecordBatch]:
+        yield _rows(range(0, 50))
+        time.sleep(0.3)  # Spark's side of the task is slow to hand over the rest
+        yield _rows(range(50, 100))
+
+    def slow_storage(point: str) -> None:
+        time.sleep(0.2)  # each file is opened when the writers are closed, after the input
+
+    failpoints.arm("storage.write", "call", times=1_000, call=slow_storage)
+    try:
+        started = time.monotonic()
+        output = list(write_function(_spec(tmp_path))(slow_input()))
+        elapsed = time.monotonic() - started
+    finally:
+        failpoints.disarm_all()
+
+    files = WriteResult.from_json(t for b in output for t in b.column(0).to_pylist()).files
+    assert len(files) == BUCKETS and len({(f.task_input_seconds, f.task_close_seconds) for f in files}) == 1
+    input_seconds, close_seconds = files[0].task_input_seconds, files[0].task_close_seconds
+    assert 0.3 <= input_seconds < 0.3 + 0.2  # no file was opened while the rows arrived
+    assert close_seconds >= 0.2 * BUCKETS / 2  # the files are closed two at a time
+    assert input_seconds + close_seconds <= elapsed
 
 
 def test_the_task_function_yields_its_files_then_its_report(tmp_path: Path) -> None:
