@@ -32,6 +32,7 @@ from sink.write.messages import (
     WriteResult,
     messages_to_arrow,
 )
+from sink.write.parquet import COMPACT_PIECES
 from sink.write.preload import preloading
 from sink.write.rolling import RollingFileWriter
 from sink.write.split import arrow_bytes, chunked, split_by_key
@@ -45,10 +46,15 @@ logger = logging.getLogger(__name__)
 
 # Incoming rows are split by partition value this many Arrow bytes at a time (see chunked()).
 CHUNK_BYTES = 16 * 1024 * 1024
-# A file writer's uncompacted pieces keep their whole chunk alive (up to COMPACT_PIECES
-# chunks in all, whatever the writers were charged): chunks this small a share of the
-# memory budget keep that within a quarter of it.
+# Chunks are at most this small a share of the memory budget.
 CHUNKS_PER_BUDGET = 32
+# Chunks' worth of memory a task holds beyond what its writers buffer: the batches being
+# merged into the next chunk and that chunk, its copy sorted by value, and the copies
+# the writers make when they merge their pieces. A piece is a slice of its chunk's sorted
+# copy, so every writer holds a piece of each of the last COMPACT_PIECES chunks and
+# merges them in the same chunk as the others: those copies exist, for a moment, next
+# to the chunks they come from. The writers' budget is what is left of the task's.
+CHUNKS_IN_FLIGHT = COMPACT_PIECES + 3
 # Files a task encodes at once when it ends (see FanoutWriter).
 CLOSE_THREADS = 2
 
@@ -272,8 +278,9 @@ def task_fanout(
 ) -> tuple[FanoutWriter, int]:
     """A task's fanout within ``memory_budget_bytes``, and the Arrow bytes its input is split by."""
     threads = min(CLOSE_THREADS, os.cpu_count() or 1)
-    fanout = FanoutWriter(new_writer, memory_budget_bytes, close_threads=threads)
-    return fanout, min(CHUNK_BYTES, memory_budget_bytes // CHUNKS_PER_BUDGET)
+    chunk_bytes = min(CHUNK_BYTES, memory_budget_bytes // CHUNKS_PER_BUDGET)
+    writers_budget = memory_budget_bytes - CHUNKS_IN_FLIGHT * chunk_bytes
+    return FanoutWriter(new_writer, writers_budget, close_threads=threads), chunk_bytes
 
 
 def with_task_peaks(fanout: FanoutWriter, task_id: int) -> list[DataFileMessage]:
