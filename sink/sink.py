@@ -85,10 +85,8 @@ class IcebergSink:
 
     def __init__(self, config: SinkConfig, metrics: SinkMetrics | None = None) -> None:
         self.config = config
-        self.metrics = metrics or SinkMetrics(
-            target_file_size_bytes=config.write.target_file_size_bytes,
-            max_tables=config.metrics.max_tables,
-        )
+        write_target, max_tables = config.write.target_file_size_bytes, config.metrics.max_tables
+        self.metrics = metrics or SinkMetrics(target_file_size_bytes=write_target, max_tables=max_tables)
         self.metrics_server: MetricsServer | None = export(self.metrics, config.metrics)
         self.catalog: Catalog = catalogs.open_catalog(config)
         state_location(config)  # where the sink's bookkeeping goes: checked at start-up
@@ -107,11 +105,8 @@ class IcebergSink:
         self._closed = False
 
     def __getstate__(self) -> dict[str, Any]:
-        """Only the configuration travels (Spark Connect pickles the ``foreachBatch`` function).
-
-        The catalog, metrics, locks and per-sink-id state are built again where the sink
-        is unpickled, in the process that runs it; metrics given to the constructor stay behind.
-        """
+        """Only the configuration travels (Spark Connect pickles the ``foreachBatch`` function): the
+        rest is built again where the sink is unpickled; metrics given to the constructor stay behind."""
         return {"config": self.config}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -126,7 +121,8 @@ class IcebergSink:
         """Check the stream's schema against the table before the stream starts.
 
         The table is created if missing, and evolved for new columns and wider types
-        (unless ``schema.evolution=off``).
+        (unless ``schema.evolution=off``). A bucketed table's self-checks start in the
+        background, so that the first batch need not wait for them.
 
         Raises:
             PartitionSpecError: ``partition-by`` names a missing column or an impossible transform.
@@ -142,6 +138,8 @@ class IcebergSink:
         self._upsert.check_table(table)
         table = self._evolve(table, schema, sink_id=None, batch_id=None)
         check_normalizes(schema, table.schema(), self._normalize_options)
+        if (spark := SparkSession.getActiveSession()) is not None:
+            BucketRouter.check_ahead(spark, table, self.config.write.distribution_mode)
         return table
 
     def prepare_destinations(self, schemas: Mapping[str, st.StructType]) -> frozenset[str]:

@@ -45,8 +45,9 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.transforms import BucketTransform
 from pyiceberg.types import IcebergType
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.util import InheritableThread
 
 from sink.config import DEFAULT_TARGET_FILE_SIZE_BYTES, DistributionMode
 from sink.log_context import batch_logger
@@ -144,6 +145,30 @@ class BucketRouter:
                     *self._log,
                 )
             self.mode = DistributionMode.HASH if spec.fields else DistributionMode.NONE
+
+    @classmethod
+    def check_ahead(cls, spark: SparkSession, table: Table, mode: DistributionMode | None) -> None:
+        """Start the self-checks ``table``'s first shuffled batch needs, on a thread of their own.
+
+        A new job's first bucketed batch otherwise waits for the checks' Spark jobs, which
+        are mostly latency (planning, code generation, scheduling); started before the
+        query, they run while it starts. The batch's own call waits for them (they run
+        under one lock) and finds them passed. A failure here is only logged: the batch's
+        call checks again and fails the batch, before any file is written.
+        """
+        router = cls(table.spec(), table.schema(), mode)
+        if router.layout is None or router.mode is DistributionMode.NONE:
+            return
+        types, shuffle = router._bucket_source_types(), router.mode is DistributionMode.BUCKET
+
+        def check() -> None:
+            try:
+                ensure_self_checks(spark, types, shuffle)
+            except Exception as e:  # the batch checks again, and raises
+                logger.warning("the self-checks started before the first batch failed: %s", e)
+
+        # Carries the caller's Spark local properties, as the batch's own check would.
+        InheritableThread(check, session=spark, name="icesink-self-checks", daemon=True).start()
 
     @classmethod
     def for_table(

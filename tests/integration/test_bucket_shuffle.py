@@ -8,7 +8,9 @@ write task received.
 
 from __future__ import annotations
 
+import logging
 import re
+import threading
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -226,6 +228,50 @@ def test_bucket_hash_self_check_failure_fails_the_batch_loudly(
     assert table.current_snapshot() is None
     data = Path(table.location().removeprefix("file://")) / "data"
     assert not data.exists() or not any(p.is_file() for p in data.rglob("*"))
+
+
+def _join_self_checks_started_ahead() -> None:
+    for thread in threading.enumerate():
+        if thread.name == "icesink-self-checks":
+            thread.join(timeout=300)
+
+
+def test_prepare_runs_the_self_checks_the_first_batch_would(
+    spark: SparkSession, catalog_options: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(self_check, "_checked", set())  # as in a new Spark application
+    sink = sink_for(catalog_options, "ahead", **{"partition-by": "bucket(4, id)"})
+    sink.prepare(spark.range(10).schema)  # starts them on a thread, and returns
+    _join_self_checks_started_ahead()
+    assert {path for _, path in self_check._checked} == {"integer", "exact shuffle"}
+
+    def again(*args: object) -> None:
+        raise AssertionError("the first batch ran a self-check again")
+
+    monkeypatch.setattr(self_check, "verify_bucket_function", again)
+    monkeypatch.setattr(self_check, "verify_partition_keys", again)
+    sink(spark.range(100).repartition(2), 0)  # the bucket shuffle: it needs both checks
+    assert len(sink.catalog.load_table("db.ahead").scan().to_arrow()) == 100
+
+
+def test_self_checks_that_fail_before_the_first_batch_fail_that_batch(
+    spark: SparkSession,
+    catalog_options: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    wrong = HashVector(IntegerType(), "34", 2017239378)  # the spec says 2017239379
+    monkeypatch.setattr(self_check, "BUCKET_HASH_VECTORS", (wrong,))
+    monkeypatch.setattr(self_check, "_checked", set())
+    sink = sink_for(catalog_options, "aheadfails", **{"partition-by": "bucket(4, id)"})
+    with caplog.at_level(logging.WARNING):
+        sink.prepare(spark.range(10).schema)  # a failure there is only logged
+        _join_self_checks_started_ahead()
+    assert "self-checks started before the first batch failed" in caplog.text and "2017239378" in caplog.text
+
+    with pytest.raises(SelfCheckError, match="2017239378"):
+        sink(spark.range(10), 0)
+    assert sink.catalog.load_table("db.aheadfails").current_snapshot() is None
 
 
 def test_a_task_reading_several_buckets_finishes_each_before_the_next(
