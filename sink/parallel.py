@@ -16,8 +16,14 @@ _T = TypeVar("_T")
 
 
 def run_parallel(calls: Sequence[Callable[[], _T]]) -> list[_T]:
-    """Run ``calls`` on a few threads (inline for one), results in order; the first error is raised."""
+    """Run ``calls`` on a few threads (inline for one), results in order.
+
+    Every call runs, whichever fail: then the first failed call's error (in the calls'
+    order) is raised. A table's commit that fails does not keep the others from theirs,
+    however the threads happened to be scheduled.
+    """
     if len(calls) <= 1:
         return [call() for call in calls]
     with ThreadPoolExecutor(min(CATALOG_THREADS, len(calls)), thread_name_prefix="icesink-route") as pool:
-        return list(pool.map(lambda call: call(), calls))
+        futures = [pool.submit(call) for call in calls]
+    return [future.result() for future in futures]  # all have ended: the pool waited for them
