@@ -163,11 +163,15 @@ class _TimedBatches:
         self.task_seconds: list[dict[str, float]] = []
 
     def step_sum(self, step: str) -> float:
+        return self._sample("icesink_step_duration_seconds_sum", step=step)
+
+    def task_phase(self, phase: str) -> float:
+        return self._sample("icesink_write_task_seconds_max", phase=phase)
+
+    def _sample(self, name: str, **labels: str) -> float:
+        """The sink's metric ``name`` for the benchmark's table (0 before it has one)."""
         assert self.sink is not None
-        value = self.sink.metrics.registry.get_sample_value(
-            "icesink_step_duration_seconds_sum", {"table": TABLE, "step": step}
-        )
-        return value or 0.0
+        return self.sink.metrics.registry.get_sample_value(name, {"table": TABLE, **labels}) or 0.0
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         before = {step: self.step_sum(step) for step in STEPS} if self.sink else {}
@@ -179,13 +183,6 @@ class _TimedBatches:
             self.commit_seconds.append(steps["commit"])
             self.batch_step_seconds.append(steps)
             self.task_seconds.append({phase: self.task_phase(phase) for phase in TASK_PHASES})
-
-    def task_phase(self, phase: str) -> float:
-        assert self.sink is not None
-        value = self.sink.metrics.registry.get_sample_value(
-            "icesink_write_task_seconds_max", {"table": TABLE, "phase": phase}
-        )
-        return value or 0.0
 
 
 def _run_query(stream: Stream, name: str, writer: DataStreamWriter, run_dir: Path, jvm_pid: int) -> QueryRun:

@@ -156,8 +156,10 @@ class BucketRouter:
         under one lock) and finds them passed. A failure here is only logged: the batch's
         call checks again and fails the batch, before any file is written.
         """
+        if BucketLayout.for_spec(table.spec(), table.schema()) is None:
+            return  # nothing to check (and the router would warn of a bucket mode without buckets)
         router = cls(table.spec(), table.schema(), mode)
-        if router.layout is None or router.mode is DistributionMode.NONE:
+        if router.mode is DistributionMode.NONE:
             return
         types, shuffle = router._bucket_source_types(), router.mode is DistributionMode.BUCKET
 

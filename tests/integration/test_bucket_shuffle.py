@@ -215,6 +215,13 @@ def test_batch_after_a_small_batch_is_written_by_one_task(
     assert sum(f.records for f in single) == 2000
 
 
+def assert_nothing_written(table: Table) -> None:
+    """A batch that failed its self-checks: no snapshot, and no data file on disk."""
+    assert table.current_snapshot() is None
+    data = Path(table.location().removeprefix("file://")) / "data"
+    assert not data.exists() or not any(p.is_file() for p in data.rglob("*"))
+
+
 def test_bucket_hash_self_check_failure_fails_the_batch_loudly(
     spark: SparkSession, catalog_options: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -224,10 +231,7 @@ def test_bucket_hash_self_check_failure_fails_the_batch_loudly(
     sink = sink_for(catalog_options, "selfcheck", **{"partition-by": "bucket(4, id)"})
     with pytest.raises(SelfCheckError, match="2017239378"):
         sink(spark.range(10), 0)
-    table = sink.catalog.load_table("db.selfcheck")
-    assert table.current_snapshot() is None
-    data = Path(table.location().removeprefix("file://")) / "data"
-    assert not data.exists() or not any(p.is_file() for p in data.rglob("*"))
+    assert_nothing_written(sink.catalog.load_table("db.selfcheck"))
 
 
 def _join_self_checks_started_ahead() -> None:
@@ -271,7 +275,7 @@ def test_self_checks_that_fail_before_the_first_batch_fail_that_batch(
 
     with pytest.raises(SelfCheckError, match="2017239378"):
         sink(spark.range(10), 0)
-    assert sink.catalog.load_table("db.aheadfails").current_snapshot() is None
+    assert_nothing_written(sink.catalog.load_table("db.aheadfails"))
 
 
 def test_a_task_reading_several_buckets_finishes_each_before_the_next(
