@@ -30,6 +30,10 @@ class FanoutWriter:
     rows of other values keep arriving. The writers being finished hold at most a
     quarter of the budget; :meth:`finish` waits for the oldest ones beyond that.
 
+    The messages of closed files can be taken while rows still arrive
+    (:meth:`take_closed`), so that a task that closes many files sends them on instead of
+    holding them until it ends; :meth:`result` has the rest.
+
     A failed close breaks the writer. A background close fails on its own thread, so
     its error is raised by the first call of :meth:`write`, :meth:`finish`,
     :meth:`close` or :meth:`result` after the failure (:meth:`close` waits for every
@@ -54,14 +58,19 @@ class FanoutWriter:
         self._budget = memory_budget_bytes
         self._close_threads = close_threads
         self._writers: dict[Hashable, RollingFileWriter] = {}
-        self._finished: list[RollingFileWriter] = []
+        self._finished: list[tuple[RollingFileWriter, Future[None]]] = []
         self._pending: deque[tuple[Future[None], int]] = deque()
         self._pending_bytes = 0
         self._pool: ThreadPoolExecutor | None = None
         self._closed = False
         self._close_error: BaseException | None = None
         self._buffered = 0
+        # Files closed whose messages were not taken, and the open writers that have them.
+        self._closed_files = 0
+        self._with_closed: dict[Hashable, RollingFileWriter] = {}
+        self._taken_paths: list[str] = []  # to delete if the task fails after all
         self.budget_closes = 0
+        self.budget_closed_bytes = 0
         self.open_writers_peak = 0
         self.buffered_bytes_peak = 0
 
@@ -77,24 +86,33 @@ class FanoutWriter:
             writer = self._new_writer(partition)
             self._writers[partition] = writer
             self.open_writers_peak = max(self.open_writers_peak, len(self._writers))
-        before = writer.buffered_bytes()
+        before, files = writer.buffered_bytes(), writer.closed_files()
         writer.write(batch, nbytes)
         self._buffered += writer.buffered_bytes() - before
+        self._count_closed(partition, writer, files)
         self.buffered_bytes_peak = max(self.buffered_bytes_peak, self._buffered)
         if self._buffered > self._budget:
             self._enforce_budget()
 
     def _enforce_budget(self) -> None:
         while self._buffered > self._budget:
-            largest = max(self._writers.values(), key=lambda w: w.buffered_bytes())
-            freed = largest.buffered_bytes()
+            partition, largest = max(self._writers.items(), key=lambda item: item[1].buffered_bytes())
+            freed, files = largest.buffered_bytes(), largest.closed_files()
             if freed == 0:
                 break
             largest.close_current()
+            self._count_closed(partition, largest, files)
             self.budget_closes += 1
+            self.budget_closed_bytes += freed
             self._buffered -= freed
         # Give what the closed files held back to the OS, so RSS follows the budget.
         pa.default_memory_pool().release_unused()
+
+    def _count_closed(self, partition: Hashable, writer: RollingFileWriter, files_before: int) -> None:
+        closed = writer.closed_files() - files_before
+        if closed:
+            self._closed_files += closed
+            self._with_closed[partition] = writer
 
     def finish(self, partitions: Iterable[tuple[object, ...]]) -> None:
         """Close the writers of complete partition values in the background.
@@ -109,11 +127,13 @@ class FanoutWriter:
             writer = self._writers.pop(partition, None)
             if writer is None:
                 continue
+            self._with_closed.pop(partition, None)  # taken as a finished writer's
+            self._closed_files += 1
             nbytes = writer.buffered_bytes()
             self._buffered -= nbytes
-            self._finished.append(writer)
             future = self._executor().submit(writer.close)
             future.add_done_callback(self._note_close_error)
+            self._finished.append((writer, future))
             self._pending.append((future, nbytes))
             self._pending_bytes += nbytes
         while self._pending and (self._pending_bytes > self._budget // 4 or self._pending[0][0].done()):
@@ -184,20 +204,49 @@ class FanoutWriter:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
 
+    def take_closed(self, at_least: int = 1) -> list[DataFileMessage]:
+        """Messages of the files closed since the last call, once there are ``at_least`` of them.
+
+        Fewer than that (or none) gives ``[]``, and they stay for a later call or
+        :meth:`result`. Files still being closed in the background are left for later.
+
+        Raises:
+            Exception: What a failed close raised (see the class docstring).
+        """
+        self._raise_close_error()
+        if self._closed_files < at_least:
+            return []
+        taken = [m for w in self._with_closed.values() for m in w.take_closed()]
+        self._with_closed.clear()
+        still_closing = []
+        for writer, future in self._finished:
+            if future.done():
+                taken.extend(writer.take_closed())
+            else:
+                still_closing.append((writer, future))
+        self._finished = still_closing
+        self._closed_files = len(still_closing)
+        self._taken_paths.extend(m.path for m in taken)
+        self._raise_close_error()  # a background close that failed meanwhile
+        return taken
+
     def result(self) -> list[DataFileMessage]:
-        """Messages of every file written, by partition value."""
+        """Messages of every file written and not taken, by partition value."""
         if not self._closed:
             raise RuntimeError("result() before close()")
         self._raise_close_error()
-        return [m for w in (*self._finished, *self._writers.values()) for m in w.result()]
+        return [m for w in self._all_writers() for m in w.result()]
+
+    def _all_writers(self) -> list[RollingFileWriter]:
+        return [*(writer for writer, _ in self._finished), *self._writers.values()]
 
     def abort(self) -> list[str]:
         """Stop writing; delete open files and return the paths of files already closed."""
         self._closed = True
         self._shut_pool()  # lets running closes end; those not started never will
         self._pending.clear()
-        closed_paths: list[str] = []
-        for writer in (*self._finished, *self._writers.values()):
+        closed_paths = list(self._taken_paths)
+        for writer in self._all_writers():
             closed_paths.extend(m.path for m in writer.result_so_far())
             writer.abort()
         return closed_paths

@@ -189,9 +189,9 @@ def _decode_value(value: Any) -> Any:
     return value
 
 
-def messages_to_arrow(messages: list[DataFileMessage], report: TaskReport) -> pa.RecordBatch:
-    """The Arrow batch a write task yields: one JSON message per file, then its report."""
-    texts = [m.to_json() for m in messages] + [report.to_json()]
+def messages_to_arrow(messages: list[DataFileMessage], report: TaskReport | None = None) -> pa.RecordBatch:
+    """An Arrow batch a write task yields: one JSON message per file, then its report if given."""
+    texts = [m.to_json() for m in messages] + ([report.to_json()] if report is not None else [])
     return pa.RecordBatch.from_arrays([string_array(texts)], schema=MESSAGE_SCHEMA)
 
 

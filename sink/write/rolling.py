@@ -107,14 +107,23 @@ class RollingFileWriter(FileWriter[list[DataFileMessage]]):
             self.close_current()
 
     def result(self) -> list[DataFileMessage]:
-        """Messages of every file written, in order."""
+        """Messages of every file written and not taken (:meth:`take_closed`), in order."""
         if not self._closed:
             raise RuntimeError("result() before close()")
         return list(self._results)
 
     def result_so_far(self) -> list[DataFileMessage]:
-        """Messages of the files closed so far (for cleanup after a failure)."""
+        """Messages of the files closed so far and not taken (for cleanup after a failure)."""
         return list(self._results)
+
+    def closed_files(self) -> int:
+        """Files closed and not taken yet."""
+        return len(self._results)
+
+    def take_closed(self) -> list[DataFileMessage]:
+        """Messages of the files closed so far and not taken before; this writer forgets them."""
+        taken, self._results = self._results, []
+        return taken
 
     def abort(self) -> None:
         """Delete the open file; closed files are the caller's to delete (see result_so_far)."""

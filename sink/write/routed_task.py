@@ -25,7 +25,14 @@ from sink.write.messages import MESSAGE_DDL, DataFileMessage, TaskReport, WriteR
 from sink.write.rolling import RollingFileWriter
 from sink.write.split import arrow_bytes, chunked, split_by_key
 from sink.write.table_files import TableFiles
-from sink.write.task import ArrowFunction, RowTally, WriteSpec, task_fanout, task_function, with_task_peaks
+from sink.write.task import ArrowFunction, RowTally, WriteSpec, task_function
+from sink.write.task_fanout import (
+    MESSAGES_PER_YIELD,
+    FileTally,
+    task_fanout,
+    warn_if_budget_too_small,
+    with_task_peaks,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -82,29 +89,35 @@ class RoutedTaskWriter:
     """Writes the rows of one task to their destinations' tables through one shared fanout."""
 
     def __init__(self, spec: RoutedWriteSpec, task_id: int, attempt: int) -> None:
-        self._spec = spec
         self._task_id = task_id
         self._attempt = attempt
         self._destinations = {d.index: d for d in spec.destinations}
         self._tables: dict[int, TableFiles] = {}  # built on a destination's first rows in this task
         self._fanout, self._chunk_bytes = task_fanout(self._new_writer, spec.memory_budget_bytes)
         self._rows = RowTally(task_id)
+        self._written = FileTally()
+        self._prefixes = {d.spec.data_location.rstrip("/") + "/": d.spec.table for d in spec.destinations}
 
     @property
     def report(self) -> TaskReport:
         """The rows received and dropped as bad (or unroutable) so far."""
         return self._rows.report
 
-    def write_all(self, batches: Iterator[pa.RecordBatch]) -> list[DataFileMessage]:
-        """Write every batch; on failure delete what was written and raise :class:`WriteError`."""
+    def stream(self, batches: Iterator[pa.RecordBatch]) -> Iterator[list[DataFileMessage]]:
+        """Write every batch, giving the messages of files as they close (as
+        :meth:`sink.write.task.DataTaskWriter.stream`); on failure delete every file
+        written and raise :class:`WriteError`."""
         try:
             for received in chunked(batches, self._chunk_bytes):
                 batch = self._rows.without_bad_rows(received, BAD_ROW_COLUMN)
                 for (index,), part in split_by_key([batch.column(DEST_INDEX_COLUMN)], batch):
                     self.write_destination(int(index), part)
+                closed = self._fanout.take_closed(MESSAGES_PER_YIELD)
+                if closed:
+                    yield self._messages(closed)
         except Exception as e:
             raise self.abort(e) from e
-        return self.close()
+        yield self.close()
 
     def write_destination(self, index: int, part: pa.RecordBatch) -> None:
         """Write rows of destination ``index`` (its columns at its slots); on failure call :meth:`abort`."""
@@ -117,23 +130,29 @@ class RoutedTaskWriter:
             self._fanout.write(partition, piece, int(piece.num_rows * bytes_per_row))
 
     def close(self) -> list[DataFileMessage]:
-        """Finish every file; the messages of all of them, each naming its table."""
+        """Finish every file; the messages of those not given yet, each naming its table."""
         try:
             self._fanout.close()
+            messages = self._messages(self._fanout.result())
         except Exception as e:
             raise self.abort(e) from e
-        prefixes = {d.spec.data_location.rstrip("/") + "/": d.spec.table for d in self._spec.destinations}
-        peaks = with_task_peaks(self._fanout, self._task_id)
-        messages = [replace(m, table=_table_of(m.path, prefixes)) for m in peaks]
-        files_of = {files.spec.table: files for files in self._tables.values()}
-        messages = [files_of[m.table].with_entry(m) if m.table in files_of else m for m in messages]
         logger.info(
             "task %s wrote %s files, %s rows, to %s tables",
             self._task_id,
-            len(messages),
-            sum(m.record_count for m in messages),
-            len({m.table for m in messages}),
+            self._written.files,
+            self._written.rows,
+            len(self._tables),
         )
+        warn_if_budget_too_small(self._fanout, self._task_id)
+        return messages
+
+    def _messages(self, closed: list[DataFileMessage]) -> list[DataFileMessage]:
+        """``closed`` with the task's peaks, each naming its table, with its manifest entry."""
+        peaks = with_task_peaks(closed, self._fanout, self._task_id)
+        messages = [replace(m, table=_table_of(m.path, self._prefixes)) for m in peaks]
+        files_of = {files.spec.table: files for files in self._tables.values()}
+        messages = [files_of[m.table].with_entry(m) if m.table in files_of else m for m in messages]
+        self._written.count(messages)
         return messages
 
     def abort(self, cause: Exception) -> WriteError:

@@ -1,7 +1,9 @@
 """Executor side of a write: one Spark task, run through ``mapInArrow``.
 
 Built from a small picklable :class:`WriteSpec`; opens the file system lazily inside
-the task; never touches the catalog; yields one JSON message per data file written.
+the task; never touches the catalog; yields one JSON message per data file written, as
+the files close (:data:`MESSAGES_PER_YIELD` at a time while rows still arrive), and last
+the task's report.
 """
 
 from __future__ import annotations
@@ -9,9 +11,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
@@ -21,7 +22,6 @@ from pyiceberg.schema import Schema
 
 from sink import failpoints
 from sink.errors import WriteError
-from sink.write.fanout import FanoutWriter
 from sink.write.layout import BucketLayout
 from sink.write.memory import PeakRssSampler
 from sink.write.messages import (
@@ -32,32 +32,22 @@ from sink.write.messages import (
     WriteResult,
     messages_to_arrow,
 )
-from sink.write.parquet import COMPACT_PIECES
 from sink.write.preload import preloading
-from sink.write.rolling import RollingFileWriter
 from sink.write.split import arrow_bytes, chunked, split_by_key
 from sink.write.table_files import TableFiles
 from sink.write.task_clock import TaskClock
+from sink.write.task_fanout import (
+    MESSAGES_PER_YIELD,
+    FileTally,
+    task_fanout,
+    warn_if_budget_too_small,
+    with_task_peaks,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 logger = logging.getLogger(__name__)
-
-# Incoming rows are split by partition value this many Arrow bytes at a time (see chunked()).
-CHUNK_BYTES = 16 * 1024 * 1024
-# Chunks are at most this small a share of the memory budget.
-CHUNKS_PER_BUDGET = 32
-# Chunks' worth of memory a task holds beyond what its writers buffer: the batches being
-# merged into the next chunk and that chunk, its copy sorted by value, and the copies
-# the writers make when they merge their pieces. A piece is a slice of its chunk's sorted
-# copy, so every writer holds a piece of each of the last COMPACT_PIECES chunks and
-# merges them in the same chunk as the others: those copies exist, for a moment, next
-# to the chunks they come from. The writers' budget is what is left of the task's.
-CHUNKS_IN_FLIGHT = COMPACT_PIECES + 3
-# Files a task encodes at once when it ends (see FanoutWriter).
-CLOSE_THREADS = 2
-
 
 ArrowFunction = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 """A ``mapInArrow`` function."""
@@ -142,7 +132,10 @@ class TaskWriter(Protocol):
     @property
     def report(self) -> TaskReport: ...
 
-    def write_all(self, batches: Iterator[pa.RecordBatch]) -> list[DataFileMessage]: ...
+    def stream(self, batches: Iterator[pa.RecordBatch]) -> Iterator[list[DataFileMessage]]:
+        """Write every batch, giving the messages of the files closed as they close, the last
+        ones once the batches have run out."""
+        ...
 
 
 def task_function(
@@ -163,10 +156,10 @@ def task_function(
         writer = make_writer(task_id, attempt)
         clock = TaskClock()
         with PeakRssSampler() as rss, failpoints.armed_in_task(faults):
-            messages = writer.write_all(clock.reading(batches))
+            for messages in writer.stream(clock.reading(batches)):
+                yield messages_to_arrow(clock.stamped(messages, rss.peak_bytes))
             failpoints.hit("write.task")
-        messages = clock.stamped(messages, rss.peak_bytes)
-        yield messages_to_arrow(messages, writer.report)
+        yield messages_to_arrow([], writer.report)
 
     return run
 
@@ -182,6 +175,7 @@ class DataTaskWriter:
             self._files.new_rolling_writer, spec.memory_budget_bytes
         )
         self._rows = RowTally(task_id)
+        self._written = FileTally()
         self._buckets = _BucketSequence(spec.sequential_buckets)
 
     @property
@@ -190,13 +184,22 @@ class DataTaskWriter:
         return self._rows.report
 
     def write_all(self, batches: Iterator[pa.RecordBatch]) -> list[DataFileMessage]:
-        """Write every batch; on failure delete what was written and raise :class:`WriteError`."""
+        """Write every batch; the messages of every file (see :meth:`stream`)."""
+        return [m for messages in self.stream(batches) for m in messages]
+
+    def stream(self, batches: Iterator[pa.RecordBatch]) -> Iterator[list[DataFileMessage]]:
+        """Write every batch, giving the messages of files as they close (:data:`MESSAGES_PER_YIELD`
+        at a time), the rest once the batches have run out. On failure delete every file
+        written (those already given too) and raise :class:`WriteError`."""
         try:
             for received in chunked(batches, self._chunk_bytes):
                 self.write_chunk(received)
+                closed = self._fanout.take_closed(MESSAGES_PER_YIELD)
+                if closed:
+                    yield self._messages(closed)
         except Exception as e:
             raise self.abort(e) from e
-        return self.close()
+        yield self.close()
 
     def write_chunk(self, received: pa.RecordBatch) -> None:
         """Write one chunk of rows (of about the fanout's chunk size); on failure call :meth:`abort`."""
@@ -220,20 +223,26 @@ class DataTaskWriter:
         self._fanout.finish(self._buckets.complete(keys))
 
     def close(self) -> list[DataFileMessage]:
-        """Finish every file; the messages of all of them. On failure, as :meth:`write_all`."""
+        """Finish every file; the messages of those not given yet. On failure, as :meth:`stream`."""
         try:
             self._fanout.close()
+            messages = self._messages(self._fanout.result())
         except Exception as e:
             raise self.abort(e) from e
-        messages = [self._files.with_entry(m) for m in with_task_peaks(self._fanout, self._task_id)]
         logger.info(
             "task %s wrote %s files, %s rows (table=%s prefix=%s)",
             self._task_id,
-            len(messages),
-            sum(m.record_count for m in messages),
+            self._written.files,
+            self._written.rows,
             self._spec.table,
             self._spec.file_prefix,
         )
+        warn_if_budget_too_small(self._fanout, self._task_id)
+        return messages
+
+    def _messages(self, closed: list[DataFileMessage]) -> list[DataFileMessage]:
+        messages = [self._files.with_entry(m) for m in with_task_peaks(closed, self._fanout, self._task_id)]
+        self._written.count(messages)
         return messages
 
     def abort(self, cause: Exception) -> WriteError:
@@ -271,29 +280,6 @@ class RowTally:
             return batch
         self._bad_rows += bad
         return batch.filter(pc.invert(flag))
-
-
-def task_fanout(
-    new_writer: Callable[[tuple[object, ...]], RollingFileWriter], memory_budget_bytes: int
-) -> tuple[FanoutWriter, int]:
-    """A task's fanout within ``memory_budget_bytes``, and the Arrow bytes its input is split by."""
-    threads = min(CLOSE_THREADS, os.cpu_count() or 1)
-    chunk_bytes = min(CHUNK_BYTES, memory_budget_bytes // CHUNKS_PER_BUDGET)
-    writers_budget = memory_budget_bytes - CHUNKS_IN_FLIGHT * chunk_bytes
-    return FanoutWriter(new_writer, writers_budget, close_threads=threads), chunk_bytes
-
-
-def with_task_peaks(fanout: FanoutWriter, task_id: int) -> list[DataFileMessage]:
-    """The messages of a closed fanout's files, with the task's id and the fanout's peaks."""
-    return [
-        replace(
-            m,
-            task_id=task_id,
-            open_writers_peak=fanout.open_writers_peak,
-            buffered_bytes_peak=fanout.buffered_bytes_peak,
-        )
-        for m in fanout.result()
-    ]
 
 
 class _BucketSequence:

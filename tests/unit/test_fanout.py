@@ -173,3 +173,38 @@ def test_a_failed_background_close_is_raised_and_leaves_no_partial_file(
     remaining = {f"file://{p}" for p in tmp_path.iterdir()}
     assert remaining == set(closed)  # the failed file was deleted, the open one too
     assert len(closed) == 1 and _file_ids(closed[0]) == list(range(1000))  # value 0's file
+
+
+@pytest.mark.parametrize("close_threads", [1, 2])
+def test_closed_files_are_taken_while_rows_arrive_and_each_is_reported_once(
+    tmp_path: Path, close_threads: int
+) -> None:
+    factory = FileFactory(tmp_path, row_group_size_bytes=64 * MiB)
+    fanout = _fanout(factory, budget=MiB, close_threads=close_threads)  # 2-row files, as above
+    taken = []
+    for i in range(1000):
+        fanout.write((i % 500,), batch(2 * i, 2))
+        if i == 400:
+            fanout.finish([(0,), (1,)])  # closed in the background: taken once their close is done
+        taken.append(fanout.take_closed(at_least=50))
+        assert all(len(part) >= 50 for part in taken if part)
+    assert sum(1 for part in taken if part) >= 2  # taken in several parts while rows still came
+    assert fanout.take_closed(at_least=10**9) == []  # too few: left for later
+    fanout.close()
+    messages = [m for part in taken for m in part] + fanout.result()
+    paths = [m.path for m in messages]
+    assert len(paths) == len(set(paths)) == len(list(tmp_path.iterdir()))  # every file, once
+    assert sorted(i for m in messages for i in _file_ids(m.path)) == list(range(2000))
+
+
+def test_abort_deletes_nothing_itself_and_reports_the_files_already_taken(tmp_path: Path) -> None:
+    factory = FileFactory(tmp_path, row_group_size_bytes=64 * MiB)
+    fanout = _fanout(factory, budget=MiB, close_threads=1)
+    taken = []
+    for i in range(1500):
+        fanout.write((i % 500,), batch(2 * i, 2))
+        taken += fanout.take_closed(at_least=20)
+    assert taken
+    closed = fanout.abort()
+    assert {m.path for m in taken} <= set(closed)
+    assert {f"file://{p}" for p in tmp_path.iterdir()} == set(closed)

@@ -57,7 +57,7 @@ def test_each_destination_gets_its_rows_in_its_table_schema_through_one_fanout(t
         memory_budget_bytes=32 << 20,
     )
     writer = RoutedTaskWriter(spec, task_id=2, attempt=0)
-    messages = writer.write_all(iter([_input()]))
+    messages = [m for part in writer.stream(iter([_input()])) for m in part]
     assert writer.report.input_rows == 7 and writer.report.bad_rows == 2
     by_table: dict[str, list[dict[str, Any]]] = {}
     for m in messages:

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
-from pyiceberg.transforms import BucketTransform
+from pyiceberg.transforms import BucketTransform, IdentityTransform
 from pyiceberg.types import LongType, NestedField, StringType
 
 from sink import failpoints
@@ -105,14 +105,14 @@ def test_a_failing_input_leaves_no_file_and_names_the_task(tmp_path: Path) -> No
 
 
 def test_the_task_function_times_its_input_and_the_close_of_its_files(tmp_path: Path) -> None:
-    first_pull: list[float] = []
+    input_ended: list[float] = []
     opened: list[float] = []
 
     def slow_input() -> Iterator[pa.RecordBatch]:
-        first_pull.append(time.monotonic())  # after the task's clock started
         yield _rows(range(0, 50))
         time.sleep(0.3)  # Spark's side of the task is slow to hand over the rest
         yield _rows(range(50, 100))
+        input_ended.append(time.monotonic())  # the task asked for more, and there was none
 
     def slow_storage(point: str) -> None:
         opened.append(time.monotonic())
@@ -130,7 +130,7 @@ def test_the_task_function_times_its_input_and_the_close_of_its_files(tmp_path: 
     assert len(files) == BUCKETS and len({(f.task_input_seconds, f.task_close_seconds) for f in files}) == 1
     input_seconds, close_seconds = files[0].task_input_seconds, files[0].task_close_seconds
     assert input_seconds >= 0.3
-    assert first_pull[0] + input_seconds <= min(opened)  # the input had ended when the first file opened
+    assert input_ended[0] <= min(opened)  # the input had ended when the first file opened
     assert close_seconds >= 0.2 * BUCKETS / 2  # the files are closed two at a time
     assert input_seconds + close_seconds <= elapsed
 
@@ -144,3 +144,67 @@ def test_the_task_function_yields_its_files_then_its_report(tmp_path: Path) -> N
     assert result.counts.input_rows == 30 and result.counts.bad_rows == 2
     assert sum(f.record_count for f in result.files) == 28
     assert {Path(f.path.removeprefix("file://")) for f in result.files} == set(_parquet_files(tmp_path))
+
+
+MANY_VALUES = 200  # each value's writer holds a batch: together more than the budget below
+
+
+def _many_values_input(batches: int, pulled: list[int]) -> Iterator[pa.RecordBatch]:
+    """``batches`` of 250 rows: row ``i`` has ``id`` ``i % MANY_VALUES`` and ``v`` ``str(i)``."""
+    for k in range(batches):
+        pulled.append(k)
+        rows = range(k * 250, (k + 1) * 250)
+        arrays = [pa.array([i % MANY_VALUES for i in rows], pa.int64()), pa.array([str(i) for i in rows])]
+        yield pa.RecordBatch.from_arrays(arrays, schema=iceberg_to_arrow_schema(SCHEMA))
+
+
+def _by_id_spec(tmp_path: Path) -> WriteSpec:
+    by_id = PartitionSpec(
+        PartitionField(source_id=1, field_id=1000, transform=IdentityTransform(), name="id")
+    )
+    return task_spec(
+        tmp_path / "data", "db.t", SCHEMA, by_id, "sink-b8-attempt", memory_budget_bytes=128 << 10
+    )
+
+
+def test_a_task_closing_many_files_sends_their_messages_on_before_its_input_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr("sink.write.task.MESSAGES_PER_YIELD", 32)
+    pulled: list[int] = []
+    outputs: list[tuple[int, pa.RecordBatch]] = []
+    with caplog.at_level("WARNING", logger="sink.write.task_fanout"):
+        for batch in write_function(_by_id_spec(tmp_path))(_many_values_input(8, pulled)):
+            outputs.append((len(pulled), batch))
+
+    sent_early = [batch for seen, batch in outputs if seen < 8]
+    assert sent_early and all(batch.num_rows >= 32 for batch in sent_early)
+    texts = [t for _, batch in outputs for t in batch.column(0).to_pylist()]
+    assert texts[-1].startswith('{"task_report"')  # the report comes last, once
+    result = WriteResult.from_json(texts)
+    assert result.counts.input_rows == 2000
+    paths = [Path(f.path.removeprefix("file://")) for f in result.files]
+    assert len(paths) == len(set(paths)) and set(paths) == set(_parquet_files(tmp_path))
+    rows = sorted(int(v) for p in paths for v in pq.read_table(p).column("v").to_pylist())
+    assert rows == list(range(2000))
+    assert all(f.entry_block for f in result.files)  # sent early or late, each with its entry
+    warning = next(r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+    assert "write.fanout.memory-budget-bytes is too small" in warning and "write.distribution-mode" in warning
+
+
+def test_a_failed_task_deletes_the_files_it_already_sent_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sink.write.task.MESSAGES_PER_YIELD", 32)
+    pulled: list[int] = []
+
+    def breaking() -> Iterator[pa.RecordBatch]:
+        yield from _many_values_input(6, pulled)
+        raise OSError("the input broke")
+
+    sent: list[pa.RecordBatch] = []
+    with pytest.raises(WriteError, match="the input broke"):
+        for batch in write_function(_by_id_spec(tmp_path))(breaking()):
+            sent.append(batch)
+    assert sent  # messages had gone on: Spark drops a failed attempt's output
+    assert _parquet_files(tmp_path) == []

@@ -1,0 +1,99 @@
+"""A write task's fanout: sized from the task's memory budget, and what the task counts of it.
+
+The task splits its input a chunk at a time and hands the pieces to one
+:class:`~sink.write.fanout.FanoutWriter`; what the chunks in flight hold is taken from
+the budget before the writers get the rest. The messages of the fanout's files carry the
+task's peaks, and a task whose budget closed its files while they were tiny says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from sink.write.fanout import FanoutWriter
+from sink.write.messages import DataFileMessage
+from sink.write.parquet import COMPACT_PIECES
+from sink.write.rolling import RollingFileWriter
+
+logger = logging.getLogger(__name__)
+
+# Incoming rows are split by partition value this many Arrow bytes at a time (see chunked()).
+CHUNK_BYTES = 16 * 1024 * 1024
+# Chunks are at most this small a share of the memory budget.
+CHUNKS_PER_BUDGET = 32
+# Chunks' worth of memory a task holds beyond what its writers buffer: the batches being
+# merged into the next chunk and that chunk, its copy sorted by value, and the copies
+# the writers make when they merge their pieces. A piece is a slice of its chunk's sorted
+# copy, so every writer holds a piece of each of the last COMPACT_PIECES chunks and
+# merges them in the same chunk as the others: those copies exist, for a moment, next
+# to the chunks they come from. The writers' budget is what is left of the task's.
+CHUNKS_IN_FLIGHT = COMPACT_PIECES + 3
+# Files a task encodes at once when it ends (see FanoutWriter).
+CLOSE_THREADS = 2
+# A task that closes files while its rows still arrive sends their messages on once it
+# has this many, rather than holding them until it ends: a task closing tens of
+# thousands of files (many partition values, a small budget) then holds at most this many.
+MESSAGES_PER_YIELD = 256
+# A file closed by the memory budget with less than this buffered says the budget is
+# spread over too many open writers (many partition values per task): files come out
+# tiny, and the task logs a warning naming what to change.
+SMALL_BUDGET_CLOSE_BYTES = 256 * 1024
+
+
+def task_fanout(
+    new_writer: Callable[[tuple[object, ...]], RollingFileWriter], memory_budget_bytes: int
+) -> tuple[FanoutWriter, int]:
+    """A task's fanout within ``memory_budget_bytes``, and the Arrow bytes its input is split by."""
+    threads = min(CLOSE_THREADS, os.cpu_count() or 1)
+    chunk_bytes = min(CHUNK_BYTES, memory_budget_bytes // CHUNKS_PER_BUDGET)
+    writers_budget = memory_budget_bytes - CHUNKS_IN_FLIGHT * chunk_bytes
+    return FanoutWriter(new_writer, writers_budget, close_threads=threads), chunk_bytes
+
+
+def with_task_peaks(
+    messages: list[DataFileMessage], fanout: FanoutWriter, task_id: int
+) -> list[DataFileMessage]:
+    """The messages of ``fanout``'s files, with the task's id and the fanout's peaks so far."""
+    return [
+        replace(
+            m,
+            task_id=task_id,
+            open_writers_peak=fanout.open_writers_peak,
+            buffered_bytes_peak=fanout.buffered_bytes_peak,
+        )
+        for m in messages
+    ]
+
+
+@dataclass
+class FileTally:
+    """The files a task has written so far, and their rows."""
+
+    files: int = 0
+    rows: int = 0
+
+    def count(self, messages: list[DataFileMessage]) -> None:
+        self.files += len(messages)
+        self.rows += sum(m.record_count for m in messages)
+
+
+def warn_if_budget_too_small(fanout: FanoutWriter, task_id: int) -> None:
+    """Log a warning when the task's memory budget closed its files while they were still tiny."""
+    if fanout.budget_closes == 0:
+        return
+    average = fanout.budget_closed_bytes // fanout.budget_closes
+    if average >= SMALL_BUDGET_CLOSE_BYTES:
+        return
+    logger.warning(
+        "task %s: the memory budget closed %s files holding %s KiB on average, with up to "
+        "%s partition values open at once: write.fanout.memory-budget-bytes is too small for "
+        "that many values in one task, and the files come out tiny. Raise it, or set "
+        "write.distribution-mode=hash (or bucket) so that each task sees fewer values.",
+        task_id,
+        fanout.budget_closes,
+        average // 1024,
+        fanout.open_writers_peak,
+    )
