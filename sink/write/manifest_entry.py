@@ -227,8 +227,8 @@ class EntryEncoding:
 
         The statistics and split offsets are in the entry, and no other use of a data
         file's message needs them: left out, the message is a quarter of its size, in
-        the task that holds every message until it ends and in the driver that decodes
-        them all. A delete file's message is left as it is (its entry is the driver's).
+        the task that holds it from its file's close until it is sent on, and in the
+        driver that decodes them all. A delete file's message is left as it is (its entry is the driver's).
         """
         if message.content != CONTENT_DATA:
             return message

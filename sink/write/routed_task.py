@@ -29,6 +29,7 @@ from sink.write.task import ArrowFunction, RowTally, WriteSpec, task_function
 from sink.write.task_fanout import (
     MESSAGES_PER_YIELD,
     FileTally,
+    in_parts,
     task_fanout,
     warn_if_budget_too_small,
     with_task_peaks,
@@ -117,7 +118,7 @@ class RoutedTaskWriter:
                     yield self._messages(closed)
         except Exception as e:
             raise self.abort(e) from e
-        yield self.close()
+        yield from in_parts(self.close(), MESSAGES_PER_YIELD)
 
     def write_destination(self, index: int, part: pa.RecordBatch) -> None:
         """Write rows of destination ``index`` (its columns at its slots); on failure call :meth:`abort`."""
@@ -147,11 +148,9 @@ class RoutedTaskWriter:
         return messages
 
     def _messages(self, closed: list[DataFileMessage]) -> list[DataFileMessage]:
-        """``closed`` with the task's peaks, each naming its table, with its manifest entry."""
+        """``closed`` with the task's peaks, each naming its table."""
         peaks = with_task_peaks(closed, self._fanout, self._task_id)
         messages = [replace(m, table=_table_of(m.path, self._prefixes)) for m in peaks]
-        files_of = {files.spec.table: files for files in self._tables.values()}
-        messages = [files_of[m.table].with_entry(m) if m.table in files_of else m for m in messages]
         self._written.count(messages)
         return messages
 

@@ -132,4 +132,4 @@ class TableFiles:
                 stats_plan=self._stats_plan,
             )
 
-        return RollingFileWriter(new_file, spec.target_file_size_bytes, self._estimator)
+        return RollingFileWriter(new_file, spec.target_file_size_bytes, self._estimator, self.with_entry)

@@ -39,6 +39,7 @@ from sink.write.task_clock import TaskClock
 from sink.write.task_fanout import (
     MESSAGES_PER_YIELD,
     FileTally,
+    in_parts,
     task_fanout,
     warn_if_budget_too_small,
     with_task_peaks,
@@ -199,7 +200,7 @@ class DataTaskWriter:
                     yield self._messages(closed)
         except Exception as e:
             raise self.abort(e) from e
-        yield self.close()
+        yield from in_parts(self.close(), MESSAGES_PER_YIELD)
 
     def write_chunk(self, received: pa.RecordBatch) -> None:
         """Write one chunk of rows (of about the fanout's chunk size); on failure call :meth:`abort`."""
@@ -241,7 +242,7 @@ class DataTaskWriter:
         return messages
 
     def _messages(self, closed: list[DataFileMessage]) -> list[DataFileMessage]:
-        messages = [self._files.with_entry(m) for m in with_task_peaks(closed, self._fanout, self._task_id)]
+        messages = with_task_peaks(closed, self._fanout, self._task_id)
         self._written.count(messages)
         return messages
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from sink.write.fanout import FanoutWriter
@@ -51,6 +51,13 @@ def task_fanout(
     chunk_bytes = min(CHUNK_BYTES, memory_budget_bytes // CHUNKS_PER_BUDGET)
     writers_budget = memory_budget_bytes - CHUNKS_IN_FLIGHT * chunk_bytes
     return FanoutWriter(new_writer, writers_budget, close_threads=threads), chunk_bytes
+
+
+def in_parts(messages: list[DataFileMessage], size: int) -> Iterator[list[DataFileMessage]]:
+    """``messages`` ``size`` at a time (none at all for none), each part encoded and sent on
+    before the next, so that the JSON of a task's last thousands of files is never all held."""
+    for start in range(0, len(messages), size):
+        yield messages[start : start + size]
 
 
 def with_task_peaks(
