@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from sink.write.messages import DataFileMessage
 from sink.write.rolling import RollingFileWriter
 from tests.unit.writer_fixtures import FileFactory, batch
 
@@ -39,3 +41,25 @@ def test_one_large_batch_is_split_across_files(tmp_path: Path) -> None:
         i for m in messages for i in pq.read_table(m.path.removeprefix("file://")).column("id").to_pylist()
     )
     assert ids == list(range(120_000))
+
+
+def test_each_message_is_finished_as_its_file_closes_and_taken_once(tmp_path: Path) -> None:
+    factory = FileFactory(tmp_path, row_group_size_bytes=64 * KiB)
+    finished: list[str] = []
+
+    def finish(message: DataFileMessage) -> DataFileMessage:
+        finished.append(message.path)
+        return replace(message, lower_bounds={}, upper_bounds={})  # what a held message keeps
+
+    writer = RollingFileWriter(factory, 256 * KiB, factory.estimator, finish)
+    for i in range(20):
+        writer.write(batch(i * 5000, 5000))
+    assert writer.closed_files() >= 2 and len(finished) == writer.closed_files()  # as they closed
+    taken = writer.take_closed()
+    assert writer.closed_files() == 0 and writer.take_closed() == []
+    writer.close()
+    rest = writer.result()
+    messages = taken + rest
+    assert [m.path for m in messages] == finished  # every file finished once, in order
+    assert all(not m.lower_bounds and not m.upper_bounds for m in messages)
+    assert sum(m.record_count for m in messages) == 100_000
