@@ -99,7 +99,9 @@ class RollingFileWriter(FileWriter[list[DataFileMessage]]):
             raise
         message = current.result()
         if message is not None:
-            self._results.append(message if self._finish is None else self._finish(message))
+            self._results.append(message)  # kept as it is if finishing fails: abort() deletes its file
+            if self._finish is not None:
+                self._results[-1] = self._finish(message)
 
     def length_bytes(self) -> int:
         """Estimated on-disk bytes of the open file."""

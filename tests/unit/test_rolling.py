@@ -4,6 +4,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from sink.write.messages import DataFileMessage
 from sink.write.rolling import RollingFileWriter
@@ -63,3 +64,17 @@ def test_each_message_is_finished_as_its_file_closes_and_taken_once(tmp_path: Pa
     assert [m.path for m in messages] == finished  # every file finished once, in order
     assert all(not m.lower_bounds and not m.upper_bounds for m in messages)
     assert sum(m.record_count for m in messages) == 100_000
+
+
+def test_a_file_whose_finish_fails_is_still_reported_for_cleanup(tmp_path: Path) -> None:
+    factory = FileFactory(tmp_path, row_group_size_bytes=64 * KiB)
+
+    def finish(message: DataFileMessage) -> DataFileMessage:
+        raise ValueError("the entry could not be encoded")
+
+    writer = RollingFileWriter(factory, 256 * KiB, factory.estimator, finish)
+    with pytest.raises(ValueError, match="could not be encoded"):
+        for i in range(20):
+            writer.write(batch(i * 5000, 5000))
+    left = writer.result_so_far()
+    assert [m.path for m in left] == [f"file://{p}" for p in tmp_path.iterdir()]  # the caller deletes it
