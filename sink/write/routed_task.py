@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -23,17 +23,10 @@ from pyiceberg.io import FileIO
 from sink.errors import WriteError
 from sink.write.messages import MESSAGE_DDL, DataFileMessage, TaskReport, WriteResult
 from sink.write.rolling import RollingFileWriter
-from sink.write.split import arrow_bytes, chunked, split_by_key
+from sink.write.split import arrow_bytes, split_by_key
 from sink.write.table_files import TableFiles
 from sink.write.task import ArrowFunction, RowTally, WriteSpec, task_function
-from sink.write.task_fanout import (
-    MESSAGES_PER_YIELD,
-    FileTally,
-    in_parts,
-    task_fanout,
-    warn_if_budget_too_small,
-    with_task_peaks,
-)
+from sink.write.task_fanout import TaskFanout, in_parts
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -94,10 +87,8 @@ class RoutedTaskWriter:
         self._attempt = attempt
         self._destinations = {d.index: d for d in spec.destinations}
         self._tables: dict[int, TableFiles] = {}  # built on a destination's first rows in this task
-        self._fanout, self._chunk_bytes = task_fanout(self._new_writer, spec.memory_budget_bytes)
+        self._output = TaskFanout(self._new_writer, spec.memory_budget_bytes, task_id)
         self._rows = RowTally(task_id)
-        self._written = FileTally()
-        self._prefixes = {d.spec.data_location.rstrip("/") + "/": d.spec.table for d in spec.destinations}
 
     @property
     def report(self) -> TaskReport:
@@ -108,17 +99,14 @@ class RoutedTaskWriter:
         """Write every batch, giving the messages of files as they close (as
         :meth:`sink.write.task.DataTaskWriter.stream`); on failure delete every file
         written and raise :class:`WriteError`."""
-        try:
-            for received in chunked(batches, self._chunk_bytes):
-                batch = self._rows.without_bad_rows(received, BAD_ROW_COLUMN)
-                for (index,), part in split_by_key([batch.column(DEST_INDEX_COLUMN)], batch):
-                    self.write_destination(int(index), part)
-                closed = self._fanout.take_closed(MESSAGES_PER_YIELD)
-                if closed:
-                    yield self._messages(closed)
-        except Exception as e:
-            raise self.abort(e) from e
-        yield from in_parts(self.close(), MESSAGES_PER_YIELD)
+        yield from self._output.while_writing(batches, self.write_chunk, self.abort)
+        yield from in_parts(self.close())
+
+    def write_chunk(self, received: pa.RecordBatch) -> None:
+        """Write one chunk of rows, each to its destination; on failure call :meth:`abort`."""
+        batch = self._rows.without_bad_rows(received, BAD_ROW_COLUMN)
+        for (index,), part in split_by_key([batch.column(DEST_INDEX_COLUMN)], batch):
+            self.write_destination(int(index), part)
 
     def write_destination(self, index: int, part: pa.RecordBatch) -> None:
         """Write rows of destination ``index`` (its columns at its slots); on failure call :meth:`abort`."""
@@ -128,35 +116,23 @@ class RoutedTaskWriter:
         bytes_per_row = arrow_bytes(rows) / rows.num_rows
         for key, piece in split_by_key(keys, rows):
             partition = (index, *files.partition_record(key))
-            self._fanout.write(partition, piece, int(piece.num_rows * bytes_per_row))
+            self._output.fanout.write(partition, piece, int(piece.num_rows * bytes_per_row))
 
     def close(self) -> list[DataFileMessage]:
         """Finish every file; the messages of those not given yet, each naming its table."""
-        try:
-            self._fanout.close()
-            messages = self._messages(self._fanout.result())
-        except Exception as e:
-            raise self.abort(e) from e
+        messages = self._output.close(self.abort)
         logger.info(
             "task %s wrote %s files, %s rows, to %s tables",
             self._task_id,
-            self._written.files,
-            self._written.rows,
+            self._output.files,
+            self._output.rows,
             len(self._tables),
         )
-        warn_if_budget_too_small(self._fanout, self._task_id)
-        return messages
-
-    def _messages(self, closed: list[DataFileMessage]) -> list[DataFileMessage]:
-        """``closed`` with the task's peaks, each naming its table."""
-        peaks = with_task_peaks(closed, self._fanout, self._task_id)
-        messages = [replace(m, table=_table_of(m.path, self._prefixes)) for m in peaks]
-        self._written.count(messages)
         return messages
 
     def abort(self, cause: Exception) -> WriteError:
         """Delete every file written so far; the error to raise for ``cause``."""
-        for path in self._fanout.abort():
+        for path in self._output.fanout.abort():
             self._io_of(path).delete(path)
         return WriteError(
             f"writing routed data files failed: {type(cause).__name__}: {cause}", task=self._task_id
@@ -180,10 +156,3 @@ class RoutedTaskWriter:
             if path.startswith(files.spec.data_location.rstrip("/") + "/"):
                 return files.io
         return next(iter(self._tables.values())).io
-
-
-def _table_of(path: str, prefixes: dict[str, str]) -> str:
-    for prefix, table in prefixes.items():
-        if path.startswith(prefix):
-            return table
-    return ""

@@ -11,6 +11,7 @@ modules behind them (pyiceberg's Arrow file IO, and pandas with it).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 from typing import TYPE_CHECKING, Any
@@ -89,9 +90,10 @@ class TableFiles:
         codec = manifest_codec(spec.table_properties)
         return EntryEncoding(spec.partition_spec, spec.schema, codec, sync_marker(spec.file_prefix))
 
-    def with_entry(self, message: DataFileMessage) -> DataFileMessage:
-        """``message`` with its file's manifest entry encoded (:mod:`sink.write.manifest_entry`)."""
-        return self._entry_encoding.with_entry(message)
+    def finished(self, message: DataFileMessage) -> DataFileMessage:
+        """``message`` naming the table, with its file's manifest entry encoded
+        (:mod:`sink.write.manifest_entry`)."""
+        return dataclasses.replace(self._entry_encoding.with_entry(message), table=self.spec.table)
 
     def to_file_batch(self, columns: list[pa.Array]) -> pa.RecordBatch:
         """The table's columns (in its order) as a batch of the file schema (field ids, UTC, ...)."""
@@ -132,4 +134,4 @@ class TableFiles:
                 stats_plan=self._stats_plan,
             )
 
-        return RollingFileWriter(new_file, spec.target_file_size_bytes, self._estimator, self.with_entry)
+        return RollingFileWriter(new_file, spec.target_file_size_bytes, self._estimator, self.finished)

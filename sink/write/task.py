@@ -2,8 +2,8 @@
 
 Built from a small picklable :class:`WriteSpec`; opens the file system lazily inside
 the task; never touches the catalog; yields one JSON message per data file written, as
-the files close (:data:`MESSAGES_PER_YIELD` at a time while rows still arrive), and last
-the task's report.
+the files close (:data:`~sink.write.task_fanout.MESSAGES_PER_YIELD` at a time while rows
+still arrive), and last the task's report.
 """
 
 from __future__ import annotations
@@ -33,17 +33,10 @@ from sink.write.messages import (
     messages_to_arrow,
 )
 from sink.write.preload import preloading
-from sink.write.split import arrow_bytes, chunked, split_by_key
+from sink.write.split import arrow_bytes, split_by_key
 from sink.write.table_files import TableFiles
 from sink.write.task_clock import TaskClock
-from sink.write.task_fanout import (
-    MESSAGES_PER_YIELD,
-    FileTally,
-    in_parts,
-    task_fanout,
-    warn_if_budget_too_small,
-    with_task_peaks,
-)
+from sink.write.task_fanout import TaskFanout, in_parts
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -172,11 +165,8 @@ class DataTaskWriter:
         self._spec = spec
         self._task_id = task_id
         self._files = TableFiles(spec, task_id, attempt)
-        self._fanout, self._chunk_bytes = task_fanout(
-            self._files.new_rolling_writer, spec.memory_budget_bytes
-        )
+        self._output = TaskFanout(self._files.new_rolling_writer, spec.memory_budget_bytes, task_id)
         self._rows = RowTally(task_id)
-        self._written = FileTally()
         self._buckets = _BucketSequence(spec.sequential_buckets)
 
     @property
@@ -189,18 +179,12 @@ class DataTaskWriter:
         return [m for messages in self.stream(batches) for m in messages]
 
     def stream(self, batches: Iterator[pa.RecordBatch]) -> Iterator[list[DataFileMessage]]:
-        """Write every batch, giving the messages of files as they close (:data:`MESSAGES_PER_YIELD`
-        at a time), the rest once the batches have run out. On failure delete every file
-        written (those already given too) and raise :class:`WriteError`."""
-        try:
-            for received in chunked(batches, self._chunk_bytes):
-                self.write_chunk(received)
-                closed = self._fanout.take_closed(MESSAGES_PER_YIELD)
-                if closed:
-                    yield self._messages(closed)
-        except Exception as e:
-            raise self.abort(e) from e
-        yield from in_parts(self.close(), MESSAGES_PER_YIELD)
+        """Write every batch, giving the messages of files as they close
+        (:meth:`~sink.write.task_fanout.TaskFanout.while_writing`), the rest once the batches
+        have run out. On failure delete every file written (those already given too) and
+        raise :class:`WriteError`."""
+        yield from self._output.while_writing(batches, self.write_chunk, self.abort)
+        yield from in_parts(self.close())
 
     def write_chunk(self, received: pa.RecordBatch) -> None:
         """Write one chunk of rows (of about the fanout's chunk size); on failure call :meth:`abort`."""
@@ -219,36 +203,26 @@ class DataTaskWriter:
         bytes_per_row = arrow_bytes(rows) / rows.num_rows
         for key, part in split_by_key(keys, rows):
             partition = self._files.partition_record(key)
-            self._fanout.write(partition, part, int(part.num_rows * bytes_per_row))
+            self._output.fanout.write(partition, part, int(part.num_rows * bytes_per_row))
             self._buckets.wrote(key, partition)
-        self._fanout.finish(self._buckets.complete(keys))
+        self._output.fanout.finish(self._buckets.complete(keys))
 
     def close(self) -> list[DataFileMessage]:
         """Finish every file; the messages of those not given yet. On failure, as :meth:`stream`."""
-        try:
-            self._fanout.close()
-            messages = self._messages(self._fanout.result())
-        except Exception as e:
-            raise self.abort(e) from e
+        messages = self._output.close(self.abort)
         logger.info(
             "task %s wrote %s files, %s rows (table=%s prefix=%s)",
             self._task_id,
-            self._written.files,
-            self._written.rows,
+            self._output.files,
+            self._output.rows,
             self._spec.table,
             self._spec.file_prefix,
         )
-        warn_if_budget_too_small(self._fanout, self._task_id)
-        return messages
-
-    def _messages(self, closed: list[DataFileMessage]) -> list[DataFileMessage]:
-        messages = with_task_peaks(closed, self._fanout, self._task_id)
-        self._written.count(messages)
         return messages
 
     def abort(self, cause: Exception) -> WriteError:
         """Delete every file written so far; the error to raise for ``cause``."""
-        for path in self._fanout.abort():
+        for path in self._output.fanout.abort():
             self._files.io.delete(path)
         return WriteError(
             f"writing data files failed: {type(cause).__name__}: {cause}",

@@ -1,9 +1,10 @@
-"""A write task's fanout: sized from the task's memory budget, and what the task counts of it.
+"""A write task's fanout: sized from the task's memory budget, and the messages of its files.
 
 The task splits its input a chunk at a time and hands the pieces to one
 :class:`~sink.write.fanout.FanoutWriter`; what the chunks in flight hold is taken from
-the budget before the writers get the rest. The messages of the fanout's files carry the
-task's peaks, and a task whose budget closed its files while they were tiny says so.
+the budget before the writers get the rest. The messages of the fanout's files go on as
+the files close, carrying the task's peaks, and a task whose budget closed its files while
+they were tiny says so.
 """
 
 from __future__ import annotations
@@ -11,12 +12,15 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
+
+import pyarrow as pa
 
 from sink.write.fanout import FanoutWriter
 from sink.write.messages import DataFileMessage
 from sink.write.parquet import COMPACT_PIECES
 from sink.write.rolling import RollingFileWriter
+from sink.write.split import chunked
 
 logger = logging.getLogger(__name__)
 
@@ -43,48 +47,78 @@ MESSAGES_PER_YIELD = 256
 SMALL_BUDGET_CLOSE_BYTES = 256 * 1024
 
 
-def task_fanout(
-    new_writer: Callable[[tuple[object, ...]], RollingFileWriter], memory_budget_bytes: int
-) -> tuple[FanoutWriter, int]:
-    """A task's fanout within ``memory_budget_bytes``, and the Arrow bytes its input is split by."""
-    threads = min(CLOSE_THREADS, os.cpu_count() or 1)
-    chunk_bytes = min(CHUNK_BYTES, memory_budget_bytes // CHUNKS_PER_BUDGET)
-    writers_budget = memory_budget_bytes - CHUNKS_IN_FLIGHT * chunk_bytes
-    return FanoutWriter(new_writer, writers_budget, close_threads=threads), chunk_bytes
+class TaskFanout:
+    """A task's fanout, sized from its memory budget, and the messages of its files.
 
+    The writer hands it the task's input and a function writing one chunk of rows to
+    :attr:`fanout`; it gives the messages of the files closed while rows still arrive,
+    then the rest, each with the task's id and peaks, and counts them.
+    """
 
-def in_parts(messages: list[DataFileMessage], size: int) -> Iterator[list[DataFileMessage]]:
-    """``messages`` ``size`` at a time (none at all for none), each part encoded and sent on
-    before the next, so that the JSON of a task's last thousands of files is never all held."""
-    for start in range(0, len(messages), size):
-        yield messages[start : start + size]
+    def __init__(
+        self,
+        new_writer: Callable[[tuple[object, ...]], RollingFileWriter],
+        memory_budget_bytes: int,
+        task_id: int,
+    ) -> None:
+        threads = min(CLOSE_THREADS, os.cpu_count() or 1)
+        self.chunk_bytes = min(CHUNK_BYTES, memory_budget_bytes // CHUNKS_PER_BUDGET)
+        writers_budget = memory_budget_bytes - CHUNKS_IN_FLIGHT * self.chunk_bytes
+        self.fanout = FanoutWriter(new_writer, writers_budget, close_threads=threads)
+        self.task_id = task_id
+        self.files = 0
+        self.rows = 0
 
+    def while_writing(
+        self,
+        batches: Iterator[pa.RecordBatch],
+        write_chunk: Callable[[pa.RecordBatch], None],
+        abort: Callable[[Exception], Exception],
+    ) -> Iterator[list[DataFileMessage]]:
+        """Write ``batches`` a chunk at a time with ``write_chunk``, giving the messages of the
+        files closed meanwhile :data:`MESSAGES_PER_YIELD` at a time. On failure raise
+        ``abort(error)``, which deletes every file written (those already given too)."""
+        try:
+            for received in chunked(batches, self.chunk_bytes):
+                write_chunk(received)
+                closed = self.fanout.take_closed(MESSAGES_PER_YIELD)
+                if closed:
+                    yield self._messages(closed)
+        except Exception as e:
+            raise abort(e) from e
 
-def with_task_peaks(
-    messages: list[DataFileMessage], fanout: FanoutWriter, task_id: int
-) -> list[DataFileMessage]:
-    """The messages of ``fanout``'s files, with the task's id and the fanout's peaks so far."""
-    return [
-        replace(
-            m,
-            task_id=task_id,
-            open_writers_peak=fanout.open_writers_peak,
-            buffered_bytes_peak=fanout.buffered_bytes_peak,
-        )
-        for m in messages
-    ]
+    def close(self, abort: Callable[[Exception], Exception]) -> list[DataFileMessage]:
+        """Finish every file; the messages of those not given yet. On failure raise ``abort(error)``."""
+        try:
+            self.fanout.close()
+            messages = self._messages(self.fanout.result())
+        except Exception as e:
+            raise abort(e) from e
+        warn_if_budget_too_small(self.fanout, self.task_id)
+        return messages
 
-
-@dataclass
-class FileTally:
-    """The files a task has written so far, and their rows."""
-
-    files: int = 0
-    rows: int = 0
-
-    def count(self, messages: list[DataFileMessage]) -> None:
+    def _messages(self, closed: list[DataFileMessage]) -> list[DataFileMessage]:
+        fanout = self.fanout
+        messages = [
+            replace(
+                m,
+                task_id=self.task_id,
+                open_writers_peak=fanout.open_writers_peak,
+                buffered_bytes_peak=fanout.buffered_bytes_peak,
+            )
+            for m in closed
+        ]
         self.files += len(messages)
         self.rows += sum(m.record_count for m in messages)
+        return messages
+
+
+def in_parts(messages: list[DataFileMessage]) -> Iterator[list[DataFileMessage]]:
+    """``messages`` :data:`MESSAGES_PER_YIELD` at a time (none at all for none), each part
+    encoded and sent on before the next, so that the JSON of a task's last thousands of
+    files is never all held."""
+    for start in range(0, len(messages), MESSAGES_PER_YIELD):
+        yield messages[start : start + MESSAGES_PER_YIELD]
 
 
 def warn_if_budget_too_small(fanout: FanoutWriter, task_id: int) -> None:

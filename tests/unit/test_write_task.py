@@ -170,7 +170,7 @@ def _by_id_spec(tmp_path: Path) -> WriteSpec:
 def test_a_task_closing_many_files_sends_their_messages_on_before_its_input_ends(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr("sink.write.task.MESSAGES_PER_YIELD", 32)
+    monkeypatch.setattr("sink.write.task_fanout.MESSAGES_PER_YIELD", 32)
     pulled: list[int] = []
     outputs: list[tuple[int, pa.RecordBatch]] = []
     with caplog.at_level("WARNING", logger="sink.write.task_fanout"):
@@ -195,7 +195,7 @@ def test_a_task_closing_many_files_sends_their_messages_on_before_its_input_ends
 def test_a_failed_task_deletes_the_files_it_already_sent_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("sink.write.task.MESSAGES_PER_YIELD", 32)
+    monkeypatch.setattr("sink.write.task_fanout.MESSAGES_PER_YIELD", 32)
     pulled: list[int] = []
 
     def breaking() -> Iterator[pa.RecordBatch]:
