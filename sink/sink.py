@@ -59,6 +59,7 @@ from sink.sink_state import SinkState, query_id_of, sink_id_of
 from sink.source_write import SourceWrite, plan_source_write
 from sink.staged_commit import StagedCommits
 from sink.upsert_step import ChangeBatch, UpsertStep
+from sink.write.workers_ahead import start_workers_ahead
 from sink.write_step import BatchWriter
 
 __all__ = ["ArrowSource", "IcebergSink"]
@@ -121,8 +122,8 @@ class IcebergSink:
         """Check the stream's schema against the table before the stream starts.
 
         The table is created if missing, and evolved for new columns and wider types
-        (unless ``schema.evolution=off``). A bucketed table's self-checks start in the
-        background, so that the first batch need not wait for them.
+        (unless ``schema.evolution=off``). The write's Python workers and a bucketed
+        table's self-checks start in the background: the first batch need not wait for them.
 
         Raises:
             PartitionSpecError: ``partition-by`` names a missing column or an impossible transform.
@@ -139,6 +140,7 @@ class IcebergSink:
         table = self._evolve(table, schema, sink_id=None, batch_id=None)
         check_normalizes(schema, table.schema(), self._normalize_options)
         if (spark := SparkSession.getActiveSession()) is not None:
+            start_workers_ahead(spark)
             BucketRouter.check_ahead(spark, table, self.config.write.distribution_mode)
         return table
 
