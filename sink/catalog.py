@@ -29,6 +29,9 @@ CREATED_TABLE_PROPERTIES = {
 }
 
 
+# Times the catalog is loaded when another process is creating its tables (see _load_catalog).
+CATALOG_LOAD_ATTEMPTS = 3
+
 # Catalog properties no FileIO reads: the REST catalog's OAuth2 client credential.
 _CATALOG_ONLY_PROPERTIES = frozenset({"credential"})
 
@@ -54,7 +57,7 @@ def open_catalog(config: SinkConfig) -> Catalog:
     """
     properties = config.catalog.plain_properties()
     try:
-        catalog = load_catalog(config.catalog.name, **properties)
+        catalog = _load_catalog(config.catalog.name, properties)
         namespace = config.table.rsplit(".", 1)[0] if config.table else None  # routed: no one table
         if namespace is None:
             catalog.list_namespaces()
@@ -72,6 +75,24 @@ def open_catalog(config: SinkConfig) -> Catalog:
         hint="check catalog.type, catalog.uri and catalog.warehouse (e.g. catalog.type=sql, "
         "catalog.uri=sqlite:////path/catalog.db, catalog.warehouse=file:///path/warehouse)",
     ) from cause
+
+
+def _load_catalog(name: str, properties: dict[str, str]) -> Catalog:
+    """``load_catalog``, again when another process created a new SQL catalog's tables meanwhile.
+
+    A SQL catalog creates its tables the first time it is opened, each after checking
+    that it is missing: two jobs opening a new catalog at once can both find a table
+    missing, and the second ``CREATE TABLE`` fails. Opened again, the catalog finds them.
+    """
+    attempts = 1
+    while True:
+        try:
+            return load_catalog(name, **properties)
+        except Exception as e:
+            if attempts == CATALOG_LOAD_ATTEMPTS or "already exists" not in str(e):
+                raise
+            logger.info("catalog %r: another process created its tables meanwhile; loading again", name)
+            attempts += 1
 
 
 class RedactedError(Exception):

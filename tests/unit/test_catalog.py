@@ -128,3 +128,36 @@ def test_no_secret_in_errors_logs_reprs_or_metrics_when_the_catalog_fails(
     assert config.catalog.plain_properties()["uri"] == SECRET_OPTIONS["catalog.uri"]  # pyiceberg gets it all
     if driver_echoes_uri:
         assert "password authentication failed for" in "".join(texts)  # the cause is kept, redacted
+
+
+def test_a_new_sql_catalog_whose_tables_another_process_creates_meanwhile_opens(tmp_path: Path) -> None:
+    from pyiceberg.catalog.sql import IcebergTables, SqlCatalogBaseTable
+    from sqlalchemy import create_engine, event
+    from sqlalchemy.sql.schema import Table as SqlTable
+
+    from sink.config import SinkConfig
+
+    uri = f"sqlite:///{tmp_path / 'new.db'}"
+    other = create_engine(uri)
+
+    def the_other_process_first(target: SqlTable, connection: object, **kwargs: object) -> None:
+        # Between this process's check that the table is missing and its CREATE TABLE.
+        SqlCatalogBaseTable.metadata.create_all(other)
+
+    table = IcebergTables.__table__
+    event.listen(table, "before_create", the_other_process_first, once=True)
+    try:
+        config = SinkConfig.from_options(
+            {
+                "table": "db.t",
+                "catalog.type": "sql",
+                "catalog.uri": uri,
+                "catalog.warehouse": f"file://{tmp_path}",
+            }
+        )
+        catalog = catalogs.open_catalog(config)
+    finally:
+        if event.contains(table, "before_create", the_other_process_first):
+            event.remove(table, "before_create", the_other_process_first)
+    catalog.create_namespace("db")
+    assert catalog.list_namespaces() == [("db",)]
