@@ -101,6 +101,11 @@ class FanoutWriter:
             if freed == 0:
                 break
             largest.close_current()
+            # Last in line from now on: among writers holding as much, the one whose file
+            # is the oldest is closed first. Its rows are slices of the oldest chunks,
+            # whose buffers they keep alive (a budget spread over thousands of one-row
+            # files would otherwise keep an ever longer tail of old chunks).
+            self._writers[partition] = self._writers.pop(partition)
             self._count_closed(partition, largest, files)
             self.budget_closes += 1
             self.budget_closed_bytes += freed

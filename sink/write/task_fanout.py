@@ -76,14 +76,14 @@ class TaskFanout:
         abort: Callable[[Exception], Exception],
     ) -> Iterator[list[DataFileMessage]]:
         """Write ``batches`` a chunk at a time with ``write_chunk``, giving the messages of the
-        files closed meanwhile :data:`MESSAGES_PER_YIELD` at a time. On failure raise
-        ``abort(error)``, which deletes every file written (those already given too)."""
+        files closed meanwhile, once there are :data:`MESSAGES_PER_YIELD` of them, that many
+        at most at a time (a chunk may close thousands: their JSON is then never all held
+        at once). On failure raise ``abort(error)``, which deletes every file written
+        (those already given too)."""
         try:
             for received in chunked(batches, self.chunk_bytes):
                 write_chunk(received)
-                closed = self.fanout.take_closed(MESSAGES_PER_YIELD)
-                if closed:
-                    yield self._messages(closed)
+                yield from in_parts(self._messages(self.fanout.take_closed(MESSAGES_PER_YIELD)))
         except Exception as e:
             raise abort(e) from e
 

@@ -208,3 +208,22 @@ def test_abort_deletes_nothing_itself_and_reports_the_files_already_taken(tmp_pa
     closed = fanout.abort()
     assert {m.path for m in taken} <= set(closed)
     assert {f"file://{p}" for p in tmp_path.iterdir()} == set(closed)
+
+
+def test_among_files_holding_as_much_the_budget_closes_the_oldest(tmp_path: Path) -> None:
+    # One-row files, as a budget spread over thousands of values makes them: each holds a
+    # slice of the chunk its row came in, which keeps that chunk alive. Closing the oldest
+    # first lets the old chunks go.
+    factory = FileFactory(tmp_path, row_group_size_bytes=64 * MiB)
+    probe = _fanout(factory, budget=MiB, close_threads=1)
+    probe.write(("probe",), batch(0, 1), 100)  # every row counted as 100 bytes: all hold as much
+    one_row = probe.buffered_bytes()
+    probe.abort()
+    fanout = _fanout(factory, budget=3 * one_row, close_threads=1)
+    for i, value in enumerate("abc"):
+        fanout.write((value,), batch(i, 1), 100)
+    fanout.write(("d",), batch(3, 1), 100)  # over the budget: "a" is the oldest
+    fanout.write(("a",), batch(4, 1), 100)  # "a" again, in a new file: now "b" is the oldest
+    closed = fanout.take_closed()
+    assert sorted(m.partition for m in closed) == [("a",), ("b",)]
+    assert sorted(i for m in closed for i in _file_ids(m.path)) == [0, 1]
