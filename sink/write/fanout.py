@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -58,6 +60,11 @@ class FanoutWriter:
         self._budget = memory_budget_bytes
         self._close_threads = close_threads
         self._writers: dict[Hashable, RollingFileWriter] = {}
+        # The open writers by what they hold, largest first and among equals the first
+        # written to: (-buffered bytes, order, partition) as of a write. An entry whose
+        # writer holds another amount by now is out of date (see _largest).
+        self._by_size: list[tuple[int, int, Hashable]] = []
+        self._order = itertools.count()
         self._finished: list[tuple[RollingFileWriter, Future[None]]] = []
         self._pending: deque[tuple[Future[None], int]] = deque()
         self._pending_bytes = 0
@@ -88,23 +95,25 @@ class FanoutWriter:
             self.open_writers_peak = max(self.open_writers_peak, len(self._writers))
         before, files = writer.buffered_bytes(), writer.closed_files()
         writer.write(batch, nbytes)
-        self._buffered += writer.buffered_bytes() - before
+        after = writer.buffered_bytes()
+        self._buffered += after - before
+        if after:
+            self._push_size(partition, after)
         self._count_closed(partition, writer, files)
         self.buffered_bytes_peak = max(self.buffered_bytes_peak, self._buffered)
         if self._buffered > self._budget:
             self._enforce_budget()
 
     def _enforce_budget(self) -> None:
-        while self._buffered > self._budget:
-            partition, largest = max(self._writers.items(), key=lambda item: item[1].buffered_bytes())
+        while self._buffered > self._budget and (found := self._largest()) is not None:
+            partition, largest = found
             freed, files = largest.buffered_bytes(), largest.closed_files()
-            if freed == 0:
-                break
             largest.close_current()
-            # Last in line from now on: among writers holding as much, the one whose file
-            # is the oldest is closed first. Its rows are slices of the oldest chunks,
-            # whose buffers they keep alive (a budget spread over thousands of one-row
-            # files would otherwise keep an ever longer tail of old chunks).
+            # Last in line from now on (the map's order is the one a rebuilt _by_size
+            # starts from): among writers holding as much, the oldest file is closed
+            # first. Its rows are slices of the oldest chunks, whose buffers they keep
+            # alive (a budget spread over thousands of one-row files would otherwise keep
+            # an ever longer tail of old chunks).
             self._writers[partition] = self._writers.pop(partition)
             self._count_closed(partition, largest, files)
             self.budget_closes += 1
@@ -112,6 +121,30 @@ class FanoutWriter:
             self._buffered -= freed
         # Give what the closed files held back to the OS, so RSS follows the budget.
         pa.default_memory_pool().release_unused()
+
+    def _push_size(self, partition: Hashable, held: int) -> None:
+        heapq.heappush(self._by_size, (-held, next(self._order), partition))
+        if len(self._by_size) > 2 * len(self._writers) + 64:  # mostly out of date: made again
+            self._by_size = [
+                (-w.buffered_bytes(), next(self._order), p)
+                for p, w in self._writers.items()
+                if w.buffered_bytes()
+            ]
+            heapq.heapify(self._by_size)
+
+    def _largest(self) -> tuple[Hashable, RollingFileWriter] | None:
+        """The open writer holding the most, the first written to among equals; ``None``
+        when none holds anything. A heap, not a scan: a task over thousands of values
+        closes thousands of files for the budget."""
+        while self._by_size:  # (made again by _push_size at times: not held in a local)
+            negative_held, _, partition = heapq.heappop(self._by_size)
+            writer = self._writers.get(partition)
+            held = writer.buffered_bytes() if writer is not None else 0
+            if writer is not None and held == -negative_held and held:
+                return partition, writer
+            if held:  # it holds less since (a row group was written): in line with what it holds now
+                self._push_size(partition, held)
+        return None
 
     def _count_closed(self, partition: Hashable, writer: RollingFileWriter, files_before: int) -> None:
         closed = writer.closed_files() - files_before

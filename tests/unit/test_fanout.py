@@ -227,3 +227,26 @@ def test_among_files_holding_as_much_the_budget_closes_the_oldest(tmp_path: Path
     closed = fanout.take_closed()
     assert sorted(m.partition for m in closed) == [("a",), ("b",)]
     assert sorted(i for m in closed for i in _file_ids(m.path)) == [0, 1]
+
+
+def test_the_budget_closes_the_largest_by_what_each_holds_now_not_at_its_last_write(tmp_path: Path) -> None:
+    # "a" was the largest, then wrote a row group out and holds nothing: "b" is closed.
+    factory = FileFactory(tmp_path)
+    probe = _fanout(factory, budget=MiB, close_threads=1)
+    probe.write(("probe",), batch(0, 1), 0)
+    overhead = probe.buffered_bytes()  # what a batch held costs beyond its bytes
+    probe.abort()
+    factory.row_group_size_bytes = int(75_000 * factory.estimator.ratio)
+    fanout = _fanout(factory, budget=60_000 + 2 * overhead - 1, close_threads=1)
+    fanout.write(("a",), batch(0, 1), 50_000)
+    fanout.write(("a",), batch(1, 1), 50_000)  # past the row group size: written out
+    assert fanout.buffered_bytes() == 0
+    fanout.write(("b",), batch(2, 1), 40_000)
+    fanout.write(("c",), batch(3, 1), 20_000)  # over the budget by one byte
+    closed = fanout.take_closed()
+    assert [m.partition for m in closed] == [("b",)]
+    assert _file_ids(closed[0].path) == [2]
+    assert fanout.buffered_bytes() == 20_000 + overhead
+    fanout.close()
+    by_value = {m.partition: _file_ids(m.path) for m in fanout.result()}
+    assert by_value == {("a",): [0, 1], ("c",): [3]}
