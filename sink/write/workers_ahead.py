@@ -22,13 +22,14 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from sink.spark_session import application_id, default_parallelism
+from sink.write.preload import MODULES as FIRST_FILE_MODULES
 
 __all__ = ["start_workers_ahead"]
 
 logger = logging.getLogger(__name__)
 
 #: What a write task's worker imports: its function's modules, then what its first file needs.
-TASK_MODULES: tuple[str, ...] = ("sink.write.task", "sink.write.routed_task", "pyiceberg.io.pyarrow")
+TASK_MODULES: tuple[str, ...] = ("sink.write.task", "sink.write.routed_task", *FIRST_FILE_MODULES)
 
 _started: set[str] = set()  # the applications whose workers were started here
 _lock = threading.Lock()
