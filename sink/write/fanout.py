@@ -126,9 +126,9 @@ class FanoutWriter:
         heapq.heappush(self._by_size, (-held, next(self._order), partition))
         if len(self._by_size) > 2 * len(self._writers) + 64:  # mostly out of date: made again
             self._by_size = [
-                (-w.buffered_bytes(), next(self._order), p)
+                (-held, next(self._order), p)
                 for p, w in self._writers.items()
-                if w.buffered_bytes()
+                if (held := w.buffered_bytes())
             ]
             heapq.heapify(self._by_size)
 
@@ -140,7 +140,7 @@ class FanoutWriter:
             negative_held, _, partition = heapq.heappop(self._by_size)
             writer = self._writers.get(partition)
             held = writer.buffered_bytes() if writer is not None else 0
-            if writer is not None and held == -negative_held and held:
+            if writer is not None and held == -negative_held:  # entries hold more than 0
                 return partition, writer
             if held:  # it holds less since (a row group was written): in line with what it holds now
                 self._push_size(partition, held)
