@@ -20,10 +20,11 @@ import logging
 import socket
 import threading
 from collections.abc import Iterable, Iterator
-from wsgiref.simple_server import WSGIServer
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector, push_to_gateway
-from prometheus_client.exposition import start_http_server
+from prometheus_client.exposition import ThreadingWSGIServer, make_wsgi_app
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
@@ -36,6 +37,9 @@ logger = logging.getLogger(__name__)
 
 PUSH_INTERVAL_S = 15.0
 PUSH_TIMEOUT_S = 5.0
+# How often the server's loop looks for a stop request: closing waits for it, and a job's
+# end waited up to half a second with the HTTP server's default.
+SERVE_POLL_S = 0.05
 
 
 class MergedRegistries(Collector):
@@ -128,15 +132,23 @@ class MetricsServer:
     def __init__(self, host: str, port: int, registry: CollectorRegistry) -> None:
         self.host = host
         try:
-            server, thread = start_http_server(port, addr=host, registry=registry)
+            server_class = type("_Server", (ThreadingWSGIServer,), {"address_family": _family(host, port)})
+            self._server: WSGIServer = make_server(
+                host, port, make_wsgi_app(registry), server_class, handler_class=_QuietHandler
+            )
         except OSError as e:
             raise ConfigError(
                 f"cannot serve metrics on {host}:{port}: {e}",
                 hint="choose a free 'metrics.port' (0 picks any free port) or another 'metrics.host'",
             ) from e
-        self._server: WSGIServer = server
-        self._thread = thread
-        self.port: int = int(server.server_address[1])
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": SERVE_POLL_S},
+            name=f"icesink-metrics-{port}",
+            daemon=True,
+        )
+        self._thread.start()
+        self.port: int = int(self._server.server_address[1])
         logger.info("metrics served at %s", self.url)
 
     @property
@@ -149,6 +161,19 @@ class MetricsServer:
         """Stop serving (safe twice)."""
         self._server.shutdown()
         self._server.server_close()
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """Logs nothing per request: Prometheus scrapes every few seconds."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def _family(host: str, port: int) -> socket.AddressFamily:
+    """The address family of ``host`` (IPv6 for ``::``, IPv4 for ``0.0.0.0``), as the server binds it."""
+    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    return infos[0][0]
 
 
 class PushgatewayPusher:
