@@ -18,7 +18,9 @@ the sink's path of a new table. ``--decode`` names the modes to compare, one run
 per round, taking turns: ``written`` (the job's default: the source's tasks decode the
 values and, where the table allows, write them), ``in-source`` (decoded in the source,
 written by the sink's tasks: ``kafka.write-in-source: false``) and ``apart`` (decoded
-by a pass of their own: ``kafka.decode-in-source: false``).
+by a pass of their own: ``kafka.decode-in-source: false``). A mode may name the source's
+tasks per micro-batch after a slash, ``written/4`` (``kafka.max-partitions: 4``); without
+one the job's default holds (one task per core).
 
 The JVM starts once; warm-up runs (not counted, ``--warmup-runs``) let its JIT compile the
 hot paths, as in a stream that has been running for a while: the JIT compiler's own CPU
@@ -222,10 +224,10 @@ def run_once(
     """One run of mode ``decode`` (see the module); ``fresh``: into a table of its own."""
     from sink.metrics import SinkMetrics
 
-    mode = decode.replace("-", "_")
+    mode = decode.replace("-", "_").replace("/", "_tasks")
     name = f"events_{mode}_{run}" if run >= 0 else f"warmup_{mode}_{-run}"
     table = f"bench.{name}" if fresh else f"bench.events_{mode}"
-    kafka = _KAFKA_OPTIONS[decode]
+    kafka = mode_options(decode)
     config = job_config(broker, root, name, {"topics": [TOPIC]}, {"table": table}, max_offsets, kafka)
     metrics = SinkMetrics()  # read after the run: the job's sink stops serving its metrics as it closes
     if batch_times is not None:
@@ -250,6 +252,20 @@ def run_once(
         "steps": steps,
         "batches_seconds": batches_s,
     }
+
+
+def mode_options(mode: str) -> dict[str, Any]:
+    """The ``kafka`` options of a mode: ``written``, ``in-source`` or ``apart``, maybe ``/<tasks>``."""
+    decode, _, tasks = mode.partition("/")
+    options: dict[str, Any] = dict(_KAFKA_OPTIONS[decode])
+    if tasks:
+        options["max-partitions"] = int(tasks)
+    return options
+
+
+def _is_mode(mode: str) -> bool:
+    decode, _, tasks = mode.partition("/")
+    return decode in _KAFKA_OPTIONS and (not tasks or (tasks.isdigit() and int(tasks) > 0))
 
 
 def tree_cpu_seconds() -> dict[str, float]:
@@ -303,7 +319,8 @@ def main(argv: list[str] | None = None) -> int:
         "--decode",
         type=lambda v: [k.strip() for k in v.split(",") if k.strip()],
         default=[IN_SOURCE],
-        help="the modes to compare, one run each per round, taking turns: written, in-source, apart",
+        help="the modes to compare, one run each per round, taking turns: written, in-source, apart; "
+        "each maybe with the source's tasks per micro-batch, as written/4",
     )
     parser.add_argument(
         "--table",
@@ -312,8 +329,8 @@ def main(argv: list[str] | None = None) -> int:
         help="append to a table with the messages' type (as a running stream), or create one per run",
     )
     args = parser.parse_args(argv)
-    if not args.decode or not set(args.decode) <= set(_KAFKA_OPTIONS):
-        parser.error(f"--decode: some of {sorted(_KAFKA_OPTIONS)}, separated by commas")
+    if not args.decode or not all(_is_mode(mode) for mode in args.decode):
+        parser.error(f"--decode: some of {sorted(_KAFKA_OPTIONS)} (each maybe /<tasks>), separated by commas")
     fresh = args.table == "fresh"
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

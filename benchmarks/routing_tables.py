@@ -9,9 +9,11 @@ the one topic into one table and on the N topics (``subscribePattern``,
 ``route.by=topic``, ``route.table-template``) into N tables, each run into fresh tables.
 With ``--contenders single,routed,unpacked`` a third run per round reads the N topics
 with ``kafka.max-partitions`` set to N: one Spark task per topic-partition, as the source
-did before it packed small offset ranges into two tasks per core. ``routed-sink`` is the
-routed job with ``kafka.write-in-source: false``: every row goes through the sink's
-write tasks, as before the decoding tasks wrote the rows of the tables seen before.
+did before it packed small offset ranges into a few tasks (``--unpacked-tasks`` sets
+another count, such as 4: two tasks per core, the default before one per core).
+``routed-sink`` is the routed job with ``kafka.write-in-source: false``: every row goes
+through the sink's write tasks, as before the decoding tasks wrote the rows of the
+tables seen before.
 
 Reported per run: messages per second (from the query's start to its end), CPU
 seconds, micro-batches, and Spark jobs per micro-batch; per round, the ratio routed /
@@ -140,7 +142,8 @@ def routed_run(
 ) -> dict:
     """One run of the first ``topics`` routed topics, each into its table (all of them: by pattern).
 
-    ``packed=False`` reads each topic-partition in a task of its own (``max-partitions``: the topics).
+    ``packed=False`` reads with ``max-partitions`` set to ``--unpacked-tasks`` (default: the
+    topics, each topic-partition in a task of its own).
     """
     subscription: dict[str, Any] = (
         {"topic-pattern": ROUTED_PREFIX + "\\d{3}"}
@@ -152,7 +155,7 @@ def routed_run(
         "route.table-template": f"{name}.{{topic}}",
         "dead-letter.table": f"{name}_dlq.dead_letters",
     }
-    kafka: dict[str, Any] = {} if packed else {"max-partitions": topics}
+    kafka: dict[str, Any] = {} if packed else {"max-partitions": args.unpacked_tasks or topics}
     if not in_source:
         kafka["write-in-source"] = False
     config = job_config(broker, root, name, subscription, sink, args.max_offsets, kafka)
@@ -191,6 +194,12 @@ def main(argv: list[str] | None = None) -> int:
         default=["single", "routed"],
         help="runs per round, in order: single, routed, unpacked (routed with one task per "
         "topic-partition), routed-sink (routed, every row through the sink's write tasks)",
+    )
+    parser.add_argument(
+        "--unpacked-tasks",
+        type=int,
+        default=0,
+        help="kafka.max-partitions of the 'unpacked' contender (default: the topics)",
     )
     args = parser.parse_args(argv)
     if "single" not in args.contenders or not set(args.contenders) <= {

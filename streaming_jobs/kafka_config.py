@@ -10,7 +10,7 @@ A complete file (every key but ``kafka.bootstrap-servers``, one of ``kafka.topic
       starting-offsets: earliest       # latest (default), or {"orders": {"0": 42, "1": -2}}
       max-offsets-per-trigger: 500000
       min-partitions: 8
-      max-partitions: 16               # Python source only; default: 2 per core of the session
+      max-partitions: 16               # Python source only; default: 1 per core of the session
       fail-on-data-loss: true
       source: auto                     # jvm (Spark's connector), python (icesink-kafka), auto
       decode-in-source: true           # python: values decoded where they are read
@@ -77,9 +77,11 @@ from streaming_jobs.kafka_routing import check_routing, upserted_tables
 
 DEFAULT_METRICS_PORT = 9408  # what monitoring/prometheus/prometheus.yml scrapes
 DEFAULT_APP_NAME = "icesink-kafka-to-iceberg"
-# Two source tasks per core keep both busy when the ranges are uneven; more tasks only
-# add each task's fixed cost (benchmarks/README.md, "Routing: 200 topics").
-SOURCE_TASKS_PER_CORE = 2
+# One source task per core: each task pays a Kafka client, its first fetch and its file's
+# close, and a second wave of tasks pays them again (1.12x the messages/s of two per core,
+# benchmarks/README.md, "One source task per core"); packing keeps the tasks within one
+# range's size of each other.
+SOURCE_TASKS_PER_CORE = 1
 SourceChoice = Literal["auto", "jvm", "python"]
 Flavor = Literal["jvm", "python"]
 
