@@ -125,11 +125,8 @@ class FanoutWriter:
     def _push_size(self, partition: Hashable, held: int) -> None:
         heapq.heappush(self._by_size, (-held, next(self._order), partition))
         if len(self._by_size) > 2 * len(self._writers) + 64:  # mostly out of date: made again
-            self._by_size = [
-                (-held, next(self._order), p)
-                for p, w in self._writers.items()
-                if (held := w.buffered_bytes())
-            ]
+            held_now = ((w.buffered_bytes(), p) for p, w in self._writers.items())
+            self._by_size = [(-size, next(self._order), p) for size, p in held_now if size]
             heapq.heapify(self._by_size)
 
     def _largest(self) -> tuple[Hashable, RollingFileWriter] | None:
