@@ -141,14 +141,14 @@ class MetricsServer:
                 f"cannot serve metrics on {host}:{port}: {e}",
                 hint="choose a free 'metrics.port' (0 picks any free port) or another 'metrics.host'",
             ) from e
+        self.port: int = int(self._server.server_address[1])
         self._thread = threading.Thread(
             target=self._server.serve_forever,
             kwargs={"poll_interval": SERVE_POLL_S},
-            name=f"icesink-metrics-{port}",
+            name=f"icesink-metrics-{self.port}",
             daemon=True,
         )
         self._thread.start()
-        self.port: int = int(self._server.server_address[1])
         logger.info("metrics served at %s", self.url)
 
     @property
