@@ -255,8 +255,14 @@ def run_once(
 
 
 def mode_options(mode: str) -> dict[str, Any]:
-    """The ``kafka`` options of a mode: ``written``, ``in-source`` or ``apart``, maybe ``/<tasks>``."""
+    """The ``kafka`` options of a mode: ``written``, ``in-source`` or ``apart``, maybe ``/<tasks>``.
+
+    Raises:
+        ValueError: ``mode`` is none of these.
+    """
     decode, _, tasks = mode.partition("/")
+    if decode not in _KAFKA_OPTIONS or (tasks and not (tasks.isdigit() and int(tasks) > 0)):
+        raise ValueError(f"not a mode: {mode!r}")
     options: dict[str, Any] = dict(_KAFKA_OPTIONS[decode])
     if tasks:
         options["max-partitions"] = int(tasks)
@@ -264,8 +270,11 @@ def mode_options(mode: str) -> dict[str, Any]:
 
 
 def _is_mode(mode: str) -> bool:
-    decode, _, tasks = mode.partition("/")
-    return decode in _KAFKA_OPTIONS and (not tasks or (tasks.isdigit() and int(tasks) > 0))
+    try:
+        mode_options(mode)
+    except ValueError:
+        return False
+    return True
 
 
 def tree_cpu_seconds() -> dict[str, float]:
