@@ -45,6 +45,8 @@ class WrittenBatch:
         counts: The rows the write received and the bad rows it dropped.
         attempts: The attempt log that records this attempt until it is staged or committed.
         location: The folder this attempt's files are written under (its own).
+        source_partitions: The batch's Spark partitions its rows came from, as far as the
+            write tasks were told (:attr:`~sink.write.messages.WriteResult.source_partitions`).
     """
 
     batch_id: int
@@ -53,6 +55,7 @@ class WrittenBatch:
     counts: RowCounts
     attempts: AttemptLog
     location: str
+    source_partitions: frozenset[int] = frozenset()
 
     def end_attempt(self) -> None:
         """The files are accounted for elsewhere (staged or committed): drop the attempt record."""
@@ -117,7 +120,8 @@ class BatchWriter:
         counts = result.counts if fused is None else RowCounts(fused.rows, 0)
         if by_source is not None:
             counts = RowCounts(counts.input_rows + by_source.rows, counts.bad_rows)
-        return WrittenBatch(batch_id, attempt, files, counts, attempts, spec.data_location)
+        location, sources = spec.data_location, result.source_partitions
+        return WrittenBatch(batch_id, attempt, files, counts, attempts, location, sources)
 
     def _write_spec(
         self, table: Table, sink_id: str, batch_id: int, attempt: str, routed: RoutedBatch, bad_row_flag: bool

@@ -34,6 +34,9 @@ class RoutedBatch:
         sequential_buckets: The bucket shuffle is read in fewer tasks than it has
             partitions, each task reading whole partitions one after the other: a
             bucket's rows are all in once the next bucket's begin (bucket mode).
+        source_partition_column: ``df`` ends with the Spark partition of the batch each
+            row came from, taken before any shuffle; the write tasks report the ones they
+            saw, for the next batch's routing, and do not write the column.
     """
 
     df: DataFrame
@@ -45,6 +48,7 @@ class RoutedBatch:
     partition_values_in_task: bool = False
     in_driver: bool = False
     sequential_buckets: bool = False
+    source_partition_column: bool = False
 
     def task_options(self) -> dict[str, Any]:
         """What the write tasks need to know of the routing (fields of ``WriteSpec``)."""
@@ -52,6 +56,7 @@ class RoutedBatch:
             "num_data_columns": self.num_data_columns,
             "partition_values_in_task": self.partition_values_in_task,
             "sequential_buckets": self.layout if self.sequential_buckets else None,
+            "source_partition_column": self.source_partition_column,
         }
 
 

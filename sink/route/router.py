@@ -35,7 +35,9 @@ but with the same files; the batch after it is shuffled again. Below
 :data:`DRIVER_MAX_BYTES` the driver writes the batch itself, without a Python task.
 
 A batch that is a single Spark partition (a source that read it in one task) is not
-shuffled either: its one task writes one file per value, as many as a shuffle gives.
+shuffled either: its one task writes one file per value, as many as a shuffle gives. Nor
+is a batch after one whose rows all came from one of its Spark partitions (a file source's
+file of one row group: :attr:`~sink.route.skew.BatchProfile.rows_in_one_partition`).
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ from sink.write.layout import BucketLayout
 logger = batch_logger(__name__)
 
 PARTITION_COLUMN_PREFIX = "__icesink_partition_"
+SOURCE_PARTITION_COLUMN = "__icesink_source_partition"
 SINGLE_TASK_MAX_BYTES = 16 * 1024 * 1024
 """A batch after one that wrote at most this many bytes (and one target) is written by one task.
 
@@ -132,6 +135,7 @@ class BucketRouter:
         self._max_write_tasks = max_write_tasks
         self._schema = schema
         self._history = history
+        self._last = history.last if history is not None else None  # the previous batch
         self._target = target_file_size_bytes
         self._table_bpr = table_bytes_per_row
         self._log = (batch_id, sink_id, table_name)
@@ -214,9 +218,11 @@ class BucketRouter:
             return self._unshuffled(
                 df.coalesce(1), n, "the previous batch was small", partition_values_in_task=True
             )
-        if keys_in_task and num_partitions(df) == 1:  # plans the query: after the cheaper rule above
-            # One task holds the whole batch: it writes one file per value (under the
-            # target), as many as the shuffle would give, so the shuffle would only cost.
+        if keys_in_task and self._last is not None and self._last.rows_in_one_partition:
+            one_task = _with_source_partition(df).coalesce(1)  # its rows tell again where they were
+            why = "the previous batch's rows came from one Spark partition"
+            return self._unshuffled(one_task, n, why, partition_values_in_task=True, told=True)
+        if keys_in_task and num_partitions(df) == 1:  # plans the query: after the cheaper rules above
             return self._unshuffled(df, n, "the batch is one Spark partition", partition_values_in_task=True)
         if self.layout is not None:
             shuffle = self.mode is DistributionMode.BUCKET
@@ -228,11 +234,17 @@ class BucketRouter:
         names = [f"{PARTITION_COLUMN_PREFIX}{i}" for i in range(len(columns))]
         if self._single_task_is_enough():
             return self._unshuffled(routed.coalesce(1), n, "the previous batch was small")
+        told = keys_in_task and self._history is not None  # only then can the next batch use it
+        if told:
+            routed = _with_source_partition(routed)
         if self.mode is DistributionMode.HASH:
-            return RoutedBatch(routed.repartition(*[F.col(name) for name in names]), n, self.mode)
-        return self._bucket_shuffle(df, routed, n, names)
+            shuffled = routed.repartition(*[F.col(name) for name in names])
+            return RoutedBatch(shuffled, n, self.mode, source_partition_column=told)
+        return self._bucket_shuffle(df, routed, n, names, told)
 
-    def _bucket_shuffle(self, df: DataFrame, routed: DataFrame, n: int, names: list[str]) -> RoutedBatch:
+    def _bucket_shuffle(
+        self, df: DataFrame, routed: DataFrame, n: int, names: list[str], told: bool
+    ) -> RoutedBatch:
         """Partition id == bucket id (hot values spread over extra partitions), read by few tasks."""
         assert self.layout is not None
         partition_columns = [F.col(name) for name in names]
@@ -255,15 +267,15 @@ class BucketRouter:
             tasks,
         )
         shuffled = exact_repartition(routed, partition_ids, num_partitions)
-        if tasks >= num_partitions:
-            return RoutedBatch(shuffled, n, self.mode, num_partitions, layout=self.layout)
+        sequential = tasks < num_partitions
         return RoutedBatch(
-            shuffled.coalesce(tasks),
+            shuffled.coalesce(tasks) if sequential else shuffled,
             n,
             self.mode,
             num_partitions,
             layout=self.layout,
-            sequential_buckets=True,
+            sequential_buckets=sequential,
+            source_partition_column=told,
         )
 
     def _write_tasks(self, df: DataFrame, num_partitions: int) -> int:
@@ -274,7 +286,7 @@ class BucketRouter:
         return min(num_partitions, cores * WRITE_TASKS_PER_CORE)
 
     def _unshuffled(
-        self, df: DataFrame, n: int, why: str, *, partition_values_in_task: bool = False
+        self, df: DataFrame, n: int, why: str, *, partition_values_in_task: bool = False, told: bool = False
     ) -> RoutedBatch:
         """The batch written by one writer, without a shuffle: the driver when small, else one task."""
         in_driver = self._driver_is_enough()
@@ -294,6 +306,7 @@ class BucketRouter:
             layout=None if partition_values_in_task else self.layout,
             partition_values_in_task=partition_values_in_task,
             in_driver=in_driver,
+            source_partition_column=told,
         )
 
     def _partition_columns(self) -> list[Column]:
@@ -328,9 +341,9 @@ class BucketRouter:
 
     def _last_batch_wrote_at_most(self, limit: int) -> bool:
         """Whether the previous non-empty batch wrote at most ``limit`` bytes and one target."""
-        last = self._history.last if self._history is not None else None
-        return last is not None and last.file_bytes <= min(limit, self._target)
+        return self._last is not None and self._last.file_bytes <= min(limit, self._target)
 
 
-def _quoted(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
+def _with_source_partition(df: DataFrame) -> DataFrame:
+    """``df`` with the Spark partition each row is in, as the last column."""
+    return df.select("*", F.spark_partition_id().alias(SOURCE_PARTITION_COLUMN))

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,19 +60,30 @@ class BatchProfile:
         file_bytes: On-disk bytes of the data files.
         largest_value_bytes: On-disk bytes of the largest partition value.
         files: Data files written.
+        rows_in_one_partition: Every row came from the same Spark partition of the batch
+            (as the write tasks saw it; ``False`` when they were not told). A file source
+            splits a file into byte ranges, about one per core, and a Parquet file of one
+            row group gives every row to the range holding the row group's middle, the
+            others none: a shuffle would then only cost. The next batch is coalesced into
+            one task instead, whose rows tell again; if they came from several partitions
+            after all, that task wrote them slower than a shuffle, with the same files,
+            and the batch after it is shuffled.
     """
 
     rows: int
     file_bytes: int
     largest_value_bytes: int
     files: int
+    rows_in_one_partition: bool = False
 
     @property
     def bytes_per_row(self) -> float | None:
         return self.file_bytes / self.rows if self.rows else None
 
     @classmethod
-    def from_files(cls, files: Sequence[DataFileMessage]) -> BatchProfile:
+    def from_files(
+        cls, files: Sequence[DataFileMessage], source_partitions: Collection[int] = ()
+    ) -> BatchProfile:
         by_value: dict[tuple[Any, ...], int] = defaultdict(int)
         for f in files:
             by_value[f.partition] += f.file_size_bytes
@@ -81,6 +92,7 @@ class BatchProfile:
             file_bytes=sum(f.file_size_bytes for f in files),
             largest_value_bytes=max(by_value.values(), default=0),
             files=len(files),
+            rows_in_one_partition=len(source_partitions) == 1,
         )
 
 
@@ -96,11 +108,12 @@ class RoutingHistory:
         with self._lock:
             return self._last
 
-    def record(self, files: Sequence[DataFileMessage]) -> None:
-        """Remember what a batch wrote; an empty batch tells nothing and is ignored."""
+    def record(self, files: Sequence[DataFileMessage], source_partitions: Collection[int] = ()) -> None:
+        """Remember what a batch wrote, and the Spark partitions its rows came from (as far
+        as known); an empty batch tells nothing and is ignored."""
         if not files:
             return
-        profile = BatchProfile.from_files(files)
+        profile = BatchProfile.from_files(files, source_partitions)
         with self._lock:
             self._last = profile
 

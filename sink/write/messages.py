@@ -137,14 +137,19 @@ class TaskReport:
         task_id: Spark partition id of the task.
         input_rows: Rows the task received.
         bad_rows: Of those, rows flagged bad (for the dead-letter table), not written.
+        source_partitions: Spark partitions of the batch, before any shuffle, that its
+            rows came from: at most two (two already say "more than one"); empty when the
+            task was not told (``WriteSpec.source_partition_column``).
     """
 
     task_id: int
     input_rows: int
     bad_rows: int
+    source_partitions: tuple[int, ...] = ()
 
     def to_json(self) -> str:
-        return json.dumps({_REPORT_KEY: [self.task_id, self.input_rows, self.bad_rows]})
+        report = [self.task_id, self.input_rows, self.bad_rows, list(self.source_partitions)]
+        return json.dumps({_REPORT_KEY: report})
 
 
 _REPORT_KEY = "task_report"
@@ -152,24 +157,31 @@ _REPORT_KEY = "task_report"
 
 @dataclass(frozen=True)
 class WriteResult:
-    """What a write job sent back: its files, and the rows its tasks received and dropped."""
+    """What a write job sent back: its files, and the rows its tasks received and dropped.
+
+    ``source_partitions`` is the union of the tasks' :attr:`TaskReport.source_partitions`:
+    one id means every row of the batch came from that one Spark partition.
+    """
 
     files: list[DataFileMessage]
     counts: RowCounts
+    source_partitions: frozenset[int] = frozenset()
 
     @classmethod
     def from_json(cls, texts: Iterable[str]) -> WriteResult:
         """Decode the messages of every task (:func:`messages_to_arrow`)."""
         files: list[DataFileMessage] = []
         input_rows = bad_rows = 0
+        sources: set[int] = set()
         with paused_gc():
             for text in texts:
                 if text.startswith('{"' + _REPORT_KEY):
-                    _, received, bad = json.loads(text)[_REPORT_KEY]
+                    _, received, bad, seen = json.loads(text)[_REPORT_KEY]
                     input_rows, bad_rows = input_rows + received, bad_rows + bad
+                    sources.update(seen)
                 else:
                     files.append(DataFileMessage.from_json(text))
-        return cls(files, RowCounts(input_rows, bad_rows))
+        return cls(files, RowCounts(input_rows, bad_rows), frozenset(sources))
 
 
 def _encode_value(value: Any) -> Any:

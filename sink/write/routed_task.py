@@ -104,7 +104,7 @@ class RoutedTaskWriter:
 
     def write_chunk(self, received: pa.RecordBatch) -> None:
         """Write one chunk of rows, each to its destination; on failure call :meth:`abort`."""
-        batch = self._rows.without_bad_rows(received, BAD_ROW_COLUMN)
+        batch = self._rows.without_bad_rows(self._rows.received(received), BAD_ROW_COLUMN)
         for (index,), part in split_by_key([batch.column(DEST_INDEX_COLUMN)], batch):
             self.write_destination(int(index), part)
 

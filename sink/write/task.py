@@ -73,6 +73,9 @@ class WriteSpec:
         sequential_buckets: The input is whole partitions of a bucket shuffle, one after
             the other, with this layout: the files of a bucket are finished (encoded and
             closed in the background) as soon as a later bucket's rows begin.
+        source_partition_column: The input's last column is the Spark partition of the
+            batch each row came from (before any shuffle); the task reports which it saw
+            (:attr:`~sink.write.messages.TaskReport.source_partitions`) and writes the rest.
     """
 
     table: str
@@ -90,6 +93,7 @@ class WriteSpec:
     partition_values_in_task: bool = False
     sequential_buckets: BucketLayout | None = None
     bad_row_flag: bool = False
+    source_partition_column: bool = False
 
 
 def run_write(
@@ -108,7 +112,8 @@ def run_write(
         writer = DataTaskWriter(spec, task_id=0, attempt=0)
         files = writer.write_all(iter(df.toArrow().to_batches()))
         report = writer.report
-        return WriteResult(files, RowCounts(report.input_rows, report.bad_rows))
+        counts = RowCounts(report.input_rows, report.bad_rows)
+        return WriteResult(files, counts, frozenset(report.source_partitions))
     if before is None:  # mapInArrow resolves every column by name: names with dots or backticks fail
         df = df.toDF(*[f"_{i}" for i in range(len(df.columns))])  # the task reads columns by position
     rows = df.mapInArrow(write_function(spec, before), MESSAGE_DDL).collect()
@@ -166,7 +171,7 @@ class DataTaskWriter:
         self._task_id = task_id
         self._files = TableFiles(spec, task_id, attempt)
         self._output = TaskFanout(self._files.new_rolling_writer, spec.memory_budget_bytes, task_id)
-        self._rows = RowTally(task_id)
+        self._rows = RowTally(task_id, source_column=spec.source_partition_column)
         self._buckets = _BucketSequence(spec.sequential_buckets)
 
     @property
@@ -192,7 +197,7 @@ class DataTaskWriter:
         # The file schema is built at the first rows (a task without rows never needs it).
         width = len(self._files.arrow_schema)
         flag = width if self._spec.bad_row_flag else None
-        batch = self._rows.without_bad_rows(received, flag)
+        batch = self._rows.without_bad_rows(self._rows.received(received), flag)
         if batch.num_rows == 0:
             return
         rows = self._files.to_file_batch([batch.column(i) for i in range(width)])
@@ -233,20 +238,40 @@ class DataTaskWriter:
 
 
 class RowTally:
-    """The rows a task received, and of those the rows flagged bad, dropped and counted."""
+    """The rows a task received, the Spark partitions they came from, and the bad rows dropped.
 
-    def __init__(self, task_id: int) -> None:
+    Args:
+        task_id: The task's Spark partition id.
+        source_column: Each received batch ends with the column of the batch's Spark
+            partition each row came from (``WriteSpec.source_partition_column``).
+    """
+
+    def __init__(self, task_id: int, *, source_column: bool = False) -> None:
         self._task_id = task_id
+        self._source_column = source_column
+        self._sources: set[int] = set()
         self._input_rows = 0
         self._bad_rows = 0
 
     @property
     def report(self) -> TaskReport:
-        return TaskReport(self._task_id, self._input_rows, self._bad_rows)
+        sources = tuple(sorted(self._sources))
+        return TaskReport(self._task_id, self._input_rows, self._bad_rows, sources)
+
+    def received(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """``batch`` counted, without its source-partition column (noted) when it has one."""
+        self._input_rows += batch.num_rows
+        if not self._source_column:
+            return batch
+        last = batch.num_columns - 1
+        if batch.num_rows and len(self._sources) < 2:  # two already tell "more than one"
+            bounds = pc.min_max(batch.column(last))
+            self._sources.update((bounds["min"].as_py(), bounds["max"].as_py()))
+        return pa.RecordBatch.from_arrays(batch.columns[:last], schema=batch.schema.remove(last))
 
     def without_bad_rows(self, batch: pa.RecordBatch, flag_column: int | None) -> pa.RecordBatch:
-        """``batch`` without the rows its boolean ``flag_column`` flags (none without one), counted."""
-        self._input_rows += batch.num_rows
+        """``batch`` (counted by :meth:`received`) without the rows its boolean ``flag_column``
+        flags (none without one), counted."""
         if flag_column is None:
             return batch
         flag = batch.column(flag_column)

@@ -215,6 +215,34 @@ def test_batch_after_a_small_batch_is_written_by_one_task(
     assert sum(f.records for f in single) == 2000
 
 
+def test_a_batch_after_one_whose_rows_came_from_one_spark_partition_is_written_by_one_task(
+    spark: SparkSession, catalog_options: dict[str, str]
+) -> None:
+    # Above the target in total, so the small-batch rule stays out; under it per value.
+    options = {"partition-by": PARTITION_BY, "write.target-file-size-bytes": str(64 * KiB)}
+    sink = sink_for(catalog_options, "one_source", **options)
+
+    def in_one_partition(start: int) -> DataFrame:
+        """Three Spark partitions, every row in the first, as a file source gives a file
+        of one row group: the other byte ranges hold none."""
+        rows = taxi_rows(spark, start, TAXI_ROWS, partitions=1)
+        return rows.union(taxi_rows(spark, start, TAXI_ROWS, partitions=2).where("VendorID < 0"))
+
+    sink(in_one_partition(0), 0)  # nothing known yet: shuffled
+    sink(in_one_partition(TAXI_ROWS), 1)  # one task
+    sink(taxi_rows(spark, 2 * TAXI_ROWS, TAXI_ROWS, partitions=TAXI_INPUT_PARTITIONS), 2)  # one task still
+    sink(taxi_rows(spark, 3 * TAXI_ROWS, TAXI_ROWS, partitions=TAXI_INPUT_PARTITIONS), 3)  # shuffled again
+    table = sink.catalog.load_table("db.one_source")
+    assert table.scan().to_arrow().num_rows == 4 * TAXI_ROWS
+    for batch, shuffled in [(0, True), (1, False), (2, False), (3, True)]:
+        files = written(table, batch)
+        assert sum(f.records for f in files) == TAXI_ROWS
+        assert len(files) == len({f.partition for f in files}) == TAXI_VALUES  # one file per value
+        buckets = tasks_by_bucket(files, lambda f: f.partition[1])
+        assert all(len(t) == 1 for t in buckets.values())
+        assert (len({f.task for f in files}) > 1) is shuffled, (batch, {f.task for f in files})
+
+
 def assert_nothing_written(table: Table) -> None:
     """A batch that failed its self-checks: no snapshot, and no data file on disk."""
     assert table.current_snapshot() is None

@@ -72,6 +72,16 @@ def test_write_result_sums_the_reports_of_every_task() -> None:
     texts = first.column(0).to_pylist() + empty.column(0).to_pylist()
     result = WriteResult.from_json(texts)
     assert result == WriteResult([m], RowCounts(input_rows=9, bad_rows=6))
+    assert result.source_partitions == frozenset()  # the tasks were not told
+
+
+def test_write_result_joins_the_spark_partitions_the_tasks_saw() -> None:
+    def sources(*reports: TaskReport) -> frozenset[int]:
+        texts = [t for r in reports for t in messages_to_arrow([], r).column(0).to_pylist()]
+        return WriteResult.from_json(texts).source_partitions
+
+    assert sources(TaskReport(0, 5, 0, (3,)), TaskReport(1, 4, 0, (3,)), TaskReport(2, 0, 0)) == {3}
+    assert sources(TaskReport(0, 5, 0, (3,)), TaskReport(1, 4, 0, (0, 1))) == {0, 1, 3}
 
 
 @settings(deadline=None)  # the first pa.array() below imports pandas

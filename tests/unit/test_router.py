@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from sink.config import DistributionMode
-from sink.route.router import PARTITION_COLUMN_PREFIX, BucketRouter, resolve_mode
+from sink.route.router import PARTITION_COLUMN_PREFIX, SOURCE_PARTITION_COLUMN, BucketRouter, resolve_mode
 from sink.route.skew import RoutingHistory
 from sink.write.layout import BucketLayout
 from sink.write.messages import DataFileMessage
@@ -169,3 +169,49 @@ def test_a_batch_in_one_spark_partition_is_not_shuffled(spark: SparkSession) -> 
         assert routed.df is one  # nothing added: the task computes the values
     # two partitions: the shuffle gives fewer files, so it stays
     assert BucketRouter(spec((2, BucketTransform(8))), SCHEMA, None).route(frame(spark)).num_partitions == 9
+
+
+def history_of(source_partitions: set[int], file_bytes: int = 10**9) -> RoutingHistory:
+    history = RoutingHistory()
+    message = DataFileMessage(
+        path="f", partition=(1,), spec_id=0, record_count=400, file_size_bytes=file_bytes
+    )
+    history.record([message], frozenset(source_partitions))
+    return history
+
+
+def rows_per_partition(df: Any, column: Any) -> dict[int, int]:
+    return {r["p"]: r["count"] for r in df.groupBy(column.alias("p")).count().collect()}
+
+
+def test_a_batch_after_one_whose_rows_came_from_one_partition_is_written_by_one_task(
+    spark: SparkSession,
+) -> None:
+    batch = frame(spark)  # three Spark partitions
+    cases: list[tuple[tuple[int, Transform[Any, Any]], ...]] = [
+        ((2, BucketTransform(8)),),
+        ((4, DayTransform()), (3, IdentityTransform())),
+    ]
+    for transforms in cases:
+        routed = BucketRouter(spec(*transforms), SCHEMA, None, history=history_of({1})).route(batch)
+        assert routed.single_task and routed.partition_values_in_task and not routed.in_driver
+        assert routed.df.rdd.getNumPartitions() == 1 and routed.task_options()["source_partition_column"]
+        # The last column is each row's Spark partition before the coalesce: the task reports them.
+        assert routed.df.columns[-1] == SOURCE_PARTITION_COLUMN and len(routed.df.columns) == 6
+        expected = rows_per_partition(batch, F.spark_partition_id())
+        assert rows_per_partition(routed.df, F.col(SOURCE_PARTITION_COLUMN)) == expected
+        assert len(expected) == 3
+    # Rows from several partitions last time: the shuffle, whose tasks are told too.
+    shuffled = BucketRouter(spec((2, BucketTransform(8))), SCHEMA, None, history=history_of({0, 2})).route(
+        batch
+    )
+    assert shuffled.num_partitions == 9 and not shuffled.single_task
+    assert shuffled.source_partition_column and shuffled.df.columns[-1] == SOURCE_PARTITION_COLUMN
+    expected = rows_per_partition(batch, F.spark_partition_id())
+    assert rows_per_partition(shuffled.df, F.col(SOURCE_PARTITION_COLUMN)) == expected
+    # Without a history (a dead-letter write) nobody would read it: no column.
+    plain = BucketRouter(spec((2, BucketTransform(8))), SCHEMA, None).route(batch)
+    assert not plain.source_partition_column and SOURCE_PARTITION_COLUMN not in plain.df.columns
+    # A small previous batch: the cheaper small-batch rule comes first, with no column.
+    small = BucketRouter(spec((2, BucketTransform(8))), SCHEMA, None, history=history_of({1}, 9000))
+    assert small.route(batch).in_driver and not small.route(batch).source_partition_column

@@ -34,6 +34,16 @@ def test_profile_sums_files_per_partition_value() -> None:
     assert profile.bytes_per_row == 5 * MiB / 160
 
 
+def test_profile_tells_whether_the_rows_came_from_one_spark_partition() -> None:
+    files = [DataFileMessage(path="a", partition=(0,), spec_id=0, record_count=10, file_size_bytes=MiB)]
+    assert BatchProfile.from_files(files, {4}).rows_in_one_partition
+    assert not BatchProfile.from_files(files, {0, 4}).rows_in_one_partition
+    assert not BatchProfile.from_files(files).rows_in_one_partition  # not told: not known
+    history = RoutingHistory()
+    history.record(files, frozenset({1}))
+    assert history.last is not None and history.last.rows_in_one_partition
+
+
 def test_history_ignores_empty_batches() -> None:
     history = RoutingHistory()
     history.record([message((0,), 10, 100)])

@@ -88,6 +88,33 @@ def test_rows_flagged_bad_are_counted_and_not_written(tmp_path: Path) -> None:
     assert all("__bad" not in pq.read_schema(f).names for f in _parquet_files(tmp_path))
 
 
+def _from_partition(batch: pa.RecordBatch, partition: int) -> pa.RecordBatch:
+    """``batch`` with the Spark partition its rows came from as its last column."""
+    column = pa.array([partition] * batch.num_rows, pa.int32())
+    return batch.append_column("__source", column)
+
+
+def test_the_source_partition_column_is_reported_and_not_written(tmp_path: Path) -> None:
+    bad = {3, 77}
+    spec = _spec(tmp_path, bad_row_flag=True, source_partition_column=True)
+    writer = DataTaskWriter(spec, task_id=0, attempt=0)
+    chunks = [_from_partition(_rows(range(0, 50), bad), 2), _from_partition(_rows(range(50, 100), bad), 5)]
+    messages = writer.write_all(iter(chunks))
+
+    assert writer.report.source_partitions == (2, 5)
+    assert writer.report.input_rows == 100 and writer.report.bad_rows == len(bad)
+    written = [i for f in _parquet_files(tmp_path) for i in pq.read_table(f).column("id").to_pylist()]
+    assert sorted(written) == sorted(set(range(100)) - bad)
+    assert sum(m.record_count for m in messages) == 100 - len(bad)
+    assert all(pq.read_schema(f).names == ["id", "v"] for f in _parquet_files(tmp_path))
+
+    one = DataTaskWriter(_spec(tmp_path / "one", source_partition_column=True), task_id=1, attempt=0)
+    one.write_all(iter([_from_partition(_rows(range(i, i + 10)), 7) for i in range(0, 40, 10)]))
+    assert one.report.source_partitions == (7,)
+    empty = DataTaskWriter(_spec(tmp_path / "empty", source_partition_column=True), task_id=2, attempt=0)
+    assert empty.write_all(iter([])) == [] and empty.report.source_partitions == ()
+
+
 def test_a_failing_input_leaves_no_file_and_names_the_task(tmp_path: Path) -> None:
     def batches() -> Iterator[pa.RecordBatch]:
         for start in range(0, 400, 50):
