@@ -50,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--contenders", default="icesink-bucket,icesink-none,parquet")
     p.add_argument("--batches", type=int, default=4)
+    p.add_argument("--row-groups-per-file", type=int, default=1, help="as benchmarks.run's option")
     p.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR)
     return p
 
@@ -72,6 +73,7 @@ def _run(tree: Path, args: argparse.Namespace, out: Path) -> None:
     command = [
         sys.executable, "-m", "benchmarks.run", "--contenders", args.contenders,
         "--batches", str(args.batches), "--repeats", "1",
+        "--row-groups-per-file", str(args.row_groups_per_file),
         "--workdir", str(args.workdir / "inputs"), "--out", str(out),
     ]  # fmt: skip
     print(f"{tree.name}: {' '.join(command[1:])}", flush=True)
