@@ -234,7 +234,7 @@ class BucketRouter:
         names = [f"{PARTITION_COLUMN_PREFIX}{i}" for i in range(len(columns))]
         if self._single_task_is_enough():
             return self._unshuffled(routed.coalesce(1), n, "the previous batch was small")
-        told = keys_in_task and self._history is not None  # only then can the next batch use it
+        told = keys_in_task and self._history is not None and self._history.tell_source_partitions()
         if told:
             routed = _with_source_partition(routed)
         if self.mode is DistributionMode.HASH:

@@ -32,6 +32,7 @@ from sink.write.messages import DataFileMessage
 
 __all__ = [
     "MEASURE_FACTOR",
+    "RETELL_AFTER",
     "SPLIT_SHARE_FACTOR",
     "BatchProfile",
     "HotValue",
@@ -46,6 +47,14 @@ SPLIT_SHARE_FACTOR = 1.5
 """Least estimated bytes of one task's share of a split value, in target file sizes."""
 MEASURE_FACTOR = 2.0
 """A previous batch value this many target sizes large makes the next batch be measured."""
+RETELL_AFTER = 15
+"""Shuffled batches whose rows do not tell their Spark partitions, after one that did.
+
+Telling costs a column through the shuffle: 4-5% more time for the reference workload's
+rows (``benchmarks/README.md``, "A file of one row group"). A batch whose rows came from
+one partition is not shuffled, and tells at about no cost; one whose rows came from
+several is followed by this many that do not tell, so a source that changes is noticed
+within this many batches."""
 MAX_SHARES_PER_VALUE = 64
 MAX_EXTRA_PARTITIONS = 1024
 MAX_HOT_VALUES = 64
@@ -102,6 +111,13 @@ class RoutingHistory:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._last: BatchProfile | None = None
+        self._untold = RETELL_AFTER  # batches since one whose rows told their Spark partitions
+
+    def tell_source_partitions(self) -> bool:
+        """Whether a shuffled batch's rows should tell the Spark partitions they came from:
+        the first batch, then once every :data:`RETELL_AFTER` batches that did not."""
+        with self._lock:
+            return self._untold >= RETELL_AFTER
 
     @property
     def last(self) -> BatchProfile | None:
@@ -116,6 +132,7 @@ class RoutingHistory:
         profile = BatchProfile.from_files(files, source_partitions)
         with self._lock:
             self._last = profile
+            self._untold = 0 if source_partitions else self._untold + 1
 
 
 @dataclass(frozen=True)

@@ -201,14 +201,17 @@ def test_a_batch_after_one_whose_rows_came_from_one_partition_is_written_by_one_
         expected = rows_per_partition(batch, F.spark_partition_id())
         assert rows_per_partition(routed.df, F.col(SOURCE_PARTITION_COLUMN)) == expected
         assert len(expected) == 3
-    # Rows from several partitions last time: the shuffle, whose tasks are told too.
-    shuffled = BucketRouter(spec((2, BucketTransform(8))), SCHEMA, None, history=history_of({0, 2})).route(
-        batch
-    )
+    bucket8 = spec((2, BucketTransform(8)))
+    # The first batch: the shuffle, whose tasks are told where each row came from.
+    shuffled = BucketRouter(bucket8, SCHEMA, None, history=RoutingHistory()).route(batch)
     assert shuffled.num_partitions == 9 and not shuffled.single_task
     assert shuffled.source_partition_column and shuffled.df.columns[-1] == SOURCE_PARTITION_COLUMN
     expected = rows_per_partition(batch, F.spark_partition_id())
     assert rows_per_partition(shuffled.df, F.col(SOURCE_PARTITION_COLUMN)) == expected
+    # Rows from several partitions last time: the shuffle, not told again for a while.
+    again = BucketRouter(bucket8, SCHEMA, None, history=history_of({0, 2})).route(batch)
+    assert again.num_partitions == 9 and not again.source_partition_column
+    assert SOURCE_PARTITION_COLUMN not in again.df.columns
     # Without a history (a dead-letter write) nobody would read it: no column.
     plain = BucketRouter(spec((2, BucketTransform(8))), SCHEMA, None).route(batch)
     assert not plain.source_partition_column and SOURCE_PARTITION_COLUMN not in plain.df.columns

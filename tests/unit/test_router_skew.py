@@ -10,6 +10,7 @@ import pytest
 from sink.route.skew import (
     MAX_EXTRA_PARTITIONS,
     MAX_SHARES_PER_VALUE,
+    RETELL_AFTER,
     SPLIT_SHARE_FACTOR,
     BatchProfile,
     RoutingHistory,
@@ -42,6 +43,19 @@ def test_profile_tells_whether_the_rows_came_from_one_spark_partition() -> None:
     history = RoutingHistory()
     history.record(files, frozenset({1}))
     assert history.last is not None and history.last.rows_in_one_partition
+
+
+def test_shuffled_batches_tell_their_spark_partitions_first_then_now_and_then() -> None:
+    files = [DataFileMessage(path="a", partition=(0,), spec_id=0, record_count=10, file_size_bytes=MiB)]
+    history = RoutingHistory()
+    assert history.tell_source_partitions()  # the first batch
+    history.record(files, frozenset({0, 1}))  # it told: several
+    for _ in range(RETELL_AFTER):
+        assert not history.tell_source_partitions()
+        history.record(files)  # not told
+    assert history.tell_source_partitions()
+    history.record([], frozenset({0}))  # an empty batch tells nothing
+    assert history.tell_source_partitions()
 
 
 def test_history_ignores_empty_batches() -> None:
