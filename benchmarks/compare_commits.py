@@ -11,7 +11,8 @@ process of this environment's Python with the worktree first on ``PYTHONPATH`` (
 runs its own ``sink`` and its own benchmark). The inputs are shared (``--workdir/inputs``).
 The summary is, per contender and commit, the median rows/s and the median of the
 per-round ratios to the Parquet sink (measured in the same process), and each round's
-figures, so a difference can be told from the noise between rounds.
+figures, so a difference can be told from the noise between rounds. With ``--rotate``
+each round starts with the next contender.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     for round_no in range(1, args.rounds + 1):
         for commit, tree in zip(commits, trees, strict=True):
             out = args.workdir / f"{commit[:12]}-{round_no}.json"
-            _run(tree, args, out)
+            _run(tree, args, _contenders(args, round_no), out)
             results[commit].append(json.loads(out.read_text()))
     _print_summary(commits, results)
     return 0
@@ -51,6 +52,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--contenders", default="icesink-bucket,icesink-none,parquet")
     p.add_argument("--batches", type=int, default=4)
     p.add_argument("--row-groups-per-file", type=int, default=1, help="as benchmarks.run's option")
+    p.add_argument(
+        "--rotate",
+        action="store_true",
+        help="round r starts with the r-th contender, so each is first in its process as often "
+        "(the first contender of a process runs on the least warm JVM)",
+    )
     p.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR)
     return p
 
@@ -67,11 +74,18 @@ def _worktree(repo: Path, workdir: Path, commit: str) -> Path:
     return tree
 
 
-def _run(tree: Path, args: argparse.Namespace, out: Path) -> None:
+def _contenders(args: argparse.Namespace, round_no: int) -> str:
+    """The contenders of a round, in the order they run."""
+    names = args.contenders.split(",")
+    first = (round_no - 1) % len(names) if args.rotate else 0
+    return ",".join(names[first:] + names[:first])
+
+
+def _run(tree: Path, args: argparse.Namespace, contenders: str, out: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(tree), "PYSPARK_PYTHON": sys.executable}
     env["PYSPARK_DRIVER_PYTHON"] = sys.executable
     command = [
-        sys.executable, "-m", "benchmarks.run", "--contenders", args.contenders,
+        sys.executable, "-m", "benchmarks.run", "--contenders", contenders,
         "--batches", str(args.batches), "--repeats", "1",
         "--row-groups-per-file", str(args.row_groups_per_file),
         "--workdir", str(args.workdir / "inputs"), "--out", str(out),
