@@ -217,4 +217,5 @@ def test_a_batch_after_one_whose_rows_came_from_one_partition_is_written_by_one_
     assert not plain.source_partition_column and SOURCE_PARTITION_COLUMN not in plain.df.columns
     # A small previous batch: the cheaper small-batch rule comes first, with no column.
     small = BucketRouter(spec((2, BucketTransform(8))), SCHEMA, None, history=history_of({1}, 9000))
-    assert small.route(batch).in_driver and not small.route(batch).source_partition_column
+    routed = small.route(batch)
+    assert routed.in_driver and not routed.source_partition_column
