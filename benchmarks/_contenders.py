@@ -138,6 +138,7 @@ class RunResult:
             "task_seconds": [{k: round(v, 3) for k, v in b.items()} for b in self.task_seconds],
             "memory": {k: v for k, v in vars(self.probe).items() if k.endswith("_bytes")},
             "cpu_seconds": self.probe.cpu_seconds,
+            "worker_system_seconds": self.probe.worker_system_seconds,
             "probe_samples": self.probe.samples,
         }
 

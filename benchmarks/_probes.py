@@ -45,6 +45,7 @@ def rss_bytes(pid: int) -> int:
 class _Stat:
     ppid: int
     cpu_s: float  # user + system time
+    system_s: float  # system time alone: the kernel's work, page faults included
 
 
 def _stat(pid: int) -> _Stat | None:
@@ -53,7 +54,8 @@ def _stat(pid: int) -> _Stat | None:
         return None
     fields = raw[raw.rindex(b")") + 2 :].split()  # after "pid (comm) "
     # fields[0] is the state, fields[1] the ppid; utime and stime are fields 14 and 15 of stat(5)
-    return _Stat(int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICKS_PER_S)
+    user, system = int(fields[11]) / _TICKS_PER_S, int(fields[12]) / _TICKS_PER_S
+    return _Stat(int(fields[1]), user + system, system)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -108,6 +110,7 @@ class ProbeResult:
     jvm_start_rss_bytes: int = 0
     worker_start_rss_bytes: int = 0
     cpu_seconds: dict[str, float] = field(default_factory=dict)
+    worker_system_seconds: float = 0.0  # the system part of cpu_seconds["python_workers"]
     samples: int = 0
 
 
@@ -125,14 +128,17 @@ class ProcessProbe:
         self.result = ProbeResult()
         self._worker_peaks: dict[int, int] = {}
         self._worker_cpu: dict[int, float] = {}  # at the last sample
+        self._worker_system: dict[int, float] = {}  # at the last sample
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="icesink-bench-probe", daemon=True)
         self._cpu_start: dict[str, float] = {}
         self._worker_cpu_start: dict[int, float] = {}
+        self._worker_system_start: dict[int, float] = {}
 
     def __enter__(self) -> ProcessProbe:
         workers = python_workers(self.jvm_pid)
         self._worker_cpu_start = {pid: s.cpu_s for pid, s in workers.items()}
+        self._worker_system_start = {pid: s.system_s for pid, s in workers.items()}
         self._cpu_start = self._own_cpu()
         r = self.result
         r.driver_start_rss_bytes = rss_bytes(os.getpid())
@@ -156,6 +162,8 @@ class ProcessProbe:
             **{k: round(end[k] - self._cpu_start[k], 2) for k in end},
             "python_workers": round(sum(used.values()), 2),
         }
+        system = sum(s - self._worker_system_start.get(pid, 0.0) for pid, s in self._worker_system.items())
+        self.result.worker_system_seconds = round(system, 2)
         # Only workers that ran something during this run count for the worker peak.
         self.result.worker_peak_rss_bytes = max(
             (self._worker_peaks.get(pid, 0) for pid, cpu in used.items() if cpu > _ACTIVE_CPU_S), default=0
@@ -173,6 +181,7 @@ class ProcessProbe:
         for pid, stat in python_workers(self.jvm_pid).items():
             self._worker_peaks[pid] = max(self._worker_peaks.get(pid, 0), rss_bytes(pid))
             self._worker_cpu[pid] = stat.cpu_s
+            self._worker_system[pid] = stat.system_s
 
     def _loop(self) -> None:
         while not self._stop.is_set():

@@ -215,6 +215,9 @@ def _summarize(name: str, repeats: list[dict[str, dict[str, Any]]]) -> dict[str,
         "median_cpu_seconds": {
             k: round(statistics.median(r["cpu_seconds"][k] for r in mine), 1) for k in mine[0]["cpu_seconds"]
         },
+        "median_worker_system_seconds": round(
+            statistics.median(r.get("worker_system_seconds", 0.0) for r in mine), 1
+        ),
         # Peaks carry what earlier runs left in a process (the driver keeps the naive
         # sink's Arrow memory, the JVM its heap): the growth during the run says what
         # this contender added.
