@@ -111,10 +111,12 @@ class SourceTaskWriter:
     """
 
     def __init__(self, plan: SourceWritePlan, task_id: int, attempt: int) -> None:
+        from sink.write.allocator import use_write_pool
         from sink.write.memory import PeakRssSampler
         from sink.write.routed_task import DestinationSpec, RoutedTaskWriter, RoutedWriteSpec
         from sink.write.task_clock import TaskClock
 
+        use_write_pool()  # the rows this task decodes next, and its files' copies
         self._clock = TaskClock()  # the task's input ends when it closes its files
         # For as long as the writer is open: the failpoints, and the worker's peak memory.
         self._armed = contextlib.ExitStack()

@@ -22,6 +22,7 @@ from pyiceberg.schema import Schema
 
 from sink import failpoints
 from sink.errors import WriteError
+from sink.write.allocator import use_write_pool
 from sink.write.layout import BucketLayout
 from sink.write.memory import PeakRssSampler
 from sink.write.messages import (
@@ -144,6 +145,7 @@ def task_function(
     faults = failpoints.for_tasks()
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        use_write_pool()  # before the first rows are read: they are allocated from it
         if before is not None:
             batches = before(batches)
         batches = preloading(batches)

@@ -10,11 +10,13 @@ never loads them.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.transforms import DayTransform
@@ -22,6 +24,7 @@ from pyiceberg.types import LongType, NestedField, TimestamptzType
 from pyspark import cloudpickle
 
 from sink.type_mapping import iceberg_to_arrow_schema
+from sink.write.allocator import POOL_ENV
 from sink.write.task import write_function
 from tests.unit.writer_fixtures import task_spec
 
@@ -57,13 +60,15 @@ def test_the_write_task_modules_leave_the_arrow_file_io_to_the_first_rows() -> N
 _TASK = """
 import pickle, sys
 import pyarrow as pa
+import pytest
 
 def run(rows):
     with open(sys.argv[1], "rb") as f:  # as a Spark worker gets the mapInArrow function
         function = pickle.load(f)
     out = pa.Table.from_batches(list(function(iter(rows))))
     loaded = [m for m in ("pyiceberg.io.pyarrow", "pandas") if m in sys.modules]
-    print(" ".join(loaded) or "-", "|", out.column(0).to_pylist()[0])
+    pool = pa.default_memory_pool().backend_name
+    print(" ".join(loaded) or "-", "|", out.column(0).to_pylist()[0][:20], "|", pool)
 
 run([])
 with pa.ipc.open_file(sys.argv[2]) as rows:
@@ -71,7 +76,10 @@ with pa.ipc.open_file(sys.argv[2]) as rows:
 """
 
 
-def test_a_write_task_without_rows_never_loads_the_arrow_file_io(tmp_path: Path) -> None:
+def _run_task(tmp_path: Path, env: dict[str, str] | None = None) -> list[list[str]]:
+    """Run a pickled write task in a new process, once without rows and once with two;
+    for each run, what it had loaded, the start of its first message, and Arrow's pool."""
+    tmp_path.mkdir(exist_ok=True)
     schema = Schema(
         NestedField(1, "id", LongType(), required=False),
         NestedField(2, "ts", TimestamptzType(), required=False),
@@ -87,8 +95,23 @@ def test_a_write_task_without_rows_never_loads_the_arrow_file_io(tmp_path: Path)
     with pa.ipc.new_file(tmp_path / "rows.arrow", arrow_schema) as out:
         out.write_batch(rows)
     command = [sys.executable, "-c", _TASK, str(tmp_path / "function.pickle"), str(tmp_path / "rows.arrow")]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True)
-    empty, with_rows = (line.split(" | ")[0] for line in done.stdout.splitlines())
-    assert empty == "-", done.stdout  # no rows: nothing of the file IO loaded
-    assert set(with_rows.split()) == set(_AT_FIRST_ROWS), done.stdout
+    environment = {k: v for k, v in os.environ.items() if k != POOL_ENV} | (env or {})
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True, env=environment)
+    return [line.split(" | ") for line in done.stdout.splitlines()]
+
+
+def test_a_write_task_without_rows_never_loads_the_arrow_file_io(tmp_path: Path) -> None:
+    (empty, *_), (with_rows, *_) = _run_task(tmp_path)
+    assert empty == "-"  # no rows: nothing of the file IO loaded
+    assert set(with_rows.split()) == set(_AT_FIRST_ROWS), with_rows
     assert len(list((tmp_path / "data").rglob("*.parquet"))) == 2  # two days, one file each
+
+
+def test_a_write_task_allocates_from_jemalloc_unless_the_environment_names_a_pool(tmp_path: Path) -> None:
+    try:
+        pa.jemalloc_memory_pool()
+    except NotImplementedError:
+        pytest.skip("this pyarrow was built without jemalloc")
+    assert [pool for *_, pool in _run_task(tmp_path / "default")] == ["jemalloc", "jemalloc"]
+    chosen = _run_task(tmp_path / "system", {POOL_ENV: "system"})
+    assert [pool for *_, pool in chosen] == ["system", "system"]
