@@ -7,12 +7,16 @@ import sys
 
 from pyspark.sql import SparkSession
 
+from sink.write.allocator import executor_environment
+
 
 def get_spark(app_name: str, master: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:
     """The job's SparkSession.
 
     Python workers must run the driver's interpreter (the virtual environment's), or
-    they cannot import pyarrow; ``PYSPARK_PYTHON`` is set to it unless already set.
+    they cannot import pyarrow; ``PYSPARK_PYTHON`` is set to it unless already set. They
+    start with jemalloc as Arrow's pool (:func:`sink.write.allocator.executor_environment`)
+    unless ``conf`` or the environment chooses one.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
@@ -21,7 +25,7 @@ def get_spark(app_name: str, master: str | None = None, conf: dict[str, str] | N
     builder = builder.config("spark.ui.showConsoleProgress", "false").config(
         "spark.sql.session.timeZone", "UTC"
     )
-    for key, value in (conf or {}).items():
+    for key, value in (executor_environment() | (conf or {})).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")

@@ -3,15 +3,23 @@
 A write task copies its rows a few times (the received batches merged into chunks, each
 chunk sorted by partition value, each file's pieces merged before it is encoded), and
 frees each copy soon after. pyarrow's default pool on Linux, mimalloc, gives the freed
-memory back to the system at once, so the next copy faults it in again: in a Spark
-Python worker writing 1,000,000 rows, 0.2-1.3 s of system CPU time per task, varying
-from batch to batch, against 0.25-0.45 s with jemalloc, and a lower peak (figures and
-commands in ``benchmarks/README.md``, "Arrow's allocator in the write tasks").
+memory back to the system at once, and the next copy faults it in again: system CPU
+time that jemalloc, which keeps freed memory for the next allocation, does not spend
+(figures and commands in ``benchmarks/README.md``, "Arrow's allocator in the write tasks").
 
-The pool is the process's: the tasks of other Arrow functions that a Spark Python worker
-runs after the sink's use it too. Set ``ARROW_DEFAULT_MEMORY_POOL`` in the executors'
-environment (``spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL``) to keep a pool of your
-choice; a pyarrow built without jemalloc keeps its default.
+Two ways to get it, the first better:
+
+* :func:`executor_environment`: Spark settings that start the Python workers with
+  jemalloc as the default pool of the whole process (``ARROW_DEFAULT_MEMORY_POOL``), so
+  that every allocation comes from it. The project's jobs set it; a user's own session
+  adds it to its configuration.
+* :func:`use_write_pool`: each write task makes jemalloc pyarrow's default pool of its
+  worker, when the worker was started without a choice. Arrow's C++ code that takes the
+  process's pool directly keeps mimalloc then, and a worker's peak memory is higher than
+  with the setting above, though still lower in CPU time than mimalloc alone.
+
+Either way the pool is the worker's: other Arrow functions that the worker runs use it
+too. A worker started with ``ARROW_DEFAULT_MEMORY_POOL`` set keeps the pool it names.
 """
 
 from __future__ import annotations
@@ -22,12 +30,25 @@ import os
 
 import pyarrow as pa
 
-__all__ = ["POOL_ENV", "use_write_pool"]
+__all__ = ["POOL_ENV", "WRITE_POOL", "executor_environment", "use_write_pool"]
 
 logger = logging.getLogger(__name__)
 
 #: Arrow's own setting of the default pool; when set, the sink leaves the pool alone.
 POOL_ENV = "ARROW_DEFAULT_MEMORY_POOL"
+#: The pool the write tasks are measured fastest with.
+WRITE_POOL = "jemalloc"
+
+
+def executor_environment() -> dict[str, str]:
+    """Spark settings that start the executors' Python workers with :data:`WRITE_POOL`.
+
+    Empty when this process's environment already names a pool (a local application's
+    workers inherit it), or pyarrow has no jemalloc.
+    """
+    if os.environ.get(POOL_ENV) or not _has_jemalloc():
+        return {}
+    return {f"spark.executorEnv.{POOL_ENV}": WRITE_POOL}
 
 
 def use_write_pool() -> str:
@@ -44,7 +65,15 @@ def use_write_pool() -> str:
 def _choose_once() -> None:
     if os.environ.get(POOL_ENV):
         return
-    try:
-        pa.set_memory_pool(pa.jemalloc_memory_pool())
-    except NotImplementedError:  # this pyarrow was built without jemalloc
+    if not _has_jemalloc():
         logger.info("pyarrow has no jemalloc; the write tasks use Arrow's default pool")
+        return
+    pa.set_memory_pool(pa.jemalloc_memory_pool())
+
+
+def _has_jemalloc() -> bool:
+    try:
+        pa.jemalloc_memory_pool()
+    except NotImplementedError:  # this pyarrow was built without it
+        return False
+    return True

@@ -1,10 +1,11 @@
 """A new Spark application whose sink is prepared: what its Python workers have imported, before and after.
 
 Reads ``workdir`` as JSON from standard input, starts a ``local[2]`` application, asks its
-Python workers (a task per slot) which of the write task's modules they have imported,
-prepares a sink (which starts the workers ahead, :mod:`sink.write.workers_ahead`), waits
-for that to end, and asks again. Prints one JSON line: ``before`` and ``after``, a row per
-task with its worker's process id and whether it has each module.
+Python workers (a task per slot) which of the write task's modules they have imported and
+which Arrow memory pool they started with, prepares a sink (which starts the workers
+ahead, :mod:`sink.write.workers_ahead`), waits for that to end, and asks again. Prints one
+JSON line: ``before`` and ``after``, a row per task with its worker's process id, its
+Arrow pool and whether it has each module.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ JOIN_TIMEOUT_S = 240.0
 
 
 def ask_workers(spark: SparkSession) -> list[dict[str, Any]]:
-    """A row per task: its worker's process id and, per module of :data:`MODULES`, whether it is imported."""
+    """A row per task: its worker's process id, Arrow pool and, per module of :data:`MODULES`,
+    whether it is imported."""
 
     def imported(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import os
@@ -35,11 +37,13 @@ def ask_workers(spark: SparkSession) -> list[dict[str, Any]]:
         found = [name in sys.modules for name in MODULES]
         for batch in batches:
             n = batch.num_rows
-            columns = [pa.array([os.getpid()] * n, pa.int64())]
+            pool = pa.default_memory_pool().backend_name
+            columns = [pa.array([os.getpid()] * n, pa.int64()), pa.array([pool] * n, pa.string())]
             columns += [pa.array([f] * n, pa.bool_()) for f in found]
-            yield pa.RecordBatch.from_arrays(columns, ["pid", *(m.replace(".", "_") for m in MODULES)])
+            names = ["pid", "pool", *(m.replace(".", "_") for m in MODULES)]
+            yield pa.RecordBatch.from_arrays(columns, names)
 
-    ddl = ", ".join(["pid long", *(f"{m.replace('.', '_')} boolean" for m in MODULES)])
+    ddl = ", ".join(["pid long", "pool string", *(f"{m.replace('.', '_')} boolean" for m in MODULES)])
     return [row.asDict() for row in spark.range(0, 2, 1, 2).mapInArrow(imported, ddl).collect()]
 
 
