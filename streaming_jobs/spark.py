@@ -16,7 +16,8 @@ def get_spark(app_name: str, master: str | None = None, conf: dict[str, str] | N
     Python workers must run the driver's interpreter (the virtual environment's), or
     they cannot import pyarrow; ``PYSPARK_PYTHON`` is set to it unless already set. They
     start with jemalloc as Arrow's pool (:func:`sink.write.allocator.executor_environment`)
-    unless ``conf`` or the environment chooses one.
+    unless ``conf`` or the environment chooses one (a ``spark-submit --conf`` of it is
+    overridden: the builder's settings come after).
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
