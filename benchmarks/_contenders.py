@@ -9,12 +9,11 @@ per micro-batch with ``trigger(availableNow=True)``.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 from pyiceberg.catalog import load_catalog
 from pyiceberg.table import Table
@@ -23,6 +22,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as st
 from pyspark.sql.streaming import DataStreamWriter
 
+from benchmarks._count_floor import count_rows
 from benchmarks._probes import ProbeResult, ProcessProbe, size_summary
 from icesink import IcebergSink
 from sink.metric_families import STEPS, TASK_PHASES
@@ -273,16 +273,12 @@ def run_noop(stream: Stream, run_dir: Path, jvm_pid: int) -> RunResult:
     return RunResult("noop", query.seconds, stream.rows, query.probe, trigger_ms=query.trigger_ms)
 
 
-def _count(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    yield pa.RecordBatch.from_pydict({"n": [sum(b.num_rows for b in batches)]})
-
-
 def run_count(stream: Stream, run_dir: Path, jvm_pid: int) -> RunResult:
     """Every row through ``mapInArrow`` into a Python worker, counted: the floor of Arrow-based designs."""
     counted: list[int] = []
 
     def count(batch_df: DataFrame, batch_id: int) -> None:
-        counted.append(batch_df.mapInArrow(_count, "n long").agg(F.sum("n")).collect()[0][0] or 0)
+        counted.append(batch_df.mapInArrow(count_rows, "n long").agg(F.sum("n")).collect()[0][0] or 0)
 
     timed = _TimedBatches(count)
     query = _run_query(

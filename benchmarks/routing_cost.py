@@ -42,6 +42,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from benchmarks._count_floor import count_rows
 from icesink import DistributionMode, IcebergSink
 from sink.partitioning import build_partition_spec, parse_partition_by
 from sink.route.router import PARTITION_COLUMN_PREFIX, BucketRouter
@@ -53,11 +54,6 @@ from streaming_jobs.taxi_workload import PARTITION_BY, taxi_rows
 _FILE_NAME = re.compile(r"-(\d{5})-(\d+)-(\d{5})\.parquet$")
 _MODES = (DistributionMode.BUCKET, DistributionMode.HASH, DistributionMode.NONE)
 _NAIVE = "alt: repartition(16, bucket id)"
-
-
-def _count(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    rows = sum(b.num_rows for b in batches)
-    yield pa.RecordBatch.from_pydict({"rows": [rows]})
 
 
 def _buckets_per_task(column: int) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
@@ -92,7 +88,7 @@ class RoutingBenchmark:
         print(f"  {step}: {seconds:.2f} s {extra or ''}", file=sys.stderr, flush=True)
 
     def _count_job(self, df: DataFrame) -> int:
-        return sum(r["rows"] for r in df.mapInArrow(_count, "rows long").collect())
+        return sum(r["n"] for r in df.mapInArrow(count_rows, "n long").collect())
 
     def run_steps(self, writes: bool, alternatives: bool) -> None:
         """Every step and write, ``repeats`` times round-robin, so that drifting load hits all alike."""

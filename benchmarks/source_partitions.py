@@ -26,24 +26,19 @@ import argparse
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-import pyarrow as pa
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
+from benchmarks._count_floor import count_rows
 from streaming_jobs.spark import get_spark
 from streaming_jobs.taxi_workload import write_files
 
 
-def _count(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    rows = sum(b.num_rows for b in batches)
-    yield pa.RecordBatch.from_pydict({"n": [rows]})
-
-
 def _counted(df: DataFrame) -> None:
-    df.mapInArrow(_count, "n long").collect()
+    df.mapInArrow(count_rows, "n long").collect()
 
 
 def _observed(batch: DataFrame) -> None:
