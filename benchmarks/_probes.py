@@ -127,18 +127,15 @@ class ProcessProbe:
         self.interval_s = interval_s
         self.result = ProbeResult()
         self._worker_peaks: dict[int, int] = {}
-        self._worker_cpu: dict[int, float] = {}  # at the last sample
-        self._worker_system: dict[int, float] = {}  # at the last sample
+        self._worker_last: dict[int, _Stat] = {}  # at the last sample
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="icesink-bench-probe", daemon=True)
         self._cpu_start: dict[str, float] = {}
-        self._worker_cpu_start: dict[int, float] = {}
-        self._worker_system_start: dict[int, float] = {}
+        self._worker_start: dict[int, _Stat] = {}
 
     def __enter__(self) -> ProcessProbe:
         workers = python_workers(self.jvm_pid)
-        self._worker_cpu_start = {pid: s.cpu_s for pid, s in workers.items()}
-        self._worker_system_start = {pid: s.system_s for pid, s in workers.items()}
+        self._worker_start = workers
         self._cpu_start = self._own_cpu()
         r = self.result
         r.driver_start_rss_bytes = rss_bytes(os.getpid())
@@ -157,12 +154,14 @@ class ProcessProbe:
         self._thread.join()
         self._sample()
         end = self._own_cpu()
-        used = {pid: cpu - self._worker_cpu_start.get(pid, 0.0) for pid, cpu in self._worker_cpu.items()}
+        new = _Stat(0, 0.0, 0.0)  # what a worker started during the run had used before it
+        spent = [(pid, s, self._worker_start.get(pid, new)) for pid, s in self._worker_last.items()]
+        used = {pid: s.cpu_s - before.cpu_s for pid, s, before in spent}
         self.result.cpu_seconds = {
             **{k: round(end[k] - self._cpu_start[k], 2) for k in end},
             "python_workers": round(sum(used.values()), 2),
         }
-        system = sum(s - self._worker_system_start.get(pid, 0.0) for pid, s in self._worker_system.items())
+        system = sum(s.system_s - before.system_s for _, s, before in spent)
         self.result.worker_system_seconds = round(system, 2)
         # Only workers that ran something during this run count for the worker peak.
         self.result.worker_peak_rss_bytes = max(
@@ -180,8 +179,7 @@ class ProcessProbe:
         r.jvm_peak_rss_bytes = max(r.jvm_peak_rss_bytes, rss_bytes(self.jvm_pid))
         for pid, stat in python_workers(self.jvm_pid).items():
             self._worker_peaks[pid] = max(self._worker_peaks.get(pid, 0), rss_bytes(pid))
-            self._worker_cpu[pid] = stat.cpu_s
-            self._worker_system[pid] = stat.system_s
+            self._worker_last[pid] = stat
 
     def _loop(self) -> None:
         while not self._stop.is_set():
