@@ -52,18 +52,13 @@ def executor_environment() -> dict[str, str]:
     return {f"spark.executorEnv.{POOL_ENV}": WRITE_POOL}
 
 
-def use_write_pool() -> str:
-    """Make jemalloc this process's default Arrow pool, once; the pool's name.
-
-    Called at the start of each write task, before its first rows are read. Only the
-    first call in a process chooses: a later change by anyone else is kept.
-    """
-    _choose_once()
-    return str(pa.default_memory_pool().backend_name)
-
-
 @functools.cache
-def _choose_once() -> None:
+def use_write_pool() -> None:
+    """Make jemalloc this process's default Arrow pool, unless its environment names one.
+
+    Called at the start of each write task, before its first rows are read; only the
+    first call in a process does anything, so a later change by anyone else is kept.
+    """
     if os.environ.get(POOL_ENV):
         return
     if not _has_jemalloc():
