@@ -235,8 +235,7 @@ class IcebergSink:
         fusing = arrow_source is not None and fusable(batch_df, table, normalized, routed, arrow_source)
         fused = arrow_source if fusing else None
         by_source = arrow_source.written if arrow_source is not None else None
-        written = self._writer.write(table, sink_id, batch_id, normalized, routed, fused, by_source)
-        state.routing.record(written.files, written.source_partitions)  # for the next batch's routing
+        written = self._writer.write(table, state, batch_id, normalized, routed, fused, by_source)
         # 1b. dead letters: committed before the batch's data, so a replay cannot repeat them.
         rows = sum(f.record_count for f in written.files)
         dead_letters, counts = self._upsert.dead_letters(changes, normalized, written.counts)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyiceberg.table import Table
 from pyspark.sql import DataFrame
@@ -29,6 +29,10 @@ from sink.source_write import SourceWrite
 from sink.write.messages import DataFileMessage, RowCounts, WriteResult
 from sink.write.task import ArrowFunction, WriteSpec, run_write
 
+if TYPE_CHECKING:
+    from sink.route.skew import BatchProfile
+    from sink.sink_state import SinkState
+
 logger = batch_logger(__name__)
 
 _TARGET_FILE_SIZE = ("write.target-file-size-bytes", "target_file_size_bytes")
@@ -45,8 +49,6 @@ class WrittenBatch:
         counts: The rows the write received and the bad rows it dropped.
         attempts: The attempt log that records this attempt until it is staged or committed.
         location: The folder this attempt's files are written under (its own).
-        source_partitions: The batch's Spark partitions its rows came from, as far as the
-            write tasks were told (:attr:`~sink.write.messages.WriteResult.source_partitions`).
     """
 
     batch_id: int
@@ -55,7 +57,6 @@ class WrittenBatch:
     counts: RowCounts
     attempts: AttemptLog
     location: str
-    source_partitions: frozenset[int] = frozenset()
 
     def end_attempt(self) -> None:
         """The files are accounted for elsewhere (staged or committed): drop the attempt record."""
@@ -81,7 +82,7 @@ class BatchWriter:
     def write(
         self,
         table: Table,
-        sink_id: str,
+        state: SinkState,
         batch_id: int,
         normalized: NormalizedBatch,
         routed: RoutedBatch,
@@ -92,9 +93,10 @@ class BatchWriter:
 
         With ``by_source``, the source's tasks wrote some of the batch's rows already
         (:mod:`sink.source_write`): the rest are written as the same attempt, and the
-        batch is the files of both.
+        batch is the files of both. What the write received is recorded in ``state``'s
+        routing history, for the next batch.
         """
-        name = self.config.table
+        name, sink_id, last = self.config.table, state.sink_id, state.routing.last
         attempt = uuid.uuid4().hex[:16] if by_source is None else by_source.attempt
         # A fused batch's rows are made in the task, with no flag: none of them can be bad.
         flagged = normalized.bad_row_flag and fused is None
@@ -111,17 +113,17 @@ class BatchWriter:
                 logger.info(
                     "batch %s of sink %s: the write tasks make the rows themselves", batch_id, sink_id
                 )
-                result = self._run_write(fused.df, spec, batch_id, before=fused.function)
+                result = self._run_write(fused.df, spec, batch_id, last, before=fused.function)
             else:
-                result = self._run_write(routed.df, spec, batch_id, in_driver=routed.in_driver)
+                result = self._run_write(routed.df, spec, batch_id, last, in_driver=routed.in_driver)
         files = result.files if by_source is None else by_source.files + result.files
         self.metrics.record_files(name, files, spec.target_file_size_bytes)
         # Rows as the write tasks received them; a fused batch's maker counted them before that.
         counts = result.counts if fused is None else RowCounts(fused.rows, 0)
         if by_source is not None:
             counts = RowCounts(counts.input_rows + by_source.rows, counts.bad_rows)
-        location, sources = spec.data_location, result.source_partitions
-        return WrittenBatch(batch_id, attempt, files, counts, attempts, location, sources)
+        state.routing.record(files, result.source_partitions, result.input_row_bytes)
+        return WrittenBatch(batch_id, attempt, files, counts, attempts, spec.data_location)
 
     def _write_spec(
         self, table: Table, sink_id: str, batch_id: int, attempt: str, routed: RoutedBatch, bad_row_flag: bool
@@ -173,12 +175,14 @@ class BatchWriter:
         df: DataFrame,
         spec: WriteSpec,
         batch_id: int,
+        last: BatchProfile | None,
         *,
         in_driver: bool = False,
         before: ArrowFunction | None = None,
     ) -> WriteResult:
+        row_bytes = last.input_row_bytes if last is not None else 0
         try:
-            return run_write(df, spec, in_driver=in_driver, before=before)
+            return run_write(df, spec, in_driver=in_driver, before=before, row_bytes=row_bytes)
         except Exception as e:
             error = find_error_code(str(e))
             if error is SchemaError:

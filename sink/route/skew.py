@@ -77,6 +77,8 @@ class BatchProfile:
             one task instead, whose rows tell again; if they came from several partitions
             after all, that task wrote them slower than a shuffle, with the same files,
             and the batch after it is shuffled.
+        input_row_bytes: The widest Arrow batch Spark handed a write task, in bytes per
+            row (:mod:`sink.write.arrow_input`); 0 when unknown.
     """
 
     rows: int
@@ -84,6 +86,7 @@ class BatchProfile:
     largest_value_bytes: int
     files: int
     rows_in_one_partition: bool = False
+    input_row_bytes: int = 0
 
     @property
     def bytes_per_row(self) -> float | None:
@@ -91,7 +94,10 @@ class BatchProfile:
 
     @classmethod
     def from_files(
-        cls, files: Sequence[DataFileMessage], source_partitions: Collection[int] = ()
+        cls,
+        files: Sequence[DataFileMessage],
+        source_partitions: Collection[int] = (),
+        input_row_bytes: int = 0,
     ) -> BatchProfile:
         by_value: dict[tuple[Any, ...], int] = defaultdict(int)
         for f in files:
@@ -102,6 +108,7 @@ class BatchProfile:
             largest_value_bytes=max(by_value.values(), default=0),
             files=len(files),
             rows_in_one_partition=len(source_partitions) == 1,
+            input_row_bytes=input_row_bytes,
         )
 
 
@@ -124,12 +131,18 @@ class RoutingHistory:
         with self._lock:
             return self._last
 
-    def record(self, files: Sequence[DataFileMessage], source_partitions: Collection[int] = ()) -> None:
-        """Remember what a batch wrote, and the Spark partitions its rows came from (as far
-        as known); an empty batch tells nothing and is ignored."""
+    def record(
+        self,
+        files: Sequence[DataFileMessage],
+        source_partitions: Collection[int] = (),
+        input_row_bytes: int = 0,
+    ) -> None:
+        """Remember what a batch wrote, the Spark partitions its rows came from (as far as
+        known) and how wide they came (:class:`BatchProfile`); an empty batch tells nothing
+        and is ignored."""
         if not files:
             return
-        profile = BatchProfile.from_files(files, source_partitions)
+        profile = BatchProfile.from_files(files, source_partitions, input_row_bytes)
         with self._lock:
             self._last = profile
             self._untold = 0 if source_partitions else self._untold + 1

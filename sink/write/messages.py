@@ -140,15 +140,19 @@ class TaskReport:
         source_partitions: Spark partitions of the batch, before any shuffle, that its
             rows came from: at most two (two already say "more than one"); empty when the
             task was not told (``WriteSpec.source_partition_column``).
+        input_row_bytes: The widest Arrow batch the task received from Spark, in bytes per
+            row (:class:`~sink.write.arrow_input.InputWidth`); 0 without rows.
     """
 
     task_id: int
     input_rows: int
     bad_rows: int
     source_partitions: tuple[int, ...] = ()
+    input_row_bytes: int = 0
 
     def to_json(self) -> str:
-        report = [self.task_id, self.input_rows, self.bad_rows, list(self.source_partitions)]
+        sources = list(self.source_partitions)
+        report = [self.task_id, self.input_rows, self.bad_rows, sources, self.input_row_bytes]
         return json.dumps({_REPORT_KEY: report})
 
 
@@ -161,27 +165,30 @@ class WriteResult:
 
     ``source_partitions`` is the union of the tasks' :attr:`TaskReport.source_partitions`:
     one id means every row of the batch came from that one Spark partition.
+    ``input_row_bytes`` is the largest of their :attr:`TaskReport.input_row_bytes`.
     """
 
     files: list[DataFileMessage]
     counts: RowCounts
     source_partitions: frozenset[int] = frozenset()
+    input_row_bytes: int = 0
 
     @classmethod
     def from_json(cls, texts: Iterable[str]) -> WriteResult:
         """Decode the messages of every task (:func:`messages_to_arrow`)."""
         files: list[DataFileMessage] = []
-        input_rows = bad_rows = 0
+        input_rows = bad_rows = row_bytes = 0
         sources: set[int] = set()
         with paused_gc():
             for text in texts:
                 if text.startswith('{"' + _REPORT_KEY):
-                    _, received, bad, seen = json.loads(text)[_REPORT_KEY]
+                    _, received, bad, seen, width = json.loads(text)[_REPORT_KEY]
                     input_rows, bad_rows = input_rows + received, bad_rows + bad
                     sources.update(seen)
+                    row_bytes = max(row_bytes, width)
                 else:
                     files.append(DataFileMessage.from_json(text))
-        return cls(files, RowCounts(input_rows, bad_rows), frozenset(sources))
+        return cls(files, RowCounts(input_rows, bad_rows), frozenset(sources), row_bytes)
 
 
 def _encode_value(value: Any) -> Any:

@@ -23,6 +23,7 @@ from pyiceberg.schema import Schema
 from sink import failpoints
 from sink.errors import WriteError
 from sink.write.allocator import use_write_pool
+from sink.write.arrow_input import InputWidth, byte_check_skipped
 from sink.write.layout import BucketLayout
 from sink.write.memory import PeakRssSampler
 from sink.write.messages import (
@@ -98,14 +99,20 @@ class WriteSpec:
 
 
 def run_write(
-    df: DataFrame, spec: WriteSpec, *, in_driver: bool = False, before: ArrowFunction | None = None
+    df: DataFrame,
+    spec: WriteSpec,
+    *,
+    in_driver: bool = False,
+    before: ArrowFunction | None = None,
+    row_bytes: int = 0,
 ) -> WriteResult:
     """Write ``df`` (one Spark job); every file written, and the rows received and dropped.
 
     By default in Spark's executors. With ``in_driver`` (small batches only), ``df`` is
     collected as Arrow, a job without Python workers, and written from this process by
     the same writer as a task's. With ``before``, each task writes what ``before`` makes
-    of its rows instead of the rows.
+    of its rows instead of the rows. ``row_bytes``: the widest rows the sink's previous
+    write received (:func:`~sink.write.arrow_input.byte_check_skipped`).
     """
     if in_driver:
         if before is not None:
@@ -117,7 +124,8 @@ def run_write(
         return WriteResult(files, counts, frozenset(report.source_partitions))
     if before is None:  # mapInArrow resolves every column by name: names with dots or backticks fail
         df = df.toDF(*[f"_{i}" for i in range(len(df.columns))])  # the task reads columns by position
-    rows = df.mapInArrow(write_function(spec, before), MESSAGE_DDL).collect()
+    with byte_check_skipped(df.sparkSession, row_bytes):
+        rows = df.mapInArrow(write_function(spec, before), MESSAGE_DDL).collect()
     return WriteResult.from_json(row[0] for row in rows)
 
 
@@ -146,6 +154,8 @@ def task_function(
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         use_write_pool()  # before the first rows are read: they are allocated from it
+        width = InputWidth()
+        batches = width.reading(batches)  # as Spark sends them (its byte check: arrow_input)
         if before is not None:
             batches = before(batches)
         batches = preloading(batches)
@@ -160,7 +170,7 @@ def task_function(
             for messages in writer.stream(clock.reading(batches)):
                 yield messages_to_arrow(clock.stamped(messages, rss.peak_bytes))
             failpoints.hit("write.task")
-        yield messages_to_arrow([], writer.report)
+        yield messages_to_arrow([], dataclasses.replace(writer.report, input_row_bytes=width.row_bytes))
 
     return run
 

@@ -84,6 +84,14 @@ def test_write_result_joins_the_spark_partitions_the_tasks_saw() -> None:
     assert sources(TaskReport(0, 5, 0, (3,)), TaskReport(1, 4, 0, (0, 1))) == {0, 1, 3}
 
 
+def test_write_result_keeps_the_widest_rows_any_task_received() -> None:
+    widths = [TaskReport(0, 5, 0, input_row_bytes=120), TaskReport(1, 4, 0, input_row_bytes=310)]
+    reports = [*widths, TaskReport(2, 0, 0)]
+    texts = [messages_to_arrow([], r).column(0)[0].as_py() for r in reports]
+    assert WriteResult.from_json(texts).input_row_bytes == 310
+    assert WriteResult.from_json(texts[2:]).input_row_bytes == 0  # a task without rows measured nothing
+
+
 @settings(deadline=None)  # the first pa.array() below imports pandas
 @given(s.lists(s.text()))
 def test_string_array_built_from_buffers_equals_pyarrows_own(texts: list[str]) -> None:

@@ -60,9 +60,9 @@ def test_shuffled_batches_tell_their_spark_partitions_first_then_now_and_then() 
 
 def test_history_ignores_empty_batches() -> None:
     history = RoutingHistory()
-    history.record([message((0,), 10, 100)])
+    history.record([message((0,), 10, 100)], input_row_bytes=180)
     history.record([])
-    assert history.last is not None and history.last.rows == 10
+    assert history.last is not None and history.last.rows == 10 and history.last.input_row_bytes == 180
 
 
 @pytest.mark.parametrize(
