@@ -28,6 +28,7 @@ from icesink import IcebergSink
 from sink.metric_families import STEPS, TASK_PHASES
 from sink.partitioning import build_partition_spec, parse_partition_by
 from sink.type_mapping import spark_to_iceberg_schema
+from sink.write.arrow_input import MAX_BYTES_PER_BATCH, UNCHECKED
 
 TABLE = "bench.taxi"
 _DAYS = 4  # the workload's pickup times span 4 days
@@ -273,22 +274,36 @@ def run_noop(stream: Stream, run_dir: Path, jvm_pid: int) -> RunResult:
     return RunResult("noop", query.seconds, stream.rows, query.probe, trigger_ms=query.trigger_ms)
 
 
-def run_count(stream: Stream, run_dir: Path, jvm_pid: int) -> RunResult:
-    """Every row through ``mapInArrow`` into a Python worker, counted: the floor of Arrow-based designs."""
-    counted: list[int] = []
+def run_count(unchecked: bool = False) -> Contender:
+    """Every row through ``mapInArrow`` into a Python worker, counted: the floor of Arrow-based designs.
 
-    def count(batch_df: DataFrame, batch_id: int) -> None:
-        counted.append(batch_df.mapInArrow(count_rows, "n long").agg(F.sum("n")).collect()[0][0] or 0)
+    ``unchecked``: without Spark's byte check on every row (:mod:`sink.write.arrow_input`),
+    as icesink's writes run after their first batch.
+    """
+    name = "mapinarrow-count-unchecked" if unchecked else "mapinarrow-count"
 
-    timed = _TimedBatches(count)
-    query = _run_query(
-        stream, "mapinarrow-count", stream.read().writeStream.foreachBatch(timed), run_dir, jvm_pid
-    )
-    _check_rows("mapinarrow-count", sum(counted), stream)
-    return RunResult(
-        "mapinarrow-count", query.seconds, sum(counted), query.probe,
-        batch_seconds=timed.batch_seconds, trigger_ms=query.trigger_ms,
-    )  # fmt: skip
+    def run(stream: Stream, run_dir: Path, jvm_pid: int) -> RunResult:
+        counted: list[int] = []
+
+        def count(batch_df: DataFrame, batch_id: int) -> None:
+            context = batch_df.sparkSession.sparkContext
+            if unchecked:
+                context.setLocalProperty(MAX_BYTES_PER_BATCH, str(UNCHECKED))
+            try:
+                counted.append(batch_df.mapInArrow(count_rows, "n long").agg(F.sum("n")).collect()[0][0] or 0)
+            finally:
+                if unchecked:
+                    context.setLocalProperty(MAX_BYTES_PER_BATCH, None)  # type: ignore[arg-type]
+
+        timed = _TimedBatches(count)
+        query = _run_query(stream, name, stream.read().writeStream.foreachBatch(timed), run_dir, jvm_pid)
+        _check_rows(name, sum(counted), stream)
+        return RunResult(
+            name, query.seconds, sum(counted), query.probe,
+            batch_seconds=timed.batch_seconds, trigger_ms=query.trigger_ms,
+        )  # fmt: skip
+
+    return run
 
 
 def run_naive(stream: Stream, run_dir: Path, jvm_pid: int) -> RunResult:
@@ -319,6 +334,7 @@ CONTENDERS: dict[str, Contender] = {
     "icesink-none": run_icesink("none"),
     "parquet": run_parquet,
     "noop": run_noop,
-    "mapinarrow-count": run_count,
+    "mapinarrow-count": run_count(),
+    "mapinarrow-count-unchecked": run_count(unchecked=True),
     "pyiceberg-naive": run_naive,
 }

@@ -16,6 +16,8 @@ machine's drifting load hits all alike. The input is the reference workload
 * ``noop``: Spark's ``noop`` sink, which reads every row and writes nothing: the floor;
 * ``mapinarrow-count``: ``foreachBatch`` counting the rows in ``mapInArrow``: the floor
   of any design that hands rows to Python as Arrow;
+* ``mapinarrow-count-unchecked``: the same without Spark's byte check on every row, as
+  icesink's write jobs run after a sink's first batch (:mod:`sink.write.arrow_input`);
 * ``pyiceberg-naive``: ``foreachBatch(lambda df, i: table.append(df.toArrow()))``.
 
 Each run has a fresh checkpoint and output, and must write exactly the rows it read
