@@ -61,7 +61,7 @@ from sink.parallel import run_parallel
 from sink.routed_commit import commit_tables
 from sink.routed_source import RoutedSourcePlanner, record_source_files, source_targets
 from sink.routed_upserts import RoutedChanges, RoutedUpserts
-from sink.routed_write import RoutedTarget, check_keys_in_task, write_routed
+from sink.routed_write import RoutedTarget, RoutedWrites, check_keys_in_task
 from sink.schema.coordinator import coordinator_for
 from sink.sink_state import query_id_of, sink_id_of
 from sink.source_write import SourceWrite
@@ -98,6 +98,7 @@ class RoutedStep:
         self._names = DestinationNames(config.route, reserved=(dead_letters.table_name,))
         self._options = TableOptions(config)
         self._upserts = RoutedUpserts(config, metrics)
+        self._writes = RoutedWrites(config.write.memory_budget_bytes, metrics, label)
         self._recovered: set[tuple[str, str]] = set()  # (table, sink id) settled in this process
         self._lock = threading.Lock()
         self._sink_locks: dict[str, threading.Lock] = {}
@@ -244,10 +245,7 @@ class RoutedStep:
         attempt = uuid.uuid4().hex[:16] if by_source is None else by_source.attempt
         result = WriteResult([], RowCounts(0, 0))
         if projection is not None:
-            budget = self._config.write.memory_budget_bytes
-            result = write_routed(
-                projection, targets, budget, self._metrics, self.label, sink_id, batch_id, attempt, by_source
-            )
+            result = self._writes.write(projection, targets, sink_id, batch_id, attempt, by_source)
             rows = sum(f.record_count for f in result.files)
             dead_letters, counts = self._upserts.dead_letters(changes, projection.dead_letters, result.counts)
             if not self._dead_letters.deliver(

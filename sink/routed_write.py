@@ -42,52 +42,69 @@ class RoutedTarget:
     location: str = ""
 
 
-def write_routed(
-    projection: RoutedProjection,
-    targets: list[RoutedTarget],
-    memory_budget_bytes: int,
-    metrics: SinkMetrics,
-    label: str,
-    sink_id: str,
-    batch_id: int,
-    attempt: str,
-    by_source: SourceWrite | None = None,
-) -> WriteResult:
-    """Record each table's attempt, then write every table's files in ONE Spark job.
+class RoutedWrites:
+    """Step 4 of a sink's routed batches: each table's attempt on record, then ONE write job.
 
-    ``memory_budget_bytes`` is the task's, for all its tables together; each target gets
-    its attempt's file prefix and folder. The tables of ``by_source`` have the attempt on
-    record already (the source's tasks wrote to them first).
+    It remembers, per sink id, how wide the rows of its last write came, so that the next
+    write job can run without Spark's byte check on every row (:mod:`sink.write.arrow_input`).
+
+    Args:
+        memory_budget_bytes: A write task's, for all its tables together.
+        metrics: Where the write step is timed and each table's files are recorded.
+        label: What names the sink where no single table does.
     """
-    planned = by_source.tables if by_source is not None else {}
-    destinations: list[DestinationSpec] = []
-    records: list[Callable[[], None]] = []
-    for target in targets:
-        writer = BatchWriter(target.config, metrics)
-        in_task = {
-            "num_data_columns": len(target.table.schema().fields),
-            "partition_values_in_task": True,
-        }
-        spec = writer.write_spec(target.table, sink_id, batch_id, attempt, in_task)
-        if target.name in planned:
-            target.attempts = planned[target.name].attempts
-        else:
-            target.attempts = AttemptLog.for_sink(target.config, target.table, sink_id)
-            record = AttemptRecord(sink_id, batch_id, attempt, spec.file_prefix, spec.data_location)
-            records.append(functools.partial(target.attempts.begin, record))
-        target.file_prefix, target.location = spec.file_prefix, spec.data_location
-        destinations.append(DestinationSpec(target.index, spec, projection.slots[target.index]))
-    run_parallel(records)  # every attempt is on record before any file is written
-    routed = RoutedWriteSpec(tuple(destinations), memory_budget_bytes)
-    with metrics.time_step(label, "write"):
-        try:
-            result = run_routed_write(projection.rows, routed)
-        except Exception as e:
-            raise _write_error(e, label, batch_id) from e
-    for d in destinations:
-        files = [f for f in result.files if f.table == d.spec.table]
-        metrics.record_files(d.spec.table, files, d.spec.target_file_size_bytes)
-    return result
+
+    def __init__(self, memory_budget_bytes: int, metrics: SinkMetrics, label: str) -> None:
+        self._budget = memory_budget_bytes
+        self._metrics = metrics
+        self._label = label
+        self._row_bytes: dict[str, int] = {}  # sink id -> the widest rows of its last write
+
+    def write(
+        self,
+        projection: RoutedProjection,
+        targets: list[RoutedTarget],
+        sink_id: str,
+        batch_id: int,
+        attempt: str,
+        by_source: SourceWrite | None = None,
+    ) -> WriteResult:
+        """Record each table's attempt, then write every table's files in ONE Spark job.
+
+        Each target gets its attempt's file prefix and folder. The tables of ``by_source``
+        have the attempt on record already (the source's tasks wrote to them first).
+        """
+        planned = by_source.tables if by_source is not None else {}
+        destinations: list[DestinationSpec] = []
+        records: list[Callable[[], None]] = []
+        for target in targets:
+            writer = BatchWriter(target.config, self._metrics)
+            in_task = {
+                "num_data_columns": len(target.table.schema().fields),
+                "partition_values_in_task": True,
+            }
+            spec = writer.write_spec(target.table, sink_id, batch_id, attempt, in_task)
+            if target.name in planned:
+                target.attempts = planned[target.name].attempts
+            else:
+                target.attempts = AttemptLog.for_sink(target.config, target.table, sink_id)
+                record = AttemptRecord(sink_id, batch_id, attempt, spec.file_prefix, spec.data_location)
+                records.append(functools.partial(target.attempts.begin, record))
+            target.file_prefix, target.location = spec.file_prefix, spec.data_location
+            destinations.append(DestinationSpec(target.index, spec, projection.slots[target.index]))
+        run_parallel(records)  # every attempt is on record before any file is written
+        routed = RoutedWriteSpec(tuple(destinations), self._budget)
+        with self._metrics.time_step(self._label, "write"):
+            try:
+                result = run_routed_write(projection.rows, routed, self._row_bytes.get(sink_id, 0))
+            except Exception as e:
+                raise _write_error(e, self._label, batch_id) from e
+        if result.files:
+            self._row_bytes[sink_id] = result.input_row_bytes
+        for d in destinations:
+            files = [f for f in result.files if f.table == d.spec.table]
+            self._metrics.record_files(d.spec.table, files, d.spec.target_file_size_bytes)
+        return result
 
 
 def check_keys_in_task(table: Table, name: str) -> None:

@@ -21,6 +21,7 @@ import pyarrow as pa
 from pyiceberg.io import FileIO
 
 from sink.errors import WriteError
+from sink.write.arrow_input import byte_check_skipped
 from sink.write.messages import MESSAGE_DDL, DataFileMessage, TaskReport, WriteResult
 from sink.write.rolling import RollingFileWriter
 from sink.write.split import arrow_bytes, split_by_key
@@ -67,10 +68,15 @@ class RoutedWriteSpec:
     memory_budget_bytes: int
 
 
-def run_routed_write(df: DataFrame, spec: RoutedWriteSpec) -> WriteResult:
-    """Write the routed projection ``df`` to every destination in ONE Spark job."""
+def run_routed_write(df: DataFrame, spec: RoutedWriteSpec, row_bytes: int = 0) -> WriteResult:
+    """Write the routed projection ``df`` to every destination in ONE Spark job.
+
+    ``row_bytes``: the widest rows the sink's previous write received
+    (:func:`~sink.write.arrow_input.byte_check_skipped`).
+    """
     df = df.toDF(*[f"_{i}" for i in range(len(df.columns))])  # the task reads columns by position
-    rows = df.mapInArrow(routed_write_function(spec), MESSAGE_DDL).collect()
+    with byte_check_skipped(df.sparkSession, row_bytes):
+        rows = df.mapInArrow(routed_write_function(spec), MESSAGE_DDL).collect()
     return WriteResult.from_json(row[0] for row in rows)
 
 

@@ -100,3 +100,25 @@ def test_the_sink_turns_the_check_off_from_its_second_batch(
     row_bytes = int(record.getMessage().rsplit(": ", 1)[1].split()[0])
     assert 100 <= row_bytes <= 400, record.getMessage()  # the taxi rows' 19 columns
     assert sink.catalog.load_table("db.widths").scan().to_arrow().num_rows == 24_000
+
+
+def test_a_routed_sink_turns_the_check_off_from_its_second_batch(
+    spark: SparkSession, catalog_options: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    routing = {"sink-id": "routed-widths", "route.by": "field", "route.field": "kind"}
+    options = {**catalog_options, **routing, "route.table-template": "ev.{value}"}
+
+    def events(start: int) -> DataFrame:
+        rows = [(start + i, ("a", "b")[i % 2], f"n{i}") for i in range(ROWS)]
+        return spark.createDataFrame(rows, "id long, kind string, name string").repartition(2)
+
+    with (
+        IcebergSink.from_options(options) as sink,
+        caplog.at_level(logging.INFO, logger="sink.write.arrow_input"),
+    ):
+        sink(events(0), 0)
+        assert "without Spark's byte check" not in caplog.text  # nothing known of the rows yet
+        sink(events(ROWS), 1)
+        assert "without Spark's byte check" in caplog.text
+    for kind in "ab":
+        assert sink.catalog.load_table(f"ev.{kind}").scan().to_arrow().num_rows == ROWS
