@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from benchmarks._probes import ProbeResult, ProcessProbe, size_summary
 from icesink import IcebergSink
 from sink.metric_families import STEPS, TASK_PHASES
 from sink.partitioning import build_partition_spec, parse_partition_by
+from sink.spark_session import local_property
 from sink.type_mapping import spark_to_iceberg_schema
 from sink.write.arrow_input import MAX_BYTES_PER_BATCH, UNCHECKED
 
@@ -286,14 +288,9 @@ def run_count(unchecked: bool = False) -> Contender:
         counted: list[int] = []
 
         def count(batch_df: DataFrame, batch_id: int) -> None:
-            context = batch_df.sparkSession.sparkContext
-            if unchecked:
-                context.setLocalProperty(MAX_BYTES_PER_BATCH, str(UNCHECKED))
-            try:
+            spark = batch_df.sparkSession
+            with local_property(spark, MAX_BYTES_PER_BATCH, str(UNCHECKED)) if unchecked else nullcontext():
                 counted.append(batch_df.mapInArrow(count_rows, "n long").agg(F.sum("n")).collect()[0][0] or 0)
-            finally:
-                if unchecked:
-                    context.setLocalProperty(MAX_BYTES_PER_BATCH, None)  # type: ignore[arg-type]
 
         timed = _TimedBatches(count)
         query = _run_query(stream, name, stream.read().writeStream.foreachBatch(timed), run_dir, jvm_pid)

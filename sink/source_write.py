@@ -41,7 +41,7 @@ from sink.commit.recovery import AttemptLog, AttemptRecord
 from sink.config import DistributionMode, SinkConfig
 from sink.route.routed import resolve_mode
 from sink.sink_state import SinkState, sink_id_of
-from sink.spark_session import is_connect
+from sink.spark_session import is_connect, local_property
 from sink.type_mapping import iceberg_to_spark_schema
 from sink.write.keys import arrow_key_functions
 from sink.write.messages import DataFileMessage
@@ -105,13 +105,8 @@ class SourceWrite:
         recomputed): a task makes the same choice with the same plan, so no row is
         written once by the source and again by the sink.
         """
-        context = spark.sparkContext
-        before = context.getLocalProperty(TASK_PROPERTY)
-        context.setLocalProperty(TASK_PROPERTY, self.plan.encode())
-        try:
+        with local_property(spark, TASK_PROPERTY, self.plan.encode()):
             yield
-        finally:
-            context.setLocalProperty(TASK_PROPERTY, before)  # type: ignore[arg-type]  # None unsets
 
     def record(self, messages: Iterable[str], remaining_rows: int) -> None:
         """The messages the source's tasks yielded, and the count of the rows they left."""

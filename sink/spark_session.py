@@ -19,6 +19,8 @@ question the sink asks has a classic answer (unchanged) and a Connect answer her
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -108,3 +110,19 @@ def session_key(spark: SparkSession) -> str:
 def is_stopped(spark: SparkSession) -> bool:
     """Whether ``spark``'s application has stopped (its listeners went with it)."""
     return spark.sparkContext._jsc is None
+
+
+@contextmanager
+def local_property(spark: SparkSession, key: str, value: str) -> Iterator[None]:
+    """``key`` set to ``value`` for the jobs this thread starts in the block, then as it was.
+
+    Spark hands a job's local properties to its tasks (SQL settings among them, which
+    its tasks read from there). Classic Spark only: Connect has no ``SparkContext``.
+    """
+    context = spark.sparkContext
+    before = context.getLocalProperty(key)
+    context.setLocalProperty(key, value)
+    try:
+        yield
+    finally:
+        context.setLocalProperty(key, before)  # type: ignore[arg-type]  # None unsets

@@ -74,13 +74,11 @@ def byte_check_skipped(spark: SparkSession, row_bytes: int) -> Iterator[None]:
     if not _needless(spark, row_bytes):
         yield
         return
+    from sink.spark_session import local_property  # imports pyspark.sql, which the write tasks need not
+
     logger.info("the write runs without Spark's byte check on every row (the last rows: %d bytes)", row_bytes)
-    context = spark.sparkContext
-    context.setLocalProperty(MAX_BYTES_PER_BATCH, str(UNCHECKED))
-    try:
+    with local_property(spark, MAX_BYTES_PER_BATCH, str(UNCHECKED)):
         yield
-    finally:
-        context.setLocalProperty(MAX_BYTES_PER_BATCH, None)  # type: ignore[arg-type]  # None unsets
 
 
 def _needless(spark: SparkSession, row_bytes: int) -> bool:
