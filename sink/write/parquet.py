@@ -13,6 +13,7 @@ from pyiceberg.schema import Schema
 
 from sink import failpoints
 from sink._pyiceberg import StatisticsPlan, footer_statistics, statistics_plan
+from sink.write.dictionary import DictionaryColumns
 from sink.write.messages import DataFileMessage
 from sink.write.protocol import FileWriter
 
@@ -74,6 +75,8 @@ class ParquetFileWriter(FileWriter[DataFileMessage | None]):
         compression: Parquet codec.
         table_properties: Table properties (column metrics modes).
         stats_plan: ``statistics_plan(schema, table_properties)``, when the caller has it.
+        dictionary: Which columns to dictionary-encode, read when the file begins (every
+            column without it).
     """
 
     def __init__(
@@ -89,6 +92,7 @@ class ParquetFileWriter(FileWriter[DataFileMessage | None]):
         compression: str,
         table_properties: dict[str, str],
         stats_plan: StatisticsPlan | None = None,
+        dictionary: DictionaryColumns | None = None,
     ) -> None:
         self.path = path
         self.partition = partition
@@ -101,6 +105,7 @@ class ParquetFileWriter(FileWriter[DataFileMessage | None]):
         self._compression = compression
         self._table_properties = table_properties
         self._stats_plan = stats_plan
+        self._dictionary = dictionary
         self._buffer: list[pa.RecordBatch] = []  # compacted batches
         self._pieces: list[pa.RecordBatch] = []  # batches as written, not yet compacted
         self._buffer_bytes = 0
@@ -165,6 +170,7 @@ class ParquetFileWriter(FileWriter[DataFileMessage | None]):
                 self._stream,
                 schema=self._arrow_schema,
                 compression=self._compression,
+                use_dictionary=True if self._dictionary is None else self._dictionary.use_dictionary,
                 store_decimal_as_integer=True,
                 write_statistics=True,
             )

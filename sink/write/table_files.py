@@ -23,6 +23,7 @@ from pyiceberg.typedef import Record
 from sink._pyiceberg import StatisticsPlan, partition_representation, statistics_plan
 from sink.errors import WriteError
 from sink.type_mapping import iceberg_to_arrow_schema
+from sink.write.dictionary import DictionaryColumns
 from sink.write.keys import KeyFunction, arrow_key_functions
 from sink.write.manifest_entry import EntryEncoding, manifest_codec, sync_marker
 from sink.write.messages import DataFileMessage
@@ -66,6 +67,11 @@ class TableFiles:
         return iceberg_to_arrow_schema(self.spec.schema)
 
     @functools.cached_property
+    def dictionary(self) -> DictionaryColumns:
+        """Which columns the files dictionary-encode, decided from the first rows (:meth:`to_file_batch`)."""
+        return DictionaryColumns(self.arrow_schema)
+
+    @functools.cached_property
     def _stats_plan(self) -> StatisticsPlan:
         return statistics_plan(self.spec.schema, self.spec.table_properties)
 
@@ -96,11 +102,16 @@ class TableFiles:
         return dataclasses.replace(self._entry_encoding.with_entry(message), table=self.spec.table)
 
     def to_file_batch(self, columns: list[pa.Array]) -> pa.RecordBatch:
-        """The table's columns (in its order) as a batch of the file schema (field ids, UTC, ...)."""
+        """The table's columns (in its order) as a batch of the file schema (field ids, UTC, ...).
+
+        The first batches are also the sample that decides the files' dictionary columns.
+        """
         arrays = []
         for column, field in zip(columns, self.arrow_schema, strict=True):
             arrays.append(column if column.type.equals(field.type) else column.cast(field.type))
-        return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)
+        batch = pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)
+        self.dictionary.sample(batch)
+        return batch
 
     def partition_record(self, key: tuple[Any, ...]) -> tuple[Any, ...]:
         """Raw partition values as Iceberg's internal representation."""
@@ -132,6 +143,7 @@ class TableFiles:
                 compression=spec.compression,
                 table_properties=spec.table_properties,
                 stats_plan=self._stats_plan,
+                dictionary=self.dictionary,
             )
 
         return RollingFileWriter(new_file, spec.target_file_size_bytes, self._estimator, self.finished)
