@@ -13,7 +13,7 @@ the two timestamp columns take 21% less space plain, and the files are read 10% 
 This module applies parquet-java's test once per table and task, to a sample of its first
 rows: a page's worth at most (parquet-java's first page holds at most 20,000 values), and at
 least :data:`MIN_SAMPLE_ROWS`, so that a first handful of rows decides nothing. Until a
-sample is taken, and for types the test does not size (booleans, nested columns, decimals),
+sample is taken, and for types the test does not size (booleans, nested columns),
 every column keeps its dictionary, as Arrow does.
 """
 
@@ -103,6 +103,11 @@ def _plain_width(arrow_type: pa.DataType) -> int | None:
         return 8
     if t.is_fixed_size_binary(arrow_type):
         return int(arrow_type.byte_width)
+    if t.is_decimal(arrow_type):  # written as integers (store_decimal_as_integer), else as few bytes as fit
+        precision = int(arrow_type.precision)
+        if precision <= 18:
+            return 4 if precision <= 9 else 8
+        return next(n for n in range(9, 33) if 2 ** (8 * n - 1) > 10**precision)
     return None
 
 
