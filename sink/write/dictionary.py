@@ -55,7 +55,7 @@ class DictionaryColumns:
         """``True`` (every column), or the Parquet column paths to dictionary-encode."""
         return self._use
 
-    def sample(self, rows: pa.RecordBatch) -> None:
+    def sample(self, rows: pa.RecordBatch | pa.Table) -> None:
         """Decide from ``rows`` (in the file schema), unless decided or ``rows`` are too few."""
         if self.plain_columns is not None or rows.num_rows < MIN_SAMPLE_ROWS:
             return
@@ -67,7 +67,7 @@ class DictionaryColumns:
         self.plain_columns = plain
 
 
-def dictionary_pays(values: pa.Array) -> bool:
+def dictionary_pays(values: pa.Array | pa.ChunkedArray) -> bool:
     """Whether ``values`` take fewer bytes dictionary-encoded than plain (parquet-java's test).
 
     Plain: every non-null value (with its 4-byte length, for strings and binary). With the

@@ -25,6 +25,7 @@ from pyiceberg.conversions import to_bytes
 from pyiceberg.io import FileIO
 from pyiceberg.types import LongType, StringType
 
+from sink.write.dictionary import DictionaryColumns
 from sink.write.messages import CONTENT_POSITION_DELETES, DataFileMessage
 
 FILE_PATH_FIELD_ID = 2147483546
@@ -104,8 +105,15 @@ class PositionDeleteWriter:
             return
         rows = sorted_deletes(pa.Table.from_batches(self._batches, schema=POSITION_DELETE_SCHEMA))
         self._batches = []
+        dictionary = DictionaryColumns(POSITION_DELETE_SCHEMA)  # the positions are mostly unique
+        dictionary.sample(rows)
         with self._io.new_output(self.path).create(overwrite=False) as stream:
-            writer = pq.ParquetWriter(stream, POSITION_DELETE_SCHEMA, compression=self._compression)
+            writer = pq.ParquetWriter(
+                stream,
+                POSITION_DELETE_SCHEMA,
+                compression=self._compression,
+                use_dictionary=dictionary.use_dictionary,
+            )
             writer.write_table(rows, row_group_size=ROW_GROUP_ROWS)
             writer.close()
         metadata = writer.writer.metadata

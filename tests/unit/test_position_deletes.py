@@ -75,3 +75,22 @@ def test_no_rows_no_file(tmp_path: Path) -> None:
     writer.close()
     assert writer.result() is None
     assert not (tmp_path / "d.parquet").exists()
+
+
+def test_positions_are_written_plain_and_paths_with_their_dictionary(tmp_path: Path) -> None:
+    paths = [f"file:///warehouse/db/t/data/{i % 3}.parquet" for i in range(6_000)]
+    writer = PositionDeleteWriter(PyArrowFileIO(), f"file://{tmp_path}/d.parquet", (), 0, "zstd")
+    writer.write(_rows(paths, list(range(6_000))))
+    writer.close()
+
+    file = tmp_path / "d.parquet"
+    chunks = pq.read_metadata(file).row_group(0)
+    assert [(chunks.column(i).path_in_schema, chunks.column(i).has_dictionary_page) for i in range(2)] == [
+        ("file_path", True),
+        ("pos", False),  # unique within each data file: a dictionary would only add its indices
+    ]
+    content = pq.read_table(file)
+    assert content.num_rows == 6_000
+    assert sorted(zip(content["file_path"].to_pylist(), content["pos"].to_pylist(), strict=True)) == sorted(
+        zip(paths, range(6_000), strict=True)
+    )
