@@ -100,10 +100,13 @@ def split_by_key(
     if codes[0] == codes[-1] and (codes == codes[0]).all():
         yield key_at(0), rows
         return
-    order = np.argsort(codes, kind="stable")
+    # Arrow's sort is stable, and counts rather than compares when the codes span a small
+    # range (as few partition values do): several times faster than NumPy's on int64.
+    indices = pc.sort_indices(codes)
+    order = indices.to_numpy()
     sorted_codes = codes[order]
     starts = np.concatenate(([0], np.flatnonzero(np.diff(sorted_codes)) + 1))
     ends = np.append(starts[1:], n)
-    ordered = rows.take(pa.array(order))
+    ordered = rows.take(indices)
     for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
         yield key_at(int(order[start])), ordered.slice(start, end - start)
