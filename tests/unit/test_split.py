@@ -2,11 +2,13 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as s
 
-from sink.write.split import chunked, split_by_key
+from sink.write.split import COUNTING_SORT_SPAN, chunked, split_by_key
 
 
 @settings(max_examples=60, deadline=None)
@@ -30,6 +32,19 @@ def test_every_row_lands_in_its_key(rows: list[tuple[int | None, str | None]]) -
         seen[key] += 1
     assert sorted(positions) == list(range(len(rows)))
     assert all(n == 1 for n in seen.values())  # each key yielded once
+
+
+@pytest.mark.parametrize("values", [64, COUNTING_SORT_SPAN, COUNTING_SORT_SPAN + 1, 50_000])
+def test_each_key_keeps_its_rows_in_input_order_whichever_sort_runs(values: int) -> None:
+    rows = 60_000
+    keys = np.random.default_rng(values).integers(0, values, rows)
+    keys[:values] = np.arange(values)  # every value present: the codes span all of them
+    data = pa.record_batch({"pos": pa.array(range(rows), pa.int64())})
+    expected: dict[int, list[int]] = {}
+    for pos, key in enumerate(keys.tolist()):
+        expected.setdefault(key, []).append(pos)
+    parts = {key[0]: part.column("pos").to_pylist() for key, part in split_by_key([pa.array(keys)], data)}
+    assert parts == expected
 
 
 def test_single_key_is_not_copied() -> None:
