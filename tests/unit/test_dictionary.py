@@ -17,7 +17,14 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType, TimestampType
 
 from sink.type_mapping import iceberg_to_arrow_schema
-from sink.write.dictionary import MIN_SAMPLE_ROWS, SAMPLE_ROWS, DictionaryColumns, dictionary_pays, leaf_paths
+from sink.write.dictionary import (
+    MIN_SAMPLE_ROWS,
+    SAMPLE_ROWS,
+    SAMPLE_VALUES,
+    DictionaryColumns,
+    dictionary_pays,
+    leaf_paths,
+)
 from sink.write.task import DataTaskWriter
 from tests.unit.writer_fixtures import task_spec
 
@@ -188,3 +195,21 @@ def test_a_write_task_files_keep_the_dictionary_only_where_it_pays(tmp_path: Pat
     assert table.column("id").to_pylist() == batch.column(0).to_pylist()
     assert table.column("at").to_pylist() == batch.column(2).to_pylist()
     assert messages[0].record_count == rows
+
+
+def test_a_wide_table_samples_fewer_rows() -> None:
+    """The test looks at about as many values however wide the table: a column that turns
+    unique after the first rows decides otherwise in a wide table than in a narrow one."""
+    # The first 10,000 rows: 7,000 values (a dictionary pays); all 20,000: 17,000 (it does not).
+    late = pa.array(np.concatenate([np.arange(10_000) % 7_000, 100_000 + np.arange(10_000)]).astype(np.int64))
+
+    def choice(columns: int) -> tuple[str, ...] | None:
+        fill = pa.array(np.zeros(SAMPLE_ROWS, dtype=np.int64))
+        batch = pa.RecordBatch.from_arrays([late] + [fill] * (columns - 1), [f"c{i}" for i in range(columns)])
+        chooser = DictionaryColumns(batch.schema)
+        chooser.sample(batch)
+        return chooser.plain_columns
+
+    assert SAMPLE_VALUES // 128 == 10_000
+    assert choice(64) == ("c0",)  # 20,000 rows sampled
+    assert choice(128) == ()  # 10,000 rows sampled
