@@ -50,6 +50,7 @@ from pyiceberg.table.update import TableRequirement, TableUpdate, update_table_m
 from pyiceberg.transforms import BucketTransform
 
 from benchmarks._legacy_commit import CatalogCommitter, TransactionCommitter
+from benchmarks._write_specs import table_write_spec
 from icesink import CommitConfig, expire_snapshots
 from sink._pyiceberg import commit_table_updates
 from sink.catalog import CREATED_TABLE_PROPERTIES
@@ -65,7 +66,7 @@ from sink.write.manifest_entry import (
     sync_marker,
 )
 from sink.write.messages import DataFileMessage
-from sink.write.task import DataTaskWriter, WriteSpec
+from sink.write.task import DataTaskWriter
 from streaming_jobs.local_servers.seaweedfs import SeaweedFS
 
 
@@ -80,19 +81,13 @@ def run(batches: int, expire_every: int, root: Path) -> dict[str, object]:
     committer = Committer(table, "bench", CommitConfig())
     latencies = []
     for batch_id in range(batches):
-        spec = WriteSpec(
-            table="bench.commits",
-            schema=table.schema(),
-            partition_spec=table.spec(),
-            data_location=f"{table.location()}/data",
-            io_properties=dict(table.io.properties),
-            table_properties=dict(table.metadata.properties),
-            file_prefix=f"bench-b{batch_id}",
+        spec = table_write_spec(
+            table,
+            f"bench-b{batch_id}",
             target_file_size_bytes=1 << 20,
             row_group_size_bytes=1 << 20,
             memory_budget_bytes=64 << 20,
-            compression="zstd",
-            num_data_columns=2,
+            partition_values_in_task=False,
         )
         ids = list(range(batch_id * 100, batch_id * 100 + 100))
         rows = pa.RecordBatch.from_arrays(
@@ -151,20 +146,13 @@ def _synthetic_files(
 
 def _template_file(table: Table, root: Path) -> DataFileMessage:
     """A real file of ``table``'s columns: an id, a string, then doubles (the wide commits' columns)."""
-    spec = WriteSpec(
-        table="bench.compare",
-        schema=table.schema(),
-        partition_spec=table.spec(),
-        data_location=f"{table.location()}/data",
-        io_properties=dict(table.io.properties),
-        table_properties=dict(table.metadata.properties),
-        file_prefix="template",
+    spec = table_write_spec(
+        table,
+        "template",
         target_file_size_bytes=1 << 20,
         row_group_size_bytes=1 << 20,
         memory_budget_bytes=64 << 20,
-        compression="zstd",
-        num_data_columns=len(table.schema().fields),
-        partition_values_in_task=True,
+        name="bench.compare",
     )
     file_schema = iceberg_to_arrow_schema(table.schema())
     doubles = [pa.array([i * 0.5 + c for i in range(100)]) for c in range(len(file_schema) - 2)]

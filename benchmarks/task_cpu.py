@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 from pyiceberg.catalog.sql import SqlCatalog
 from pyspark.sql import SparkSession
 
+from benchmarks._write_specs import table_write_spec
 from sink.partitioning import build_partition_spec, parse_partition_by
 from sink.write.task import DataTaskWriter, WriteSpec
 from streaming_jobs.taxi_workload import PARTITION_BY, write_files
@@ -62,20 +63,12 @@ def _spec(batches: list[pa.RecordBatch], warehouse: Path) -> WriteSpec:
     schema = catalog.create_table("bench.probe", schema=batches[0].schema).schema()
     spec = build_partition_spec(parse_partition_by(PARTITION_BY), schema)
     table = catalog.create_table("bench.taxi", schema=schema, partition_spec=spec)
-    return WriteSpec(
-        table="bench.taxi",
-        schema=table.schema(),
-        partition_spec=table.spec(),
-        data_location=f"file://{warehouse}/data",
-        io_properties={},
-        table_properties=dict(table.metadata.properties),
-        file_prefix="bench",
+    return table_write_spec(
+        table,
+        "bench",
         target_file_size_bytes=512 << 20,
         row_group_size_bytes=128 << 20,
         memory_budget_bytes=512 << 20,
-        compression="zstd",
-        num_data_columns=len(schema.fields),
-        partition_values_in_task=True,
     )
 
 
