@@ -46,7 +46,7 @@ from benchmarks._count_floor import count_rows
 from icesink import DistributionMode, IcebergSink
 from sink.partitioning import build_partition_spec, parse_partition_by
 from sink.route.router import PARTITION_COLUMN_PREFIX, BucketRouter
-from sink.route.self_check import ensure_self_checks
+from sink.route.self_check_runs import ensure_self_checks
 from sink.route.skew import RoutingHistory
 from sink.type_mapping import spark_to_iceberg_schema
 from streaming_jobs.taxi_workload import PARTITION_BY, taxi_rows

@@ -53,6 +53,7 @@ from sink.normalize import NormalizedBatch, NormalizeOptions, check_normalizes, 
 from sink.progress import watch_query
 from sink.route.routed import RoutedBatch
 from sink.route.router import BucketRouter
+from sink.route.self_check_runs import check_ahead
 from sink.routed_step import RoutedStep
 from sink.schema.coordinator import coordinator_for
 from sink.sink_state import SinkState, query_id_of, sink_id_of
@@ -141,7 +142,7 @@ class IcebergSink:
         check_normalizes(schema, table.schema(), self._normalize_options)
         if (spark := SparkSession.getActiveSession()) is not None:
             start_workers_ahead(spark)
-            BucketRouter.check_ahead(spark, table, self.config.write.distribution_mode)
+            check_ahead(spark, table, self.config.write.distribution_mode)
         return table
 
     def prepare_destinations(self, schemas: Mapping[str, st.StructType]) -> frozenset[str]:
@@ -263,7 +264,7 @@ class IcebergSink:
             sink_id=state.sink_id,
             batch_id=batch_id,
         )
-        return router.route(normalized.rows)  # the first bucketed batch runs the self-checks
+        return router.route(normalized.rows)
 
     def flush(self, query_id: str | None = None) -> None:
         """Commit whatever is staged (all sinks, or those of one streaming query).

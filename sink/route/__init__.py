@@ -8,5 +8,6 @@
 * :mod:`sink.route.shuffle`: the bucket shuffle, Spark partition id == bucket id, by the
   :mod:`sink.write.layout` the write tasks read too; :mod:`sink.route.skew`: hot values
   over several tasks.
-* :mod:`sink.route.self_check`: the start-up checks against the Iceberg spec's hash values.
+* :mod:`sink.route.self_check`: the start-up checks against the Iceberg spec's hash values;
+  :mod:`sink.route.self_check_runs` runs them once per Spark application.
 """

@@ -27,8 +27,8 @@ __all__ = ["count_hot_values", "salt_columns", "spread"]
 
 
 def count_hot_values(
-    routed: DataFrame,
-    names: list[str],
+    df: DataFrame,
+    partition_columns: list[Column],
     first_extra: int,
     history: RoutingHistory,
     table_bytes_per_row: float | None,
@@ -38,8 +38,8 @@ def count_hot_values(
     """Values of this batch to spread over several tasks; counts them when it may pay off.
 
     Args:
-        routed: The batch with its partition-value columns ``names``.
-        names: The partition-value columns.
+        df: The batch.
+        partition_columns: Its partition values, as columns or expressions over ``df``.
         first_extra: The first shuffle partition after the buckets.
         history: What the sink's previous batches wrote.
         table_bytes_per_row: On-disk bytes per row of the table's data, if known.
@@ -51,9 +51,10 @@ def count_hot_values(
         return ()
     bytes_per_row = (last.bytes_per_row if last is not None else None) or table_bytes_per_row
     assert bytes_per_row is not None
+    names = [f"value_{i}" for i in range(len(partition_columns))]
     try:
         rows = (
-            routed.groupBy(*names)
+            df.groupBy(*[c.alias(name) for c, name in zip(partition_columns, names, strict=True)])
             .agg(F.count(F.lit(1)).alias("rows"))
             .where(F.col("rows") >= min_rows_to_split(bytes_per_row, target_file_size_bytes))
             .select(F.xxhash64(*[F.col(c) for c in names]).alias("value_hash"), "rows", *names)

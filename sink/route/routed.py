@@ -20,7 +20,8 @@ class RoutedBatch:
     """A batch ready for the write tasks.
 
     Attributes:
-        df: Table columns first, then one partition-value column per spec field.
+        df: Table columns first, then one partition-value column per spec field (none
+            with ``partition_values_in_task``).
         num_data_columns: How many leading columns are table columns.
         mode: The distribution that was applied.
         num_partitions: Partitions of the bucket shuffle (buckets plus the extra
@@ -28,7 +29,7 @@ class RoutedBatch:
         single_task: The batch was coalesced into one task instead of shuffled.
         layout: The bucket fields behind the partition ids (bucket mode).
         partition_values_in_task: ``df`` has no partition-value columns: the write tasks
-            compute them (``none`` mode, when pyarrow can; :mod:`sink.write.keys`).
+            compute them (whenever pyarrow can; :mod:`sink.write.keys`).
         in_driver: The batch is small enough to be written by the driver itself
             (:data:`sink.route.router.DRIVER_MAX_BYTES`).
         sequential_buckets: The bucket shuffle is read in fewer tasks than it has

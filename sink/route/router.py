@@ -21,7 +21,14 @@
 * ``hash`` (default for specs without a bucket): shuffle by the full partition tuple;
   each value lands in one task, and adaptive execution may coalesce the tasks.
 * ``none``: no shuffle; each task writes what it holds, so up to tasks x values files.
-  The write tasks compute the partition values themselves (:mod:`sink.write.keys`).
+
+Whenever pyarrow can (:mod:`sink.write.keys`), the write tasks compute the partition
+values the files get, and Spark computes them only to shuffle, as expressions: the
+shuffle carries no extra column, and Spark's bucket ids decide which task writes a row,
+never its partition. So a first batch does not wait for the self-checks of Spark's
+bucket hash and shuffle (:mod:`sink.route.self_check_runs`): they run in the background,
+and should one fail, later batches are shuffled by hash. Otherwise Spark's values are
+the files' too, and the first bucketed batch waits for the checks; a failure fails it.
 
 One rule skips the shuffle in ``bucket`` and ``hash`` mode: when the sink's previous
 non-empty batch wrote at most :data:`SINGLE_TASK_MAX_BYTES` of data files, and at most
@@ -45,23 +52,16 @@ from __future__ import annotations
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
-from pyiceberg.transforms import BucketTransform
-from pyiceberg.types import IcebergType
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.util import InheritableThread
 
 from sink.config import DEFAULT_TARGET_FILE_SIZE_BYTES, DistributionMode
 from sink.log_context import batch_logger
 from sink.route.hot_values import count_hot_values, salt_columns, spread
 from sink.route.routed import RoutedBatch, resolve_mode
-from sink.route.self_check import ensure_self_checks
+from sink.route.self_check_runs import bucket_source_types, ensure_self_checks, self_checks_in_background
 from sink.route.shuffle import exact_repartition
-from sink.route.skew import (
-    HotValue,
-    RoutingHistory,
-    table_bytes_per_row,
-)
+from sink.route.skew import HotValue, RoutingHistory, table_bytes_per_row
 from sink.route.transforms import partition_value_column
 from sink.schema.names import field_path, spark_column_name
 from sink.spark_session import default_parallelism, num_partitions
@@ -151,32 +151,6 @@ class BucketRouter:
             self.mode = DistributionMode.HASH if spec.fields else DistributionMode.NONE
 
     @classmethod
-    def check_ahead(cls, spark: SparkSession, table: Table, mode: DistributionMode | None) -> None:
-        """Start the self-checks ``table``'s first shuffled batch needs, on a thread of their own.
-
-        A new job's first bucketed batch otherwise waits for the checks' Spark jobs, which
-        are mostly latency (planning, code generation, scheduling); started before the
-        query, they run while it starts. The batch's own call waits for them (they run
-        under one lock) and finds them passed. A failure here is only logged: the batch's
-        call checks again and fails the batch, before any file is written.
-        """
-        if BucketLayout.for_spec(table.spec(), table.schema()) is None:
-            return  # nothing to check (and the router would warn of a bucket mode without buckets)
-        router = cls(table.spec(), table.schema(), mode)
-        if router.mode is DistributionMode.NONE:
-            return
-        types, shuffle = router._bucket_source_types(), router.mode is DistributionMode.BUCKET
-
-        def check() -> None:
-            try:
-                ensure_self_checks(spark, types, shuffle)
-            except Exception as e:  # the batch checks again, and raises
-                logger.warning("the self-checks started before the first batch failed: %s", e)
-
-        # Carries the caller's Spark local properties, as the batch's own check would.
-        InheritableThread(check, session=spark, name="icesink-self-checks", daemon=True).start()
-
-    @classmethod
     def for_table(
         cls,
         table: Table,
@@ -207,8 +181,9 @@ class BucketRouter:
         """Add the partition columns to ``df`` (already aligned to the table) and distribute it.
 
         Raises:
-            SelfCheckError: The first bucketed batch of the Spark application found the
-                bucket hash or the bucket shuffle wrong.
+            SelfCheckError: Spark computes the partition values (the write tasks cannot),
+                and the first bucketed batch of the Spark application found the bucket
+                hash or the bucket shuffle wrong.
         """
         n = len(df.columns)
         keys_in_task = bool(self._spec.fields) and arrow_key_functions(self._spec, self._schema) is not None
@@ -224,33 +199,61 @@ class BucketRouter:
             return self._unshuffled(one_task, n, why, partition_values_in_task=True, told=True)
         if keys_in_task and num_partitions(df) == 1:  # plans the query: after the cheaper rules above
             return self._unshuffled(df, n, "the batch is one Spark partition", partition_values_in_task=True)
+        if keys_in_task:  # Spark's values only choose the task: they need not wait for the checks
+            return self._shuffled(df, n, self._partition_columns(), in_task=True)
         if self.layout is not None:
             shuffle = self.mode is DistributionMode.BUCKET
-            ensure_self_checks(df.sparkSession, self._bucket_source_types(), shuffle)
+            ensure_self_checks(df.sparkSession, bucket_source_types(self._spec, self._schema), shuffle)
         columns = self._partition_columns()
-        routed = df.select("*", *columns) if columns else df
+        names = [f"{PARTITION_COLUMN_PREFIX}{i}" for i in range(len(columns))]
+        aliased = [c.alias(name) for c, name in zip(columns, names, strict=True)]
+        routed = df.select("*", *aliased) if columns else df
         if not columns or self.mode is DistributionMode.NONE:
             return RoutedBatch(routed, n, self.mode)
-        names = [f"{PARTITION_COLUMN_PREFIX}{i}" for i in range(len(columns))]
         if self._single_task_is_enough():
             return self._unshuffled(routed.coalesce(1), n, "the previous batch was small")
-        told = keys_in_task and self._history is not None and self._history.tell_source_partitions()
-        if told:
-            routed = _with_source_partition(routed)
-        if self.mode is DistributionMode.HASH:
-            shuffled = routed.repartition(*[F.col(name) for name in names])
-            return RoutedBatch(shuffled, n, self.mode, source_partition_column=told)
-        return self._bucket_shuffle(df, routed, n, names, told)
+        return self._shuffled(routed, n, [F.col(name) for name in names], in_task=False)
+
+    def _shuffled(self, df: DataFrame, n: int, partition_columns: list[Column], in_task: bool) -> RoutedBatch:
+        """``df`` shuffled by its partition values, ``partition_columns`` in spec order.
+
+        ``in_task``: the columns are expressions over ``df``'s table columns, used only to
+        shuffle; the write tasks compute the values the files get.
+        """
+        mode = self.mode
+        if in_task and mode is DistributionMode.BUCKET:
+            failed = self_checks_in_background(
+                df.sparkSession, bucket_source_types(self._spec, self._schema), shuffle=True
+            )
+            if failed is not None:
+                why = f"{type(failed).__name__}: {failed}"
+                logger.warning(
+                    "batch %s of sink %s: a self-check failed, %s is shuffled by hash: %s", *self._log, why
+                )
+                mode = DistributionMode.HASH
+        told = in_task and self._history is not None and self._history.tell_source_partitions()
+        routed = _with_source_partition(df) if told else df
+        if mode is DistributionMode.HASH:
+            shuffled = routed.repartition(*partition_columns)
+            return RoutedBatch(
+                shuffled, n, mode, partition_values_in_task=in_task, source_partition_column=told
+            )
+        return self._bucket_shuffle(df, routed, n, partition_columns, told, in_task)
 
     def _bucket_shuffle(
-        self, df: DataFrame, routed: DataFrame, n: int, names: list[str], told: bool
+        self,
+        df: DataFrame,
+        routed: DataFrame,
+        n: int,
+        partition_columns: list[Column],
+        told: bool,
+        in_task: bool,
     ) -> RoutedBatch:
         """Partition id == bucket id (hot values spread over extra partitions), read by few tasks."""
         assert self.layout is not None
-        partition_columns = [F.col(name) for name in names]
         buckets = self.layout.num_partitions
         salt = salt_columns(df)
-        hot = self._hot_values(routed, names, buckets) if salt else ()
+        hot = self._hot_values(df if in_task else routed, partition_columns, buckets) if salt else ()
         partition_ids = self.layout.partition_id(partition_columns)
         if hot:
             partition_ids = spread(partition_ids, hot, partition_columns, salt)
@@ -274,6 +277,7 @@ class BucketRouter:
             self.mode,
             num_partitions,
             layout=self.layout,
+            partition_values_in_task=in_task,
             sequential_buckets=sequential,
             source_partition_column=told,
         )
@@ -310,20 +314,13 @@ class BucketRouter:
         )
 
     def _partition_columns(self) -> list[Column]:
+        """The partition value of each spec field, as a Spark expression over the table columns."""
         columns = []
-        for index, field in enumerate(self._spec.fields):
+        for field in self._spec.fields:
             source = F.col(spark_column_name(field_path(self._schema, field.source_id)))
             source_type = self._schema.find_field(field.source_id).field_type
-            column = partition_value_column(field.transform, source, source_type)
-            columns.append(column.alias(f"{PARTITION_COLUMN_PREFIX}{index}"))
+            columns.append(partition_value_column(field.transform, source, source_type))
         return columns
-
-    def _bucket_source_types(self) -> list[IcebergType]:
-        return [
-            self._schema.find_field(f.source_id).field_type
-            for f in self._spec.fields
-            if isinstance(f.transform, BucketTransform)
-        ]
 
     def _single_task_is_enough(self) -> bool:
         return self._last_batch_wrote_at_most(SINGLE_TASK_MAX_BYTES)
@@ -331,12 +328,14 @@ class BucketRouter:
     def _driver_is_enough(self) -> bool:
         return self._last_batch_wrote_at_most(DRIVER_MAX_BYTES)
 
-    def _hot_values(self, routed: DataFrame, names: list[str], first_extra: int) -> tuple[HotValue, ...]:
+    def _hot_values(
+        self, df: DataFrame, partition_columns: list[Column], first_extra: int
+    ) -> tuple[HotValue, ...]:
         """Values of this batch to spread over several tasks (see :func:`count_hot_values`)."""
         if self._history is None:
             return ()
         return count_hot_values(
-            routed, names, first_extra, self._history, self._table_bpr, self._target, self._log
+            df, partition_columns, first_extra, self._history, self._table_bpr, self._target, self._log
         )
 
     def _last_batch_wrote_at_most(self, limit: int) -> bool:

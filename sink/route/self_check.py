@@ -7,17 +7,14 @@
   partition id ``p`` to Spark partition ``p`` under the session's current settings
   (adaptive execution included).
 
-:func:`ensure_self_checks` runs them the first time a bucketed table is routed in a
-Spark application (the hash only for the code paths the table's bucket types take) and
-remembers success; a failure raises :class:`SelfCheckError` and fails the batch, loudly,
-before any file is written.
+:mod:`sink.route.self_check_runs` runs them once per Spark application, waiting for
+them or in the background.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,17 +35,15 @@ from pyiceberg.types import (
 )
 from pyspark.sql import Row, SparkSession
 from pyspark.sql import functions as F
-from pyspark.util import InheritableThread
 
 from sink.errors import SelfCheckError
 from sink.route.shuffle import exact_repartition
 from sink.route.transforms import TIME_SUPPORTED, murmur3_hash_column, partition_value_column
-from sink.spark_session import application_id
 
 __all__ = [
     "BUCKET_HASH_VECTORS",
     "HashVector",
-    "ensure_self_checks",
+    "code_path",
     "vectors_for",
     "verify_bucket_function",
     "verify_partition_keys",
@@ -57,10 +52,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _MAX_LONG_DIGITS = 18
-_SHUFFLE = "exact shuffle"
-# (application id, code path or _SHUFFLE) of the checks that passed in this process.
-_checked: set[tuple[str, str]] = set()
-_checked_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -239,11 +230,12 @@ def vectors_for(source_types: Iterable[IcebergType]) -> list[HashVector]:
     int and long share one path, fixed and binary another; decimals take one path up to
     precision 18 and another above it.
     """
-    wanted = {_path(t) for t in source_types}
-    return [v for v in BUCKET_HASH_VECTORS if _path(v.source_type) in wanted]
+    wanted = {code_path(t) for t in source_types}
+    return [v for v in BUCKET_HASH_VECTORS if code_path(v.source_type) in wanted]
 
 
-def _path(source_type: IcebergType) -> str:
+def code_path(source_type: IcebergType) -> str:
+    """The code path of the bucket expressions that hashes values of ``source_type``."""
     if isinstance(source_type, (IntegerType, LongType)):
         return "integer"
     if isinstance(source_type, (FixedType, BinaryType)):
@@ -251,82 +243,3 @@ def _path(source_type: IcebergType) -> str:
     if isinstance(source_type, DecimalType):
         return "decimal" if source_type.precision <= _MAX_LONG_DIGITS else "wide decimal"
     return type(source_type).__name__
-
-
-def ensure_self_checks(spark: SparkSession, source_types: Iterable[IcebergType], shuffle: bool) -> None:
-    """Run the self-checks a table's buckets rely on, each once per Spark application.
-
-    The bucket hash is checked with the spec's vectors of the code paths the table's
-    bucket source types take (:func:`vectors_for`), so a table bucketing ints does not
-    wait for the large byte-string expressions to compile; other paths are checked when
-    a table first needs them. When both checks are due they run at once
-    (:func:`_run_checks`); both must pass before this returns. Thread-safe; a failure is
-    not remembered, so the next batch checks again (and fails again if the mismatch is
-    real).
-
-    Args:
-        spark: The session the sink runs in; none of its settings are changed.
-        source_types: Iceberg types of the spec's bucket source columns.
-        shuffle: Whether the exact bucket shuffle is used (then it is checked too).
-
-    Raises:
-        SelfCheckError: A check failed.
-    """
-    application = application_id(spark)
-    with _checked_lock:
-        vectors = [
-            v for v in vectors_for(source_types) if (application, _path(v.source_type)) not in _checked
-        ]
-        shuffle = shuffle and (application, _SHUFFLE) not in _checked
-        hash_error, shuffle_error = _run_checks(spark, vectors, shuffle)
-        if vectors and hash_error is None:
-            _checked.update((application, _path(v.source_type)) for v in vectors)
-        if shuffle and shuffle_error is None:
-            _checked.add((application, _SHUFFLE))
-    for error in (hash_error, shuffle_error):
-        if error is not None:
-            raise error
-
-
-def _run_checks(
-    spark: SparkSession, vectors: list[HashVector], shuffle: bool
-) -> tuple[SelfCheckError | None, SelfCheckError | None]:
-    """The errors of the bucket hash check of ``vectors`` and of the shuffle check (when due).
-
-    When both are due they run at once, the hash check in a thread of its own: each is a
-    small Spark job whose time is mostly latency (planning, code generation, task
-    scheduling), paid by a new job's first bucketed batch, so the two overlap well.
-    """
-
-    def check_hash() -> SelfCheckError | None:
-        return _error_of(lambda: verify_bucket_function(spark, vectors))
-
-    def check_shuffle() -> SelfCheckError | None:
-        return _error_of(lambda: verify_partition_keys(spark))
-
-    if not (vectors and shuffle):
-        return (check_hash() if vectors else None), (check_shuffle() if shuffle else None)
-    hash_result: list[SelfCheckError | None] = []
-    # An InheritableThread runs its Spark job with the caller's local properties (job
-    # group, scheduler pool, tags), as the caller's own job would.
-    thread = InheritableThread(lambda: hash_result.append(check_hash()), session=spark)
-    thread.start()
-    try:
-        shuffle_error = check_shuffle()
-    finally:
-        thread.join()
-    if not hash_result:  # the thread died of something other than a failed check
-        return SelfCheckError(
-            "the bucket hash self-check did not finish",
-            hint="see the driver's log; bucketed tables cannot be written safely until it passes",
-        ), shuffle_error
-    return hash_result[0], shuffle_error
-
-
-def _error_of(check: Callable[[], None]) -> SelfCheckError | None:
-    """The :class:`SelfCheckError` ``check`` raises, or ``None`` when it passes."""
-    try:
-        check()
-    except SelfCheckError as e:
-        return e
-    return None

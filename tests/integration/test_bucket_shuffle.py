@@ -19,13 +19,15 @@ from typing import Any
 
 import pytest
 from pyiceberg.table import Table
-from pyiceberg.types import IntegerType
-from pyspark.sql import DataFrame, SparkSession
+from pyiceberg.transforms import BucketTransform
+from pyiceberg.types import DecimalType, IntegerType
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from icesink import IcebergSink, SelfCheckError
-from sink.route import self_check
+from sink.route import router, self_check, self_check_runs
 from sink.route.self_check import HashVector
+from sink.route.transforms import partition_value_column
 from sink.write.layout import BucketLayout
 from streaming_jobs.taxi_workload import PARTITION_BY, taxi_rows
 from tests.support.spark_conf import session_conf
@@ -250,16 +252,11 @@ def assert_nothing_written(table: Table) -> None:
     assert not data.exists() or not any(p.is_file() for p in data.rglob("*"))
 
 
-def test_bucket_hash_self_check_failure_fails_the_batch_loudly(
-    spark: SparkSession, catalog_options: dict[str, str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    wrong = HashVector(IntegerType(), "34", 2017239378)  # the spec says 2017239379
-    monkeypatch.setattr(self_check, "BUCKET_HASH_VECTORS", (wrong,))
-    monkeypatch.setattr(self_check, "_checked", set())
-    sink = sink_for(catalog_options, "selfcheck", **{"partition-by": "bucket(4, id)"})
-    with pytest.raises(SelfCheckError, match="2017239378"):
-        sink(spark.range(10), 0)
-    assert_nothing_written(sink.catalog.load_table("db.selfcheck"))
+def fresh_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No self-check passed or failed yet, as in a new Spark application."""
+    monkeypatch.setattr(self_check_runs, "_checked", set())
+    monkeypatch.setattr(self_check_runs, "_failed", {})
+    monkeypatch.setattr(self_check_runs, "_running", set())
 
 
 def _join_self_checks_started_ahead() -> None:
@@ -268,21 +265,42 @@ def _join_self_checks_started_ahead() -> None:
             thread.join(timeout=300)
 
 
+# Spark computes the partition values of a bucket on a decimal (the write tasks cannot),
+# so its batches wait for the bucket hash check, and a failed check fails them.
+WRONG_DECIMAL = HashVector(DecimalType(9, 2), "CAST(14.20 AS DECIMAL(9,2))", -500754588)  # spec: ...589
+WRONG_INT = HashVector(IntegerType(), "34", 2017239378)  # the spec says 2017239379
+
+
+def decimals(spark: SparkSession, rows: int) -> DataFrame:
+    return spark.range(rows, numPartitions=2).select("id", (F.col("id") / 4).cast("decimal(9,2)").alias("d"))
+
+
+def test_bucket_hash_self_check_failure_fails_the_batch_loudly(
+    spark: SparkSession, catalog_options: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(self_check, "BUCKET_HASH_VECTORS", (WRONG_DECIMAL,))
+    fresh_checks(monkeypatch)
+    sink = sink_for(catalog_options, "selfcheck", **{"partition-by": "bucket(4, d)"})
+    with pytest.raises(SelfCheckError, match="-500754588"):
+        sink(decimals(spark, 10), 0)
+    assert_nothing_written(sink.catalog.load_table("db.selfcheck"))
+
+
 def test_prepare_runs_the_self_checks_the_first_batch_would(
     spark: SparkSession, catalog_options: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(self_check, "_checked", set())  # as in a new Spark application
-    sink = sink_for(catalog_options, "ahead", **{"partition-by": "bucket(4, id)"})
-    sink.prepare(spark.range(10).schema)  # starts them on a thread, and returns
+    fresh_checks(monkeypatch)
+    sink = sink_for(catalog_options, "ahead", **{"partition-by": "bucket(4, d)"})
+    sink.prepare(decimals(spark, 10).schema)  # starts them on a thread, and returns
     _join_self_checks_started_ahead()
-    assert {path for _, path in self_check._checked} == {"integer", "exact shuffle"}
+    assert {path for _, path in self_check_runs._checked} == {"decimal", "exact shuffle"}
 
     def again(*args: object) -> None:
         raise AssertionError("the first batch ran a self-check again")
 
     monkeypatch.setattr(self_check, "verify_bucket_function", again)
     monkeypatch.setattr(self_check, "verify_partition_keys", again)
-    sink(spark.range(100).repartition(2), 0)  # the bucket shuffle: it needs both checks
+    sink(decimals(spark, 100), 0)  # the bucket shuffle: it needs both checks
     assert len(sink.catalog.load_table("db.ahead").scan().to_arrow()) == 100
 
 
@@ -292,18 +310,81 @@ def test_self_checks_that_fail_before_the_first_batch_fail_that_batch(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    wrong = HashVector(IntegerType(), "34", 2017239378)  # the spec says 2017239379
-    monkeypatch.setattr(self_check, "BUCKET_HASH_VECTORS", (wrong,))
-    monkeypatch.setattr(self_check, "_checked", set())
-    sink = sink_for(catalog_options, "aheadfails", **{"partition-by": "bucket(4, id)"})
+    monkeypatch.setattr(self_check, "BUCKET_HASH_VECTORS", (WRONG_DECIMAL,))
+    fresh_checks(monkeypatch)
+    sink = sink_for(catalog_options, "aheadfails", **{"partition-by": "bucket(4, d)"})
     with caplog.at_level(logging.WARNING):
-        sink.prepare(spark.range(10).schema)  # a failure there is only logged
+        sink.prepare(decimals(spark, 10).schema)  # a failure there is only logged
         _join_self_checks_started_ahead()
-    assert "self-checks started before the first batch failed" in caplog.text and "2017239378" in caplog.text
+    assert "self-check run in the background failed" in caplog.text and "-500754588" in caplog.text
 
-    with pytest.raises(SelfCheckError, match="2017239378"):
-        sink(spark.range(10), 0)
+    with pytest.raises(SelfCheckError, match="-500754588"):
+        sink(decimals(spark, 10), 0)
     assert_nothing_written(sink.catalog.load_table("db.aheadfails"))
+
+
+def test_a_failed_self_check_costs_no_batch_when_the_tasks_compute_the_values(
+    spark: SparkSession,
+    catalog_options: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Bucket on a long: the tasks compute the values, Spark's bucket ids only shuffle.
+
+    The first batch does not wait for the checks, and is written; once the check has
+    failed, the next batches are shuffled by hash, and written too.
+    """
+    monkeypatch.setattr(self_check, "BUCKET_HASH_VECTORS", (WRONG_INT,))
+    fresh_checks(monkeypatch)
+    release = threading.Event()
+    verify = self_check.verify_bucket_function
+
+    def slow(session: SparkSession, vectors: Any) -> None:
+        release.wait(120)  # still running when the first batch is written
+        verify(session, vectors)
+
+    monkeypatch.setattr(self_check, "verify_bucket_function", slow)
+    # Above the target in total, so the second batch is shuffled too (not one task).
+    options = {"partition-by": PARTITION_BY, "write.target-file-size-bytes": str(64 * KiB)}
+    sink = sink_for(catalog_options, "inbackground", **options)
+    sink(taxi_rows(spark, 0, TAXI_ROWS, partitions=TAXI_INPUT_PARTITIONS), 0)
+    release.set()
+    with caplog.at_level(logging.WARNING):
+        _join_self_checks_started_ahead()
+        sink(taxi_rows(spark, TAXI_ROWS, TAXI_ROWS, partitions=TAXI_INPUT_PARTITIONS), 1)
+    assert "self-check run in the background failed" in caplog.text and "2017239378" in caplog.text
+    assert "a self-check failed, db.inbackground is shuffled by hash" in caplog.text
+    table = sink.catalog.load_table("db.inbackground")
+    assert table.scan().to_arrow().num_rows == 2 * TAXI_ROWS
+    for batch in (0, 1):
+        files = written(table, batch)
+        assert len(files) == len({f.partition for f in files}) == TAXI_VALUES  # hash: one task a value
+    assert check_data_files(table) == 2 * TAXI_VALUES
+
+
+def test_a_wrong_spark_bucket_hash_costs_files_not_partitions(
+    spark: SparkSession, catalog_options: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spark's bucket ids, when the tasks compute the values, only choose the task.
+
+    Here Spark's hash is not Iceberg's (as if a Spark release had changed it): each
+    Iceberg bucket reaches several tasks, and every row still lands in its partition.
+    """
+
+    def wrong(transform: Any, source: Column, source_type: Any) -> Column:
+        if isinstance(transform, BucketTransform):
+            return F.pmod(F.hash(source), F.lit(transform.num_buckets))  # Spark's hash, not Iceberg's
+        return partition_value_column(transform, source, source_type)
+
+    monkeypatch.setattr(router, "partition_value_column", wrong)
+    sink = sink_for(catalog_options, "wronghash", **{"partition-by": PARTITION_BY})
+    sink(taxi_rows(spark, 0, TAXI_ROWS, partitions=TAXI_INPUT_PARTITIONS), 0)
+    table = sink.catalog.load_table("db.wronghash")
+    files = written(table)
+    assert len({f.partition for f in files}) == TAXI_VALUES < len(files)  # more files, same values
+    assert max(len(tasks) for tasks in tasks_by_bucket(files, lambda f: f.partition[1]).values()) > 1
+    assert sum(f.records for f in files) == TAXI_ROWS == table.scan().to_arrow().num_rows
+    assert check_data_files(table) == len(files)  # every row's partition value is its file's
 
 
 def test_a_task_reading_several_buckets_finishes_each_before_the_next(

@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from sink.config import DistributionMode
-from sink.route.router import PARTITION_COLUMN_PREFIX, SOURCE_PARTITION_COLUMN, BucketRouter, resolve_mode
+from sink.route.router import SOURCE_PARTITION_COLUMN, BucketRouter, resolve_mode
 from sink.route.skew import RoutingHistory
 from sink.write.layout import BucketLayout
 from sink.write.messages import DataFileMessage
@@ -93,6 +93,15 @@ def frame(spark: SparkSession, n: int = 400) -> Any:
     )
 
 
+def buckets_by_task(df: Any) -> dict[int, set[int | None]]:
+    """The Iceberg buckets of ``i`` (``bucket(8, i)``) in each Spark partition of ``df``."""
+    bucket = BucketTransform(8).transform(IntegerType())
+    return {
+        task: {None if i is None else bucket(i) for (i,) in values}
+        for task, values in tasks_of(df, ["i"]).items()
+    }
+
+
 def tasks_of(df: Any, columns: list[str]) -> dict[int, set[tuple[Any, ...]]]:
     rows = df.select(F.spark_partition_id().alias("task"), *columns).distinct().collect()
     tasks: dict[int, set[tuple[Any, ...]]] = {}
@@ -108,9 +117,10 @@ def test_bucket_mode_sends_bucket_b_to_partition_b(spark: SparkSession) -> None:
     routed = router.route(frame(spark))
     assert routed.mode is DistributionMode.BUCKET and routed.num_partitions == 9
     assert not routed.sequential_buckets  # a task per shuffle partition
-    bucket = f"{PARTITION_COLUMN_PREFIX}1"
-    tasks = tasks_of(routed.df, [bucket])
-    assert tasks == {b: {(b if b < 8 else None,)} for b in tasks}
+    # The write tasks compute the values (no column for them): the task of each bucket of i.
+    assert routed.partition_values_in_task and routed.df.columns == frame(spark).columns
+    tasks = buckets_by_task(routed.df)
+    assert tasks == {b: {b if b < 8 else None} for b in tasks}
     assert 8 in tasks  # the null "bucket" has its own partition
     assert routed.df.count() == 400
 
@@ -124,8 +134,7 @@ def test_the_bucket_shuffle_is_written_by_two_tasks_per_core_each_reading_whole_
     cores = spark.sparkContext.defaultParallelism
     assert routed.num_partitions == 9 and routed.sequential_buckets
     assert routed.df.rdd.getNumPartitions() == min(9, 2 * cores)
-    tasks = tasks_of(routed.df, [f"{PARTITION_COLUMN_PREFIX}1"])
-    buckets = [b for values in tasks.values() for (b,) in values]
+    buckets = [b for values in buckets_by_task(routed.df).values() for b in values]
     assert sorted(buckets, key=lambda b: -1 if b is None else b) == [None, *range(8)]  # each in one task
     assert routed.task_options()["sequential_buckets"] == routed.layout
     assert routed.df.count() == 400

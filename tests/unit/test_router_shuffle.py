@@ -10,7 +10,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sink.errors import SelfCheckError
-from sink.route import self_check
+from sink.route import self_check, self_check_runs
 from sink.route.murmur3 import ZERO_SEED_PREFIX, spark_hash_preimage
 from sink.route.shuffle import exact_repartition, partition_keys
 from tests.support.spark_conf import session_conf
@@ -96,12 +96,12 @@ def test_self_checks_run_once_per_application_and_type_path(
     from pyiceberg.types import DateType, IntegerType, LongType
 
     calls: list[object] = []
-    monkeypatch.setattr(self_check, "_checked", set())
+    monkeypatch.setattr(self_check_runs, "_checked", set())
     monkeypatch.setattr(self_check, "verify_bucket_function", lambda s, v: calls.append(tuple(v)))
     monkeypatch.setattr(self_check, "verify_partition_keys", lambda s: calls.append("shuffle"))
-    self_check.ensure_self_checks(spark, [IntegerType()], shuffle=False)
-    self_check.ensure_self_checks(spark, [LongType()], shuffle=True)  # same path as int
-    self_check.ensure_self_checks(spark, [IntegerType(), DateType()], shuffle=True)
+    self_check_runs.ensure_self_checks(spark, [IntegerType()], shuffle=False)
+    self_check_runs.ensure_self_checks(spark, [LongType()], shuffle=True)  # same path as int
+    self_check_runs.ensure_self_checks(spark, [IntegerType(), DateType()], shuffle=True)
     assert calls[0] == tuple(
         v for v in self_check.BUCKET_HASH_VECTORS if str(v.source_type) in {"int", "long"}
     )
@@ -126,16 +126,16 @@ def test_self_checks_due_together_both_run_and_only_the_passing_one_is_remembere
     def shuffle(session: SparkSession) -> None:
         calls.append(("shuffle", threading.current_thread() is threading.main_thread()))
 
-    monkeypatch.setattr(self_check, "_checked", set())
+    monkeypatch.setattr(self_check_runs, "_checked", set())
     monkeypatch.setattr(self_check, "verify_bucket_function", wrong_hash)
     monkeypatch.setattr(self_check, "verify_partition_keys", shuffle)
     with pytest.raises(SelfCheckError, match="the bucket hash differs"):
-        self_check.ensure_self_checks(spark, [IntegerType()], shuffle=True)
+        self_check_runs.ensure_self_checks(spark, [IntegerType()], shuffle=True)
     # Both ran, the hash check in a thread of its own, at the same time as the shuffle check.
     assert sorted(calls) == [("hash", False), ("shuffle", True)]
     calls.clear()
     monkeypatch.setattr(self_check, "verify_bucket_function", lambda s, v: calls.append(("hash", True)))
-    self_check.ensure_self_checks(spark, [IntegerType()], shuffle=True)
+    self_check_runs.ensure_self_checks(spark, [IntegerType()], shuffle=True)
     assert calls == [("hash", True)]  # the shuffle passed before: not checked again
 
 
@@ -147,9 +147,62 @@ def test_real_self_checks_due_together_report_the_failing_shuffle(
     def naive(df: DataFrame, partition_ids: object, num_partitions: int) -> DataFrame:
         return df.repartition(num_partitions, F.col("pid"))
 
-    monkeypatch.setattr(self_check, "_checked", set())
+    monkeypatch.setattr(self_check_runs, "_checked", set())
     monkeypatch.setattr(self_check, "exact_repartition", naive)
     with pytest.raises(SelfCheckError, match="sends partition ids to other partitions"):
-        self_check.ensure_self_checks(spark, [IntegerType()], shuffle=True)
-    application = self_check.application_id(spark)
-    assert self_check._checked == {(application, "integer")}  # the hash passed; the shuffle is due again
+        self_check_runs.ensure_self_checks(spark, [IntegerType()], shuffle=True)
+    application = self_check_runs.application_id(spark)
+    assert self_check_runs._checked == {(application, "integer")}  # the hash passed; the shuffle is due again
+
+
+def _join_background_checks() -> None:
+    import threading
+
+    for thread in threading.enumerate():
+        if thread.name == "icesink-self-checks":
+            thread.join(timeout=300)
+
+
+def test_self_checks_in_background_return_at_once_and_remember_a_failure(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+    import threading
+
+    from pyiceberg.types import IntegerType, StringType
+
+    release = threading.Event()
+    calls: list[str] = []
+
+    def slow_hash(session: SparkSession, vectors: object) -> None:
+        calls.append("hash")
+        release.wait(60)
+
+    def wrong_shuffle(session: SparkSession) -> None:
+        calls.append("shuffle")
+        release.wait(60)
+        raise SelfCheckError("the bucket shuffle sends partition ids to other partitions")
+
+    monkeypatch.setattr(self_check_runs, "_checked", set())
+    monkeypatch.setattr(self_check_runs, "_failed", {})
+    monkeypatch.setattr(self_check_runs, "_running", set())
+    monkeypatch.setattr(self_check, "verify_bucket_function", slow_hash)
+    monkeypatch.setattr(self_check, "verify_partition_keys", wrong_shuffle)
+    with caplog.at_level(logging.ERROR, logger=self_check_runs.__name__):
+        assert self_check_runs.self_checks_in_background(spark, [IntegerType()], shuffle=True) is None
+        # Still running: nothing known, and not started twice.
+        assert self_check_runs.self_checks_in_background(spark, [IntegerType()], shuffle=True) is None
+        release.set()
+        _join_background_checks()
+    assert sorted(calls) == ["hash", "shuffle"]
+    assert "sends partition ids to other partitions" in caplog.text
+    failed = self_check_runs.self_checks_in_background(spark, [IntegerType()], shuffle=True)
+    assert failed is not None and "sends partition ids" in str(failed)
+    # The hash passed and is remembered: a table without the shuffle needs nothing more.
+    assert self_check_runs.self_checks_in_background(spark, [IntegerType()], shuffle=False) is None
+    _join_background_checks()
+    assert sorted(calls) == ["hash", "shuffle"]
+    # Another type's hash path is still due: it is checked, in the background again.
+    assert self_check_runs.self_checks_in_background(spark, [StringType()], shuffle=False) is None
+    _join_background_checks()
+    assert sorted(calls) == ["hash", "hash", "shuffle"]

@@ -1,0 +1,205 @@
+"""The route step's self-checks (:mod:`sink.route.self_check`), each run once per Spark application.
+
+Two ways to run them, by what a wrong result would cost:
+
+* :func:`ensure_self_checks` runs the checks not passed yet and waits for them. The
+  router calls it when Spark computes the partition values the files get: a wrong
+  bucket hash would put rows in the wrong partition, so a failure fails the batch before
+  any file is written. A failure is not remembered: the next batch checks again (and
+  fails again if the mismatch is real).
+* :func:`self_checks_in_background` starts them on a thread of their own and returns at
+  once, with the failure found so far, if any. The router uses it when the write tasks
+  compute the partition values themselves (:mod:`sink.write.keys`): Spark's bucket ids
+  then only decide which task gets which rows, so a wrong hash or shuffle costs more
+  files, never a row in the wrong partition, and no batch waits. A failure is remembered
+  for the application and logged as an error; the router then shuffles by hash.
+
+Either way a check that passed is not run again in the same Spark application.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+
+from pyiceberg.partitioning import PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.table import Table
+from pyiceberg.transforms import BucketTransform
+from pyiceberg.types import IcebergType
+from pyspark.sql import SparkSession
+from pyspark.util import InheritableThread
+
+from sink.config import DistributionMode
+from sink.errors import SelfCheckError
+from sink.route import self_check
+from sink.route.routed import resolve_mode
+from sink.spark_session import application_id
+from sink.write.keys import arrow_key_functions
+
+__all__ = ["bucket_source_types", "check_ahead", "ensure_self_checks", "self_checks_in_background"]
+
+logger = logging.getLogger(__name__)
+
+_SHUFFLE = "exact shuffle"
+# (application id, code path or _SHUFFLE) of the checks that passed in this process.
+_checked: set[tuple[str, str]] = set()
+_checked_lock = threading.Lock()  # held while checks run: one run at a time
+# Of the checks run in the background: those that failed, and those running.
+_failed: dict[tuple[str, str], SelfCheckError] = {}
+_running: set[tuple[str, str]] = set()
+_background_lock = threading.Lock()
+
+
+def ensure_self_checks(spark: SparkSession, source_types: Iterable[IcebergType], shuffle: bool) -> None:
+    """Run the self-checks a table's buckets rely on that have not passed yet, and wait for them.
+
+    The bucket hash is checked with the spec's vectors of the code paths the table's
+    bucket source types take (:func:`~sink.route.self_check.vectors_for`), so a table
+    bucketing ints does not wait for the large byte-string expressions to compile; other
+    paths are checked when a table first needs them. When both checks are due they run
+    at once (:func:`_run_checks`); both must pass before this returns. Thread-safe.
+
+    Args:
+        spark: The session the sink runs in; none of its settings are changed.
+        source_types: Iceberg types of the spec's bucket source columns.
+        shuffle: Whether the exact bucket shuffle is used (then it is checked too).
+
+    Raises:
+        SelfCheckError: A check failed.
+    """
+    for _, error in _run_due(spark, source_types, shuffle):
+        raise error
+
+
+def self_checks_in_background(
+    spark: SparkSession, source_types: Iterable[IcebergType], shuffle: bool
+) -> SelfCheckError | None:
+    """Start the self-checks not passed yet on a thread of their own; a failure known so far.
+
+    Returns at once. ``None`` while the checks run and once they passed; the error of a
+    failed one from then on (the checks of the same application are not run again).
+    Arguments as :func:`ensure_self_checks`.
+    """
+    application = application_id(spark)
+    types = list(source_types)
+    wanted = {(application, self_check.code_path(v.source_type)) for v in self_check.vectors_for(types)}
+    if shuffle:
+        wanted.add((application, _SHUFFLE))
+    with _background_lock:
+        failed = [_failed[key] for key in sorted(wanted) if key in _failed]
+        if failed or wanted <= _running | set(_checked):
+            return failed[0] if failed else None
+        _running.update(wanted)
+
+    def run() -> None:
+        try:
+            failures = _run_due(spark, types, shuffle)
+        finally:
+            with _background_lock:
+                _running.difference_update(wanted)
+        for paths, error in failures:
+            logger.error("a self-check run in the background failed: %s", error)
+            with _background_lock:
+                _failed.update(((application, path), error) for path in paths)
+
+    # Carries the caller's Spark local properties, as a check run by the batch would.
+    InheritableThread(run, session=spark, name="icesink-self-checks", daemon=True).start()
+    return None
+
+
+def check_ahead(spark: SparkSession, table: Table, mode: DistributionMode | None) -> None:
+    """Start the self-checks ``table``'s batches will need, in the background.
+
+    A new job's first bucketed batch that must wait for them (Spark computes its
+    partition values) then finds them run or running; one that need not wait has them
+    done sooner. A failure here is only logged.
+
+    Args:
+        spark: The session the sink runs in.
+        table: The table the sink writes.
+        mode: The requested distribution (``None``: chosen from the spec).
+    """
+    spec, schema = table.spec(), table.schema()
+    types = bucket_source_types(spec, schema)
+    resolved = resolve_mode(mode, spec)
+    in_task = arrow_key_functions(spec, schema) is not None
+    if not types or (in_task and resolved is not DistributionMode.BUCKET):
+        return  # no bucket id of Spark's is used, or only to shuffle by hash
+    self_checks_in_background(spark, types, shuffle=resolved is DistributionMode.BUCKET)
+
+
+def bucket_source_types(spec: PartitionSpec, schema: Schema) -> list[IcebergType]:
+    """The Iceberg types of the spec's bucket source columns, in spec order."""
+    return [
+        schema.find_field(f.source_id).field_type
+        for f in spec.fields
+        if isinstance(f.transform, BucketTransform)
+    ]
+
+
+def _run_due(
+    spark: SparkSession, source_types: Iterable[IcebergType], shuffle: bool
+) -> list[tuple[set[str], SelfCheckError]]:
+    """Run the checks not passed yet in this application; each failure with the paths it covers."""
+    application = application_id(spark)
+    with _checked_lock:
+        vectors = [
+            v
+            for v in self_check.vectors_for(source_types)
+            if (application, self_check.code_path(v.source_type)) not in _checked
+        ]
+        paths = {self_check.code_path(v.source_type) for v in vectors}
+        shuffle = shuffle and (application, _SHUFFLE) not in _checked
+        hash_error, shuffle_error = _run_checks(spark, vectors, shuffle)
+        if vectors and hash_error is None:
+            _checked.update((application, path) for path in paths)
+        if shuffle and shuffle_error is None:
+            _checked.add((application, _SHUFFLE))
+    failures = [(paths, hash_error)] if hash_error is not None else []
+    return failures + ([({_SHUFFLE}, shuffle_error)] if shuffle_error is not None else [])
+
+
+def _run_checks(
+    spark: SparkSession, vectors: list[self_check.HashVector], shuffle: bool
+) -> tuple[SelfCheckError | None, SelfCheckError | None]:
+    """The errors of the bucket hash check of ``vectors`` and of the shuffle check (when due).
+
+    When both are due they run at once, the hash check in a thread of its own: each is a
+    small Spark job whose time is mostly latency (planning, code generation, task
+    scheduling), so the two overlap well.
+    """
+
+    def check_hash() -> SelfCheckError | None:
+        return _error_of(lambda: self_check.verify_bucket_function(spark, vectors))
+
+    def check_shuffle() -> SelfCheckError | None:
+        return _error_of(lambda: self_check.verify_partition_keys(spark))
+
+    if not (vectors and shuffle):
+        return (check_hash() if vectors else None), (check_shuffle() if shuffle else None)
+    hash_result: list[SelfCheckError | None] = []
+    # An InheritableThread runs its Spark job with the caller's local properties (job
+    # group, scheduler pool, tags), as the caller's own job would.
+    thread = InheritableThread(lambda: hash_result.append(check_hash()), session=spark)
+    thread.start()
+    try:
+        shuffle_error = check_shuffle()
+    finally:
+        thread.join()
+    if not hash_result:  # the thread died of something other than a failed check
+        return SelfCheckError(
+            "the bucket hash self-check did not finish",
+            hint="see the driver's log; bucketed tables cannot be written safely until it passes",
+        ), shuffle_error
+    return hash_result[0], shuffle_error
+
+
+def _error_of(check: Callable[[], None]) -> SelfCheckError | None:
+    """The :class:`SelfCheckError` ``check`` raises, or ``None`` when it passes."""
+    try:
+        check()
+    except SelfCheckError as e:
+        return e
+    return None
