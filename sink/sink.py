@@ -123,8 +123,8 @@ class IcebergSink:
         """Check the stream's schema against the table before the stream starts.
 
         The table is created if missing, and evolved for new columns and wider types
-        (unless ``schema.evolution=off``). The write's Python workers and a bucketed
-        table's self-checks start in the background: the first batch need not wait for them.
+        (unless ``schema.evolution=off``). The write's Python workers and the self-checks
+        Spark-computed bucket values need start in the background, not in the first batch.
 
         Raises:
             PartitionSpecError: ``partition-by`` names a missing column or an impossible transform.

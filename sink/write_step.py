@@ -122,7 +122,7 @@ class BatchWriter:
         counts = result.counts if fused is None else RowCounts(fused.rows, 0)
         if by_source is not None:
             counts = RowCounts(counts.input_rows + by_source.rows, counts.bad_rows)
-        state.routing.record(files, result.source_partitions, result.input_row_bytes)
+        state.routing.record(files, result.source_partitions, result.input_row_bytes, routed.bucket_check)
         return WrittenBatch(batch_id, attempt, files, counts, attempts, spec.data_location)
 
     def _write_spec(

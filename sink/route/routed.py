@@ -38,6 +38,9 @@ class RoutedBatch:
         source_partition_column: ``df`` ends with the Spark partition of the batch each
             row came from, taken before any shuffle; the write tasks report the ones they
             saw, for the next batch's routing, and do not write the column.
+        bucket_check: The layout by which the files written must show one task per bucket
+            (a bucket shuffle of values the tasks compute, no value split); checked by
+            :meth:`~sink.route.skew.RoutingHistory.record`.
     """
 
     df: DataFrame
@@ -50,6 +53,7 @@ class RoutedBatch:
     in_driver: bool = False
     sequential_buckets: bool = False
     source_partition_column: bool = False
+    bucket_check: BucketLayout | None = None
 
     def task_options(self) -> dict[str, Any]:
         """What the write tasks need to know of the routing (fields of ``WriteSpec``)."""

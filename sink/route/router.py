@@ -25,10 +25,12 @@
 Whenever pyarrow can (:mod:`sink.write.keys`), the write tasks compute the partition
 values the files get, and Spark computes them only to shuffle, as expressions: the
 shuffle carries no extra column, and Spark's bucket ids decide which task writes a row,
-never its partition. So a first batch does not wait for the self-checks of Spark's
-bucket hash and shuffle (:mod:`sink.route.self_check_runs`): they run in the background,
-and should one fail, later batches are shuffled by hash. Otherwise Spark's values are
-the files' too, and the first bucketed batch waits for the checks; a failure fails it.
+never its partition. No self-check of Spark's bucket hash and shuffle runs then: what
+they decide is checked on the files each bucket shuffle wrote (one task per bucket,
+:func:`~sink.route.skew.scattered_bucket`), and should a bucket have reached several
+tasks, the sink's later batches are shuffled by hash. Otherwise Spark's values are the
+files' too, and the first bucketed batch waits for the self-checks
+(:mod:`sink.route.self_check_runs`); a failure fails it before any file is written.
 
 One rule skips the shuffle in ``bucket`` and ``hash`` mode: when the sink's previous
 non-empty batch wrote at most :data:`SINGLE_TASK_MAX_BYTES` of data files, and at most
@@ -59,7 +61,7 @@ from sink.config import DEFAULT_TARGET_FILE_SIZE_BYTES, DistributionMode
 from sink.log_context import batch_logger
 from sink.route.hot_values import count_hot_values, salt_columns, spread
 from sink.route.routed import RoutedBatch, resolve_mode
-from sink.route.self_check_runs import bucket_source_types, ensure_self_checks, self_checks_in_background
+from sink.route.self_check_runs import bucket_source_types, ensure_self_checks
 from sink.route.shuffle import exact_repartition
 from sink.route.skew import HotValue, RoutingHistory, table_bytes_per_row
 from sink.route.transforms import partition_value_column
@@ -221,16 +223,14 @@ class BucketRouter:
         shuffle; the write tasks compute the values the files get.
         """
         mode = self.mode
-        if in_task and mode is DistributionMode.BUCKET:
-            failed = self_checks_in_background(
-                df.sparkSession, bucket_source_types(self._spec, self._schema), shuffle=True
+        scattered = self._history.scattered if self._history is not None else None
+        if in_task and mode is DistributionMode.BUCKET and scattered is not None:
+            logger.info(
+                "batch %s of sink %s: %s is shuffled by hash, as an earlier bucket shuffle gave %s",
+                *self._log,
+                scattered,
             )
-            if failed is not None:
-                why = f"{type(failed).__name__}: {failed}"
-                logger.warning(
-                    "batch %s of sink %s: a self-check failed, %s is shuffled by hash: %s", *self._log, why
-                )
-                mode = DistributionMode.HASH
+            mode = DistributionMode.HASH
         told = in_task and self._history is not None and self._history.tell_source_partitions()
         routed = _with_source_partition(df) if told else df
         if mode is DistributionMode.HASH:
@@ -280,6 +280,7 @@ class BucketRouter:
             partition_values_in_task=in_task,
             sequential_buckets=sequential,
             source_partition_column=told,
+            bucket_check=self.layout if in_task and not hot else None,
         )
 
     def _write_tasks(self, df: DataFrame, num_partitions: int) -> int:

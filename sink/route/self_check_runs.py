@@ -1,20 +1,15 @@
 """The route step's self-checks (:mod:`sink.route.self_check`), each run once per Spark application.
 
-Two ways to run them, by what a wrong result would cost:
+They matter where Spark computes the partition values the files get (a bucket on a
+decimal, a nested source column: :mod:`sink.write.keys` cannot): a wrong bucket hash
+would put rows in the wrong partition. :func:`ensure_self_checks` runs the checks not
+passed yet and waits; a failure fails the batch before any file is written, and is not
+remembered (the next batch checks again). :func:`check_ahead` starts them when the sink
+is prepared, so that a new job's first batch finds them run or running.
 
-* :func:`ensure_self_checks` runs the checks not passed yet and waits for them. The
-  router calls it when Spark computes the partition values the files get: a wrong
-  bucket hash would put rows in the wrong partition, so a failure fails the batch before
-  any file is written. A failure is not remembered: the next batch checks again (and
-  fails again if the mismatch is real).
-* :func:`self_checks_in_background` starts them on a thread of their own and returns at
-  once, with the failure found so far, if any. The router uses it when the write tasks
-  compute the partition values themselves (:mod:`sink.write.keys`): Spark's bucket ids
-  then only decide which task gets which rows, so a wrong hash or shuffle costs more
-  files, never a row in the wrong partition, and no batch waits. A failure is remembered
-  for the application and logged as an error; the router then shuffles by hash.
-
-Either way a check that passed is not run again in the same Spark application.
+Where the write tasks compute the values, Spark's bucket ids only choose the write task
+and no check runs: the files the bucket shuffle wrote show whether it gave each bucket
+to one task (:func:`sink.route.skew.scattered_bucket`).
 """
 
 from __future__ import annotations
@@ -38,7 +33,7 @@ from sink.route.routed import resolve_mode
 from sink.spark_session import application_id
 from sink.write.keys import arrow_key_functions
 
-__all__ = ["bucket_source_types", "check_ahead", "ensure_self_checks", "self_checks_in_background"]
+__all__ = ["bucket_source_types", "check_ahead", "ensure_self_checks", "start_self_checks"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,10 +41,6 @@ _SHUFFLE = "exact shuffle"
 # (application id, code path or _SHUFFLE) of the checks that passed in this process.
 _checked: set[tuple[str, str]] = set()
 _checked_lock = threading.Lock()  # held while checks run: one run at a time
-# Of the checks run in the background: those that failed, and those running.
-_failed: dict[tuple[str, str], SelfCheckError] = {}
-_running: set[tuple[str, str]] = set()
-_background_lock = threading.Lock()
 
 
 def ensure_self_checks(spark: SparkSession, source_types: Iterable[IcebergType], shuffle: bool) -> None:
@@ -73,48 +64,29 @@ def ensure_self_checks(spark: SparkSession, source_types: Iterable[IcebergType],
         raise error
 
 
-def self_checks_in_background(
-    spark: SparkSession, source_types: Iterable[IcebergType], shuffle: bool
-) -> SelfCheckError | None:
-    """Start the self-checks not passed yet on a thread of their own; a failure known so far.
+def start_self_checks(spark: SparkSession, source_types: Iterable[IcebergType], shuffle: bool) -> None:
+    """Run :func:`ensure_self_checks` on a thread of its own; a failure is only logged.
 
-    Returns at once. ``None`` while the checks run and once they passed; the error of a
-    failed one from then on (the checks of the same application are not run again).
-    Arguments as :func:`ensure_self_checks`.
+    A batch that needs the checks calls :func:`ensure_self_checks` itself: it waits for
+    these (one run at a time), finds them passed, or checks again and fails.
     """
-    application = application_id(spark)
-    types = list(source_types)
-    wanted = {(application, self_check.code_path(v.source_type)) for v in self_check.vectors_for(types)}
-    if shuffle:
-        wanted.add((application, _SHUFFLE))
-    with _background_lock:
-        failed = [_failed[key] for key in sorted(wanted) if key in _failed]
-        if failed or wanted <= _running | set(_checked):
-            return failed[0] if failed else None
-        _running.update(wanted)
 
     def run() -> None:
         try:
-            failures = _run_due(spark, types, shuffle)
-        finally:
-            with _background_lock:
-                _running.difference_update(wanted)
-        for paths, error in failures:
-            logger.error("a self-check run in the background failed: %s", error)
-            with _background_lock:
-                _failed.update(((application, path), error) for path in paths)
+            ensure_self_checks(spark, source_types, shuffle)
+        except Exception as e:  # the batch checks again, and raises
+            logger.warning("the self-checks started before the first batch failed: %s", e)
 
-    # Carries the caller's Spark local properties, as a check run by the batch would.
+    # Carries the caller's Spark local properties, as the batch's own check would.
     InheritableThread(run, session=spark, name="icesink-self-checks", daemon=True).start()
-    return None
 
 
 def check_ahead(spark: SparkSession, table: Table, mode: DistributionMode | None) -> None:
-    """Start the self-checks ``table``'s batches will need, in the background.
+    """Start the self-checks ``table``'s first batch will wait for, in the background.
 
-    A new job's first bucketed batch that must wait for them (Spark computes its
-    partition values) then finds them run or running; one that need not wait has them
-    done sooner. A failure here is only logged.
+    Only a table whose partition values Spark computes needs them (the write tasks
+    compute them wherever they can); its new job's first batch then finds them run or
+    running. A failure here is only logged: the batch checks again, and fails.
 
     Args:
         spark: The session the sink runs in.
@@ -123,11 +95,9 @@ def check_ahead(spark: SparkSession, table: Table, mode: DistributionMode | None
     """
     spec, schema = table.spec(), table.schema()
     types = bucket_source_types(spec, schema)
-    resolved = resolve_mode(mode, spec)
-    in_task = arrow_key_functions(spec, schema) is not None
-    if not types or (in_task and resolved is not DistributionMode.BUCKET):
-        return  # no bucket id of Spark's is used, or only to shuffle by hash
-    self_checks_in_background(spark, types, shuffle=resolved is DistributionMode.BUCKET)
+    if not types or arrow_key_functions(spec, schema) is not None:
+        return  # no bucket id of Spark's is used, or only to choose the write task
+    start_self_checks(spark, types, shuffle=resolve_mode(mode, spec) is DistributionMode.BUCKET)
 
 
 def bucket_source_types(spec: PartitionSpec, schema: Schema) -> list[IcebergType]:

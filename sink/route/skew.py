@@ -21,6 +21,7 @@ estimate and is not split.
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 from collections import defaultdict
@@ -28,7 +29,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sink.write.messages import DataFileMessage
+from sink.write.layout import BucketLayout
+from sink.write.messages import CONTENT_DATA, DataFileMessage
 
 __all__ = [
     "MEASURE_FACTOR",
@@ -40,6 +42,7 @@ __all__ = [
     "min_rows_to_split",
     "needs_measurement",
     "plan_splits",
+    "scattered_bucket",
     "table_bytes_per_row",
 ]
 
@@ -58,6 +61,8 @@ within this many batches."""
 MAX_SHARES_PER_VALUE = 64
 MAX_EXTRA_PARTITIONS = 1024
 MAX_HOT_VALUES = 64
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -119,6 +124,7 @@ class RoutingHistory:
         self._lock = threading.Lock()
         self._last: BatchProfile | None = None
         self._untold = RETELL_AFTER  # batches since one whose rows told their Spark partitions
+        self._scattered: str | None = None
 
     def tell_source_partitions(self) -> bool:
         """Whether a shuffled batch's rows should tell the Spark partitions they came from:
@@ -131,21 +137,58 @@ class RoutingHistory:
         with self._lock:
             return self._last
 
+    @property
+    def scattered(self) -> str | None:
+        """How a bucket shuffle of this sink once failed to give a bucket to one task, if it did."""
+        with self._lock:
+            return self._scattered
+
     def record(
         self,
         files: Sequence[DataFileMessage],
         source_partitions: Collection[int] = (),
         input_row_bytes: int = 0,
+        buckets: BucketLayout | None = None,
     ) -> None:
         """Remember what a batch wrote, the Spark partitions its rows came from (as far as
         known) and how wide they came (:class:`BatchProfile`); an empty batch tells nothing
-        and is ignored."""
+        and is ignored. With ``buckets``, the batch came through a bucket shuffle that
+        should have given each bucket to one task: one written by several is remembered
+        (:attr:`scattered`) and logged."""
         if not files:
             return
         profile = BatchProfile.from_files(files, source_partitions, input_row_bytes)
+        scattered = scattered_bucket(files, buckets) if buckets is not None else None
         with self._lock:
             self._last = profile
             self._untold = 0 if source_partitions else self._untold + 1
+            if scattered is not None and self._scattered is None:
+                self._scattered = scattered
+                logger.warning(
+                    "the bucket shuffle gave %s: Spark's bucket hash or shuffle is not what the sink "
+                    "expects (a Spark release that changed them?); the files are right, but more. "
+                    "Later batches of this sink are shuffled by hash; distribution-mode=hash does so "
+                    "from the start",
+                    scattered,
+                )
+
+
+def scattered_bucket(files: Sequence[DataFileMessage], layout: BucketLayout) -> str | None:
+    """A bucket (shuffle partition id of ``layout``) whose data files several tasks wrote, if any.
+
+    The partition values are the write tasks' own (Iceberg's transforms), so a bucket
+    written by two tasks shows that Spark's bucket ids, which chose the tasks, differ
+    from Iceberg's, or that the shuffle did not keep partition id == Spark partition.
+    """
+    tasks: dict[int, set[int]] = defaultdict(set)
+    for f in files:
+        if f.content == CONTENT_DATA:
+            tasks[layout.partition_of(f.partition)].add(f.task_id)
+    wrong = sorted((pid, sorted(t)) for pid, t in tasks.items() if len(t) > 1)
+    if not wrong:
+        return None
+    pid, by = wrong[0]
+    return f"bucket partition {pid} to {len(by)} tasks {by[:4]} ({len(wrong)} of {len(tasks)} buckets so)"
 
 
 @dataclass(frozen=True)

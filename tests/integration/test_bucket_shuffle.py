@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from pyiceberg.table import Table
 from pyiceberg.transforms import BucketTransform
-from pyiceberg.types import DecimalType, IntegerType
+from pyiceberg.types import DecimalType
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -253,10 +253,8 @@ def assert_nothing_written(table: Table) -> None:
 
 
 def fresh_checks(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No self-check passed or failed yet, as in a new Spark application."""
+    """No self-check passed yet, as in a new Spark application."""
     monkeypatch.setattr(self_check_runs, "_checked", set())
-    monkeypatch.setattr(self_check_runs, "_failed", {})
-    monkeypatch.setattr(self_check_runs, "_running", set())
 
 
 def _join_self_checks_started_ahead() -> None:
@@ -268,7 +266,6 @@ def _join_self_checks_started_ahead() -> None:
 # Spark computes the partition values of a bucket on a decimal (the write tasks cannot),
 # so its batches wait for the bucket hash check, and a failed check fails them.
 WRONG_DECIMAL = HashVector(DecimalType(9, 2), "CAST(14.20 AS DECIMAL(9,2))", -500754588)  # spec: ...589
-WRONG_INT = HashVector(IntegerType(), "34", 2017239378)  # the spec says 2017239379
 
 
 def decimals(spark: SparkSession, rows: int) -> DataFrame:
@@ -316,59 +313,47 @@ def test_self_checks_that_fail_before_the_first_batch_fail_that_batch(
     with caplog.at_level(logging.WARNING):
         sink.prepare(decimals(spark, 10).schema)  # a failure there is only logged
         _join_self_checks_started_ahead()
-    assert "self-check run in the background failed" in caplog.text and "-500754588" in caplog.text
+    assert "self-checks started before the first batch failed" in caplog.text and "-500754588" in caplog.text
 
     with pytest.raises(SelfCheckError, match="-500754588"):
         sink(decimals(spark, 10), 0)
     assert_nothing_written(sink.catalog.load_table("db.aheadfails"))
 
 
-def test_a_failed_self_check_costs_no_batch_when_the_tasks_compute_the_values(
+def test_no_self_check_runs_when_the_tasks_compute_the_values(
+    spark: SparkSession, catalog_options: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bucket on a long: the tasks compute the values, Spark's bucket ids only choose the task."""
+    fresh_checks(monkeypatch)
+
+    def never(*args: object) -> None:
+        raise AssertionError("a self-check ran")
+
+    monkeypatch.setattr(self_check, "verify_bucket_function", never)
+    monkeypatch.setattr(self_check, "verify_partition_keys", never)
+    sink = sink_for(catalog_options, "nocheck", **{"partition-by": PARTITION_BY})
+    sink.prepare(taxi_rows(spark, 0, 10).schema)
+    _join_self_checks_started_ahead()
+    sink(taxi_rows(spark, 0, TAXI_ROWS, partitions=TAXI_INPUT_PARTITIONS), 0)
+    table = sink.catalog.load_table("db.nocheck")
+    files = written(table)
+    assert len(files) == len({f.partition for f in files}) == TAXI_VALUES  # the bucket shuffle's files
+    assert all(len(t) == 1 for t in tasks_by_bucket(files, lambda f: f.partition[1]).values())
+    assert check_data_files(table) == TAXI_VALUES and not self_check_runs._checked
+
+
+def test_a_wrong_spark_bucket_hash_costs_files_not_partitions(
     spark: SparkSession,
     catalog_options: dict[str, str],
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """Bucket on a long: the tasks compute the values, Spark's bucket ids only shuffle.
-
-    The first batch does not wait for the checks, and is written; once the check has
-    failed, the next batches are shuffled by hash, and written too.
-    """
-    monkeypatch.setattr(self_check, "BUCKET_HASH_VECTORS", (WRONG_INT,))
-    fresh_checks(monkeypatch)
-    release = threading.Event()
-    verify = self_check.verify_bucket_function
-
-    def slow(session: SparkSession, vectors: Any) -> None:
-        release.wait(120)  # still running when the first batch is written
-        verify(session, vectors)
-
-    monkeypatch.setattr(self_check, "verify_bucket_function", slow)
-    # Above the target in total, so the second batch is shuffled too (not one task).
-    options = {"partition-by": PARTITION_BY, "write.target-file-size-bytes": str(64 * KiB)}
-    sink = sink_for(catalog_options, "inbackground", **options)
-    sink(taxi_rows(spark, 0, TAXI_ROWS, partitions=TAXI_INPUT_PARTITIONS), 0)
-    release.set()
-    with caplog.at_level(logging.WARNING):
-        _join_self_checks_started_ahead()
-        sink(taxi_rows(spark, TAXI_ROWS, TAXI_ROWS, partitions=TAXI_INPUT_PARTITIONS), 1)
-    assert "self-check run in the background failed" in caplog.text and "2017239378" in caplog.text
-    assert "a self-check failed, db.inbackground is shuffled by hash" in caplog.text
-    table = sink.catalog.load_table("db.inbackground")
-    assert table.scan().to_arrow().num_rows == 2 * TAXI_ROWS
-    for batch in (0, 1):
-        files = written(table, batch)
-        assert len(files) == len({f.partition for f in files}) == TAXI_VALUES  # hash: one task a value
-    assert check_data_files(table) == 2 * TAXI_VALUES
-
-
-def test_a_wrong_spark_bucket_hash_costs_files_not_partitions(
-    spark: SparkSession, catalog_options: dict[str, str], monkeypatch: pytest.MonkeyPatch
-) -> None:
     """Spark's bucket ids, when the tasks compute the values, only choose the task.
 
     Here Spark's hash is not Iceberg's (as if a Spark release had changed it): each
     Iceberg bucket reaches several tasks, and every row still lands in its partition.
+    The files show it, and the next batch is shuffled by hash: no task closes a value's
+    file early any more (one file per task and value).
     """
 
     def wrong(transform: Any, source: Column, source_type: Any) -> Column:
@@ -377,14 +362,21 @@ def test_a_wrong_spark_bucket_hash_costs_files_not_partitions(
         return partition_value_column(transform, source, source_type)
 
     monkeypatch.setattr(router, "partition_value_column", wrong)
-    sink = sink_for(catalog_options, "wronghash", **{"partition-by": PARTITION_BY})
-    sink(taxi_rows(spark, 0, TAXI_ROWS, partitions=TAXI_INPUT_PARTITIONS), 0)
+    # Above the target in total, so the second batch is shuffled too (not one task).
+    options = {"partition-by": PARTITION_BY, "write.target-file-size-bytes": str(64 * KiB)}
+    sink = sink_for(catalog_options, "wronghash", **options)
+    with caplog.at_level(logging.INFO):
+        sink(taxi_rows(spark, 0, TAXI_ROWS, partitions=TAXI_INPUT_PARTITIONS), 0)
+        sink(taxi_rows(spark, TAXI_ROWS, TAXI_ROWS, partitions=TAXI_INPUT_PARTITIONS), 1)
+    assert "Spark's bucket hash or shuffle is not what the sink expects" in caplog.text
+    assert "db.wronghash is shuffled by hash" in caplog.text
     table = sink.catalog.load_table("db.wronghash")
-    files = written(table)
-    assert len({f.partition for f in files}) == TAXI_VALUES < len(files)  # more files, same values
-    assert max(len(tasks) for tasks in tasks_by_bucket(files, lambda f: f.partition[1]).values()) > 1
-    assert sum(f.records for f in files) == TAXI_ROWS == table.scan().to_arrow().num_rows
-    assert check_data_files(table) == len(files)  # every row's partition value is its file's
+    first, second = written(table, 0), written(table, 1)
+    assert len({f.partition for f in first}) == TAXI_VALUES < len(first)  # more files, same values
+    assert max(len(tasks) for tasks in tasks_by_bucket(first, lambda f: f.partition[1]).values()) > 1
+    assert len(second) == len({(f.task, f.partition) for f in second})
+    assert table.scan().to_arrow().num_rows == 2 * TAXI_ROWS
+    assert check_data_files(table) == len(first) + len(second)  # every row's partition value is its file's
 
 
 def test_a_task_reading_several_buckets_finishes_each_before_the_next(

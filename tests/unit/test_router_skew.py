@@ -17,9 +17,11 @@ from sink.route.skew import (
     min_rows_to_split,
     needs_measurement,
     plan_splits,
+    scattered_bucket,
     table_bytes_per_row,
 )
-from sink.write.messages import DataFileMessage
+from sink.write.layout import BucketLayout, BucketSlot
+from sink.write.messages import CONTENT_POSITION_DELETES, DataFileMessage
 
 MiB = 1024 * 1024
 
@@ -116,3 +118,36 @@ def test_table_bytes_per_row_from_the_snapshot_summary() -> None:
     assert table_bytes_per_row({"total-files-size": "4000", "total-records": "100"}) == 40.0
     assert table_bytes_per_row({"total-files-size": "0", "total-records": "0"}) is None
     assert table_bytes_per_row(None) is None
+
+
+def written_by(task: int, partition: tuple[object, ...], content: int = 0) -> DataFileMessage:
+    return DataFileMessage(
+        path=f"t{task}", partition=partition, spec_id=0, record_count=1, file_size_bytes=1, task_id=task,
+        content=content,
+    )  # fmt: skip
+
+
+def test_a_bucket_written_by_several_tasks_is_noticed_and_remembered(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Spec (day, bucket[4]): the bucket is field 1, the shuffle partition id its value.
+    layout = BucketLayout((BucketSlot(position=1, num_buckets=4, nullable=True),))
+    grouped = [written_by(0, (19000, 0)), written_by(0, (19001, 0)), written_by(1, (19000, 3))]
+    grouped.append(written_by(1, (19000, None)))
+    assert scattered_bucket(grouped, layout) is None
+    # A delete file of another task in bucket 0 does not count: only data files were shuffled.
+    assert scattered_bucket([*grouped, written_by(2, (19000, 0), CONTENT_POSITION_DELETES)], layout) is None
+    scattered = [*grouped, written_by(2, (19001, 3)), written_by(3, (19002, None))]
+    assert scattered_bucket(scattered, layout) == "bucket partition 3 to 2 tasks [1, 2] (2 of 3 buckets so)"
+
+    history = RoutingHistory()
+    history.record(scattered)  # not a bucket shuffle to check
+    assert history.scattered is None
+    history.record(grouped, buckets=layout)
+    assert history.scattered is None
+    with caplog.at_level("WARNING"):
+        history.record(scattered, buckets=layout)
+    assert history.scattered is not None and "bucket partition 3 to 2 tasks" in caplog.text
+    assert "distribution-mode=hash" in caplog.text
+    history.record(grouped, buckets=layout)  # once seen, kept: the hash shuffle is not checked
+    assert history.scattered is not None
