@@ -60,8 +60,22 @@ def ensure_self_checks(spark: SparkSession, source_types: Iterable[IcebergType],
     Raises:
         SelfCheckError: A check failed.
     """
-    for _, error in _run_due(spark, source_types, shuffle):
-        raise error
+    application = application_id(spark)
+    with _checked_lock:
+        vectors = [
+            v
+            for v in self_check.vectors_for(source_types)
+            if (application, self_check.code_path(v.source_type)) not in _checked
+        ]
+        shuffle = shuffle and (application, _SHUFFLE) not in _checked
+        hash_error, shuffle_error = _run_checks(spark, vectors, shuffle)
+        if vectors and hash_error is None:
+            _checked.update((application, self_check.code_path(v.source_type)) for v in vectors)
+        if shuffle and shuffle_error is None:
+            _checked.add((application, _SHUFFLE))
+    for error in (hash_error, shuffle_error):
+        if error is not None:
+            raise error
 
 
 def start_self_checks(spark: SparkSession, source_types: Iterable[IcebergType], shuffle: bool) -> None:
@@ -107,28 +121,6 @@ def bucket_source_types(spec: PartitionSpec, schema: Schema) -> list[IcebergType
         for f in spec.fields
         if isinstance(f.transform, BucketTransform)
     ]
-
-
-def _run_due(
-    spark: SparkSession, source_types: Iterable[IcebergType], shuffle: bool
-) -> list[tuple[set[str], SelfCheckError]]:
-    """Run the checks not passed yet in this application; each failure with the paths it covers."""
-    application = application_id(spark)
-    with _checked_lock:
-        vectors = [
-            v
-            for v in self_check.vectors_for(source_types)
-            if (application, self_check.code_path(v.source_type)) not in _checked
-        ]
-        paths = {self_check.code_path(v.source_type) for v in vectors}
-        shuffle = shuffle and (application, _SHUFFLE) not in _checked
-        hash_error, shuffle_error = _run_checks(spark, vectors, shuffle)
-        if vectors and hash_error is None:
-            _checked.update((application, path) for path in paths)
-        if shuffle and shuffle_error is None:
-            _checked.add((application, _SHUFFLE))
-    failures = [(paths, hash_error)] if hash_error is not None else []
-    return failures + ([({_SHUFFLE}, shuffle_error)] if shuffle_error is not None else [])
 
 
 def _run_checks(
