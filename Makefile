@@ -40,9 +40,10 @@ test-fast: env
 test-faults: env system-deps
 	$(PY) -m pytest -q -m faults_full tests $(PYTEST_ARGS)
 
-# Real servers on loopback: SeaweedFS (S3 + REST catalog), PostgreSQL, Spark cluster, Spark Connect.
+# Real servers on loopback: SeaweedFS (S3 + REST catalog), PostgreSQL, Spark cluster, Spark Connect;
+# with the Spark cluster's own checks, which make test leaves to the sink's cluster test.
 test-deploy: env system-deps
-	$(PY) -m pytest -q -m deploy tests/deploy $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m "deploy or cluster_full" tests/deploy $(PYTEST_ARGS)
 
 # ruff, mypy (strict on the library; jobs, benchmarks, tests and scripts with the config's
 # settings) and the layout check: module and function sizes, import direction and cycles.

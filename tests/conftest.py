@@ -17,14 +17,23 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
+OPT_IN_MARKERS = {
+    "faults_full": "part of the full fault matrix: make test-faults (-m faults_full)",
+    "cluster_full": "a check of the Spark cluster the tests start: make test-deploy (-m cluster_full)",
+}
+"""Markers of tests that run only when ``-m`` names them, and where they run instead."""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``faults_full`` run only with ``-m faults_full`` (``make test-faults``)."""
-    if "faults_full" in (config.getoption("-m") or ""):
-        return
-    skip = pytest.mark.skip(reason="part of the full fault matrix: make test-faults (-m faults_full)")
-    for item in items:
-        if "faults_full" in item.keywords:
-            item.add_marker(skip)
+    """Tests of an opt-in marker run only when ``-m`` names it (see ``OPT_IN_MARKERS``)."""
+    selected = config.getoption("-m") or ""
+    for marker, reason in OPT_IN_MARKERS.items():
+        if marker in selected:
+            continue
+        skip = pytest.mark.skip(reason=reason)
+        for item in items:
+            if marker in item.keywords:
+                item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")

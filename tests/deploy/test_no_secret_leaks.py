@@ -1,12 +1,12 @@
 """No credential given to the sink shows up where operators look: logs, errors, metrics, the Spark UI.
 
-A driver subprocess streams two batches through the sink with S3 keys and either a REST
-catalog ``credential`` or a PostgreSQL URI holding a password. Everything it leaves to be
-read is collected: Python logging at DEBUG, the driver's standard output and error (Spark's
-own log), the sink's ``/metrics`` text, the application's and the session's Spark settings,
-and what the driver's UI serves (jobs and their descriptions, SQL executions with their
-plans, the environment). Each secret is searched for in all of it. A catalog that refuses a
-wrong password must not quote it in the error either.
+One driver subprocess streams two batches through two sinks with S3 keys: one on a REST
+catalog with a ``credential``, one on a SQL catalog whose PostgreSQL URI holds a password.
+Everything it leaves to be read is collected: Python logging at DEBUG, the driver's standard
+output and error (Spark's own log), the sinks' ``/metrics`` text, the application's and the
+session's Spark settings, and what the driver's UI serves (jobs and their descriptions, SQL
+executions with their plans, the environment). Each secret is searched for in all of it. A
+catalog that refuses a wrong password must not quote it in the error either.
 """
 
 from __future__ import annotations
@@ -62,14 +62,21 @@ def postgres_options(seaweedfs: SeaweedFS, postgres: PostgresServer, prefix: str
     }
 
 
-def run_job(options: dict[str, str], tmp_path: Path) -> str:
-    """Run the driver; everything it left to be read, as one text."""
+@pytest.fixture(scope="module")
+def leftovers(
+    seaweedfs: SeaweedFS, postgres: PostgresServer, tmp_path_factory: pytest.TempPathFactory
+) -> str:
+    """Run the driver with both sinks; everything it left to be read, as one text."""
+    tmp_path = tmp_path_factory.mktemp("leaks")
+    prefix = f"leak-{uuid.uuid4().hex[:6]}"
+    state = {"state-location": f"s3://{WAREHOUSE_BUCKET}/{prefix}/state"}
+    sinks = [rest_options(seaweedfs, prefix) | state, postgres_options(seaweedfs, postgres, prefix) | state]
     write_input(tmp_path / "input")
     arguments: dict[str, Any] = {
         "master": "local[2]",
         "input": str(tmp_path / "input"),
         "checkpoint": str(tmp_path / "checkpoint"),
-        "options": options,
+        "options": sinks,
         "ui_port": free_port(),
         "log_file": str(tmp_path / "driver.log"),
         "metrics_file": str(tmp_path / "metrics.txt"),
@@ -78,7 +85,7 @@ def run_job(options: dict[str, str], tmp_path: Path) -> str:
     stdout, stderr = driver.communicate(timeout=600)
     assert driver.returncode == 0, stderr[-6000:]
     result = json.loads(stdout.strip().splitlines()[-1])
-    assert result["counters"]["icesink_rows_written_total"] == FILES * ROWS_PER_FILE
+    assert result["counters"]["icesink_rows_written_total"] == len(sinks) * FILES * ROWS_PER_FILE
     logs = (tmp_path / "driver.log").read_text()
     assert "batch 1" in logs  # DEBUG logging reached the file
     spark_logs = "\n".join(p.read_text(errors="replace") for p in (tmp_path / "logs").glob("*"))
@@ -92,14 +99,9 @@ def assert_no_secret(text: str, secrets: dict[str, str]) -> None:
     assert not leaked, f"secrets found: {leaked}"
 
 
-def test_rest_catalog_credential_and_s3_keys_stay_secret(seaweedfs: SeaweedFS, tmp_path: Path) -> None:
-    prefix = f"leak-{uuid.uuid4().hex[:6]}"
-    options = rest_options(seaweedfs, prefix) | {"state-location": f"s3://{WAREHOUSE_BUCKET}/{prefix}/state"}
-
-    text = run_job(options, tmp_path)
-
+def test_rest_catalog_credential_and_s3_keys_stay_secret(leftovers: str, seaweedfs: SeaweedFS) -> None:
     assert_no_secret(
-        text,
+        leftovers,
         {
             "credential": seaweedfs.rest_catalog_properties()["credential"],
             "s3.secret-access-key": seaweedfs.secret_key,
@@ -109,17 +111,10 @@ def test_rest_catalog_credential_and_s3_keys_stay_secret(seaweedfs: SeaweedFS, t
 
 
 def test_a_password_in_a_catalog_uri_stays_secret(
-    seaweedfs: SeaweedFS, postgres: PostgresServer, tmp_path: Path
+    leftovers: str, seaweedfs: SeaweedFS, postgres: PostgresServer
 ) -> None:
-    prefix = f"leak-{uuid.uuid4().hex[:6]}"
-    options = postgres_options(seaweedfs, postgres, prefix) | {
-        "state-location": f"s3://{WAREHOUSE_BUCKET}/{prefix}/state"
-    }
-
-    text = run_job(options, tmp_path)
-
     assert_no_secret(
-        text, {"postgres password": postgres.password, "s3.secret-access-key": seaweedfs.secret_key}
+        leftovers, {"postgres password": postgres.password, "s3.secret-access-key": seaweedfs.secret_key}
     )
 
 

@@ -1,4 +1,9 @@
-"""A Spark standalone cluster on loopback: executors write to SeaweedFS's S3, one can be killed mid-job."""
+"""A Spark standalone cluster on loopback: executors write to SeaweedFS's S3, one can be killed mid-job.
+
+These check the cluster the tests start, not the sink: ``make test-deploy`` runs them. ``make
+test`` leaves them to ``test_cluster_sink.py``, which runs the sink on that cluster and kills an
+executor mid-batch; when it fails, these tell the cluster's fault from the sink's.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ from tests.support.seaweedfs import REGION, WAREHOUSE_BUCKET, SeaweedFS
 from tests.support.spark_cluster import SparkCluster
 from tests.support.spark_process import run_driver, spark_environment
 
-pytestmark = pytest.mark.deploy
+pytestmark = [pytest.mark.deploy, pytest.mark.cluster_full]
 
 JOB = Path(__file__).resolve().parents[1] / "support" / "cluster_parquet_job.py"
 ROWS = 4000

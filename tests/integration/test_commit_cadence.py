@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -31,37 +30,17 @@ def write_small_input(folder: Path) -> set[int]:
     return set(range(BATCHES * ROWS))
 
 
-@pytest.mark.parametrize("crash", [False, True])
-def test_twenty_small_batches_make_a_handful_of_snapshots(
-    tmp_path: Path, warehouse: Path, catalog_options: dict[str, str], crash: bool
-) -> None:
-    ids = write_small_input(tmp_path / "input")
+def cadence_options(catalog_options: dict[str, str]) -> dict[str, str]:
     # Each batch writes ~4 small files (a few KiB each): about 5 batches per commit.
-    options = {
+    return {
         **catalog_options,
         "table": "db.cadence",
         "partition-by": "bucket(4, id)",
         "commit.target-bytes": "40000",
     }
-    common = [
-        "--input",
-        str(tmp_path / "input"),
-        "--checkpoint",
-        str(tmp_path / "ck"),
-        "--options",
-        json.dumps(options),
-    ]
-    committed_before = 0
-    if crash:
-        killed = run_job(*common, "--crash-at", "after-stage", "--crash-batch", "7")
-        assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
-        table = catalog_from_options(options).load_table("db.cadence")
-        committed_before = sum(t.file.record_count for t in table.scan().plan_files())
-        assert committed_before < 8 * ROWS  # batch 7 (at least) is staged, not committed
-    done = run_job(*common)
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = job_result(done)
 
+
+def assert_each_batch_committed_once(options: dict[str, str], ids: set[int], warehouse: Path) -> None:
     table = catalog_from_options(options).load_table("db.cadence")
     read_ids = table.scan().to_arrow().column("id").to_pylist()
     assert len(read_ids) == len(ids) and set(read_ids) == ids
@@ -73,8 +52,57 @@ def test_twenty_small_batches_make_a_handful_of_snapshots(
         covered.extend(range(int(first), int(last or first) + 1))
     assert sorted(covered) == list(range(BATCHES))  # every batch in exactly one snapshot
     assert parquet_files_on_disk(warehouse) == {t.file.file_path for t in table.scan().plan_files()}
+
+
+def test_twenty_small_batches_make_a_handful_of_snapshots(
+    spark: SparkSession, tmp_path: Path, warehouse: Path, catalog_options: dict[str, str]
+) -> None:
+    ids = write_small_input(tmp_path / "input")
+    options = cadence_options(catalog_options)
+    sink = IcebergSink.from_options(options)
+    source = str(tmp_path / "input")
+    query = (
+        spark.readStream.schema(spark.read.parquet(source).schema)
+        .option("maxFilesPerTrigger", 1)
+        .parquet(source)
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(600)
+    assert query.exception() is None, query.exception()
+    sink.flush()  # commit what the cadence left staged
+
+    assert_each_batch_committed_once(options, ids, warehouse)
+    samples = [s for metric in sink.metrics.registry.collect() for s in metric.samples]
+    assert sum(s.value for s in samples if s.name == "icesink_rows_written_total") == len(ids)
+
+
+def test_killed_after_staging_then_restarted_commits_each_batch_once(
+    tmp_path: Path, warehouse: Path, catalog_options: dict[str, str]
+) -> None:
+    ids = write_small_input(tmp_path / "input")
+    options = cadence_options(catalog_options)
+    common = [
+        "--input",
+        str(tmp_path / "input"),
+        "--checkpoint",
+        str(tmp_path / "ck"),
+        "--options",
+        json.dumps(options),
+    ]
+    killed = run_job(*common, "--crash-at", "after-stage", "--crash-batch", "7")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    table = catalog_from_options(options).load_table("db.cadence")
+    committed_before = sum(t.file.record_count for t in table.scan().plan_files())
+    assert committed_before < 8 * ROWS  # batch 7 (at least) is staged, not committed
+    done = run_job(*common)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    assert_each_batch_committed_once(options, ids, warehouse)
     # The restarted run commits the staged batches it reloaded, and the rest.
-    assert result["icesink_rows_written_total"] == len(ids) - committed_before
+    assert job_result(done)["icesink_rows_written_total"] == len(ids) - committed_before
 
 
 def test_staged_batches_are_visible_after_flush(spark: SparkSession, catalog_options: dict[str, str]) -> None:

@@ -1,16 +1,18 @@
-"""Several streaming queries and processes write one table at once: every row exactly once."""
+"""Two streaming queries of one process write one table at once: every row exactly once.
+
+Processes writing one table at once are tested where they also evolve it: on SQLite in
+``test_schema_evolution.py`` (eight queries and two processes), on PostgreSQL in
+``tests/deploy/test_sink_postgres.py``.
+"""
 
 from __future__ import annotations
 
-import concurrent.futures
-import json
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 
 from icesink import IcebergSink
-from tests.integration.test_crash_recovery import job_result, run_job, write_input
-from tests.support.tables import catalog_from_options
+from tests.integration.test_crash_recovery import write_input
 
 
 def test_two_queries_in_one_process(
@@ -41,31 +43,4 @@ def test_two_queries_in_one_process(
     assert len(ids) == len(expected) and set(ids) == expected
     sink_ids = {s.summary["icesink.sink-id"] for s in table.snapshots() if s.summary is not None}
     assert sink_ids == {str(q.id) for q in queries}
-    assert len(table.snapshots()) == 6
-
-
-def test_two_processes(tmp_path: Path, catalog_options: dict[str, str]) -> None:
-    options = {**catalog_options, "table": "db.procs", "partition-by": "bucket(4, id)"}
-    expected: set[int] = set()
-    jobs = []
-    for p in range(2):
-        expected |= write_input(tmp_path / f"in{p}", files=3, offset=p * 100_000)
-        jobs.append(
-            [
-                "--input",
-                str(tmp_path / f"in{p}"),
-                "--checkpoint",
-                str(tmp_path / f"ck{p}"),
-                "--options",
-                json.dumps(options),
-            ]
-        )
-    with concurrent.futures.ThreadPoolExecutor(len(jobs)) as pool:
-        results = list(pool.map(lambda args: run_job(*args), jobs))
-    for proc in results:
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        assert job_result(proc)["icesink_rows_written_total"] == 6000
-    table = catalog_from_options(options).load_table("db.procs")
-    ids = table.scan().to_arrow().column("id").to_pylist()
-    assert len(ids) == len(expected) and set(ids) == expected
     assert len(table.snapshots()) == 6
