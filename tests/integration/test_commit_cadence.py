@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import signal
 from pathlib import Path
 
@@ -12,7 +11,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from icesink import IcebergSink
-from tests.integration.test_crash_recovery import job_result, parquet_files_on_disk, run_job
+from tests.integration.test_crash_recovery import job_arguments, job_result, parquet_files_on_disk, run_job
 from tests.support.tables import catalog_from_options, summary_of
 
 BATCHES = 20
@@ -84,14 +83,7 @@ def test_killed_after_staging_then_restarted_commits_each_batch_once(
 ) -> None:
     ids = write_small_input(tmp_path / "input")
     options = cadence_options(catalog_options)
-    common = [
-        "--input",
-        str(tmp_path / "input"),
-        "--checkpoint",
-        str(tmp_path / "ck"),
-        "--options",
-        json.dumps(options),
-    ]
+    common = job_arguments(tmp_path / "input", tmp_path / "ck", options)
     killed = run_job(*common, "--crash-at", "after-stage", "--crash-batch", "7")
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     table = catalog_from_options(options).load_table("db.cadence")

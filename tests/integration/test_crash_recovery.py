@@ -52,6 +52,11 @@ def run_job(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def job_arguments(input_folder: Path, checkpoint: Path, options: dict[str, str]) -> list[str]:
+    """The arguments of ``tests.support.stream_job`` common to a crashed run and its restart."""
+    return ["--input", str(input_folder), "--checkpoint", str(checkpoint), "--options", json.dumps(options)]
+
+
 def job_result(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     for line in proc.stdout.splitlines():
         if line.startswith("ICESINK_JOB_RESULT "):
@@ -73,14 +78,7 @@ def test_sigkill_then_restart_gives_every_row_once(
 ) -> None:
     ids = write_input(tmp_path / "input")
     options = {**catalog_options, "table": "db.crash", "partition-by": "bucket(4, id)"}
-    common = [
-        "--input",
-        str(tmp_path / "input"),
-        "--checkpoint",
-        str(tmp_path / "ck"),
-        "--options",
-        json.dumps(options),
-    ]
+    common = job_arguments(tmp_path / "input", tmp_path / "ck", options)
 
     crashed = run_job(*common, "--crash-at", crash_at, "--crash-batch", "1")
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 from pathlib import Path
@@ -18,7 +17,7 @@ from icesink import ConfigError, IcebergSink, SinkConfig, compact
 from sink.errors import UpsertError
 from sink.maintenance import referenced_files
 from streaming_jobs.compact import main as compact_job
-from tests.integration.test_crash_recovery import job_result, run_job
+from tests.integration.test_crash_recovery import job_arguments, job_result, run_job
 from tests.support.duckdb_reader import duckdb_read
 from tests.support.tables import catalog_from_options
 from tests.support.upserts import CHANGE_BATCHES, changes, expected_state, rows_of
@@ -191,7 +190,7 @@ def test_sigkill_around_the_commit_then_restart_applies_every_change_once(
         os.utime(path, (1_700_000_000 + n, 1_700_000_000 + n))
     options = upsert_options(catalog_options)
     options.pop("sink-id")  # the query's id: stable across the restart from the checkpoint
-    common = ["--input", str(folder), "--checkpoint", str(tmp_path / "ck"), "--options", json.dumps(options)]
+    common = job_arguments(folder, tmp_path / "ck", options)
 
     crashed = run_job(*common, "--crash-at", crash_at, "--crash-batch", "1")
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
