@@ -10,7 +10,10 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 .PHONY: env system-deps demo demo-cluster test test-fast test-faults test-deploy lint format bench bench-upsert bench-routing bench-deploy bench-scale clean
 
+# The virtual environment, and the Spark driver's class archive for this Java and Spark
+# (made once, about a minute; jobs and tests then start their JVMs in about half the time).
 env: $(STAMP)
+	$(PY) -m streaming_jobs.make_class_archive
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)

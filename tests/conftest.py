@@ -41,6 +41,8 @@ def spark() -> Iterator[object]:
     """One local[2] SparkSession shared by the whole test session."""
     from pyspark.sql import SparkSession
 
+    from streaming_jobs import class_archive
+
     session = (
         SparkSession.builder.master("local[2]")
         .appName("icesink-tests")
@@ -49,6 +51,7 @@ def spark() -> Iterator[object]:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "2g")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.driver.extraJavaOptions", class_archive.java_options())
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
