@@ -66,6 +66,7 @@ from pyspark.sql import SparkSession
 from benchmarks._contenders import CONTENDERS, Layout, Stream
 from benchmarks._probes import percentile
 from sink.metric_families import STEPS
+from streaming_jobs.spark import with_class_archive
 from streaming_jobs.taxi_workload import write_files
 
 DEFAULT_CONTENDERS = tuple(CONTENDERS)
@@ -97,6 +98,7 @@ def _session(master: str) -> SparkSession:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "4g")
+        .config(map=dict(with_class_archive({})))  # as the jobs' session: Spark's classes mapped, if made
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")

@@ -41,7 +41,7 @@ def spark() -> Iterator[object]:
     """One local[2] SparkSession shared by the whole test session."""
     from pyspark.sql import SparkSession
 
-    from streaming_jobs import class_archive
+    from streaming_jobs.spark import with_class_archive
 
     session = (
         SparkSession.builder.master("local[2]")
@@ -51,7 +51,7 @@ def spark() -> Iterator[object]:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "2g")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.driver.extraJavaOptions", class_archive.java_options())
+        .config(map=dict(with_class_archive({})))  # as the jobs' JVMs: Spark's classes mapped
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
