@@ -8,9 +8,10 @@ local session's start from 10 s to 5-6 s and its first Parquet job from 9.5 s to
 ``python -m streaming_jobs.make_class_archive`` (run by ``make env``) makes the archive
 where :func:`archive_path` says; :func:`java_options` names it to every driver JVM that
 :func:`streaming_jobs.spark.get_spark` starts. The archive belongs to one Java build and
-one set of Spark jars: its name carries both, so another Java or pyspark finds none; a
-JVM that cannot use one says so on stderr and starts as before. ``ICESINK_CLASS_ARCHIVE``
-names another file, or ``off`` turns it off.
+one class path (Spark's configuration folder and jars): its name carries both, so another
+Java, pyspark or configuration folder finds none; a JVM that cannot use one says so on
+stderr and starts as before. ``ICESINK_CLASS_ARCHIVE`` names another file, or ``off``
+turns it off.
 """
 
 from __future__ import annotations
@@ -45,10 +46,16 @@ def java_options() -> str:
 
 
 def _runtime_key() -> str:
-    """Twelve hex digits naming the Java binary (by path and mtime) and pyspark's jars."""
+    """Twelve hex digits naming the Java binary (by path and mtime) and the JVM's class path.
+
+    The class path is Spark's configuration folder, then its jars: an archive made with
+    one folder is refused by a JVM given another (the tests' servers and cluster drivers
+    have folders of their own), so each finds its own archive or none.
+    """
     java_home = os.environ.get("JAVA_HOME")
     java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
     java_id = f"{os.path.realpath(java)}:{os.stat(java).st_mtime_ns}" if java else "no-java"
-    spark_home = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
-    key = f"{java_id}|{pyspark.__version__}|{os.path.realpath(spark_home)}"
+    spark_home = os.path.realpath(os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__))
+    conf_dir = os.path.realpath(os.environ.get("SPARK_CONF_DIR") or os.path.join(spark_home, "conf"))
+    key = f"{java_id}|{pyspark.__version__}|{spark_home}|{conf_dir}"
     return hashlib.sha256(key.encode()).hexdigest()[:12]

@@ -38,7 +38,10 @@ def test_by_default_it_is_in_the_environment_named_for_this_java_and_spark(
     (java_home / "bin").mkdir(parents=True)
     (java_home / "bin" / "java").write_text("")
     monkeypatch.setenv("JAVA_HOME", str(java_home))
-    assert class_archive.archive_path() != path  # another Java, another archive
+    other_java = class_archive.archive_path()
+    assert other_java != path  # another Java, another archive
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "conf"))
+    assert class_archive.archive_path() not in (path, other_java)  # another class path
 
 
 def test_options_name_the_archive_only_once_it_exists(
