@@ -41,22 +41,31 @@ def main(argv: list[str] | None = None) -> int:
     print(f"generating {args.files} x {args.rows_per_file:,} taxi rows in {root / 'input'} ...", flush=True)
     source = write_files(spark, root / "input", args.files, args.rows_per_file)
 
-    sink = IcebergSink.from_options(
-        {
-            "table": TABLE,
-            "catalog.type": "sql",
-            "catalog.uri": f"sqlite:///{root / 'catalog.db'}",
-            "catalog.warehouse": f"file://{root / 'warehouse'}",
-            "partition-by": PARTITION_BY,
-            "write.target-file-size-bytes": str(128 * 1024 * 1024),
-        }
-    )
+    sink = local_sink(root, TABLE, {"write.target-file-size-bytes": str(128 * 1024 * 1024)})
     print(f"streaming into {TABLE} (partition-by {PARTITION_BY}) ...", flush=True)
     elapsed = stream_files(spark, sink, source, root / "checkpoint")
 
     print_report(sink.catalog.load_table(TABLE), elapsed, args.files)
     spark.stop()
     return 0
+
+
+def local_sink(root: Path, table: str, options: dict[str, str] | None = None) -> IcebergSink:
+    """A sink for ``table`` partitioned as the taxi workload, on the embedded default under ``root``.
+
+    pyiceberg's SQL catalog on SQLite (``root/catalog.db``) and a warehouse folder on local
+    disk (``root/warehouse``); ``options`` adds or overrides sink options.
+    """
+    return IcebergSink.from_options(
+        {
+            "table": table,
+            "catalog.type": "sql",
+            "catalog.uri": f"sqlite:///{root / 'catalog.db'}",
+            "catalog.warehouse": f"file://{root / 'warehouse'}",
+            "partition-by": PARTITION_BY,
+            **(options or {}),
+        }
+    )
 
 
 def stream_files(spark: SparkSession, sink: IcebergSink, source: Path, checkpoint: Path) -> float:

@@ -17,11 +17,10 @@ from pathlib import Path
 
 from pyspark import SparkContext
 
-from icesink import IcebergSink
 from streaming_jobs.class_archive import ENV_VARIABLE, archive_path
-from streaming_jobs.demo import stream_files
+from streaming_jobs.demo import local_sink, stream_files
 from streaming_jobs.spark import get_spark
-from streaming_jobs.taxi_workload import PARTITION_BY, write_files
+from streaming_jobs.taxi_workload import write_files
 
 WORKLOAD_FILES, WORKLOAD_ROWS = 2, 20_000
 
@@ -44,15 +43,7 @@ def build(path: Path) -> float:
             {"spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={partial} -Xlog:cds*=off"},
         )
         source = write_files(spark, root / "input", WORKLOAD_FILES, WORKLOAD_ROWS)
-        sink = IcebergSink.from_options(
-            {
-                "table": "archive.trips",
-                "catalog.type": "sql",
-                "catalog.uri": f"sqlite:///{root / 'catalog.db'}",
-                "catalog.warehouse": f"file://{root / 'warehouse'}",
-                "partition-by": PARTITION_BY,
-            }
-        )
+        sink = local_sink(root, "archive.trips")
         stream_files(spark, sink, source, root / "checkpoint")
         sink.catalog.load_table("archive.trips").scan().to_arrow()
         spark.stop()
