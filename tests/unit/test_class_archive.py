@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from pyspark import SparkContext
 
-from streaming_jobs import class_archive
+from streaming_jobs import class_archive, make_class_archive
 from streaming_jobs.spark import DRIVER_JAVA_OPTIONS, with_class_archive
 
 
@@ -69,3 +70,34 @@ def test_a_running_jvm_gets_no_options(
     monkeypatch.setenv(class_archive.ENV_VARIABLE, str(archive))
     monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "12345")  # started by spark-submit: too late
     assert with_class_archive({"a": "b"}) == {"a": "b"}
+
+
+def _no_build(path: Path) -> float:
+    raise AssertionError(f"made an archive at {path}")
+
+
+def test_make_env_keeps_an_archive_that_is_there_and_makes_none_when_off(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(make_class_archive, "build", _no_build)
+    archive = tmp_path / "classes.jsa"
+    archive.write_bytes(b"archive")
+    monkeypatch.setenv(class_archive.ENV_VARIABLE, str(archive))
+    assert make_class_archive.main([]) == 0
+    assert f"class archive present: {archive}" in capsys.readouterr().out
+    monkeypatch.setenv(class_archive.ENV_VARIABLE, "off")
+    assert make_class_archive.main([]) == 0
+    assert "no class archive made" in capsys.readouterr().out
+    monkeypatch.setenv(class_archive.ENV_VARIABLE, str(archive))
+    with pytest.raises(AssertionError, match="made an archive"):
+        make_class_archive.main(["--force"])
+
+
+def test_make_envs_check_for_the_archive_imports_no_sink() -> None:
+    """``make env`` runs the builder before every target: with the archive there, it answers at once."""
+    probe = (
+        "import sys, streaming_jobs.make_class_archive; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'sink', 'icesink', 'pyiceberg', 'pyarrow'}))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout
