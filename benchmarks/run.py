@@ -56,7 +56,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -89,8 +89,9 @@ SCALING = (
 DEFAULT_SCALING_CONTENDERS = ("icesink-bucket", "parquet", "noop", "mapinarrow-count", "pyiceberg-naive")
 
 
-def _session(master: str) -> SparkSession:
+def _session(master: str, conf: Mapping[str, str] | None = None) -> SparkSession:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    options = with_class_archive(dict(conf or {}))  # as the jobs' session: Spark's classes mapped
     spark = (
         SparkSession.builder.master(master)
         .appName("icesink-throughput")
@@ -98,7 +99,7 @@ def _session(master: str) -> SparkSession:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "4g")
-        .config(map=dict(with_class_archive({})))  # as the jobs' session: Spark's classes mapped, if made
+        .config(map=dict(options))
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
