@@ -219,22 +219,25 @@ def _iceberg_files(table: Table) -> tuple[int, dict[str, int]]:
     return rows, size_summary(files.column("file_size_in_bytes").to_pylist())
 
 
+def icesink_options(run_dir: Path, layout: Layout, mode: str) -> dict[str, str]:
+    """The benchmark's sink options: ``mode``, an SQLite catalog and its warehouse in ``run_dir``."""
+    return {
+        "catalog.name": "bench",
+        "catalog.type": "sql",
+        "catalog.uri": f"sqlite:///{run_dir}/catalog.db",
+        "catalog.warehouse": f"file://{run_dir}/warehouse",
+        "table": TABLE,
+        "partition-by": layout.partition_by,
+        "distribution-mode": mode,
+    }
+
+
 def run_icesink(mode: str) -> Contender:
     """icesink with ``distribution-mode`` = ``mode``, default options otherwise."""
 
     def run(stream: Stream, run_dir: Path, jvm_pid: int) -> RunResult:
         name = f"icesink-{mode}"
-        sink = IcebergSink.from_options(
-            {
-                "catalog.name": "bench",
-                "catalog.type": "sql",
-                "catalog.uri": f"sqlite:///{run_dir}/catalog.db",
-                "catalog.warehouse": f"file://{run_dir}/warehouse",
-                "table": TABLE,
-                "partition-by": stream.layout.partition_by,
-                "distribution-mode": mode,
-            }
-        )
+        sink = IcebergSink.from_options(icesink_options(run_dir, stream.layout, mode))
         df = stream.read()
         sink.prepare(df.schema)
         timed = _TimedBatches(sink, sink)

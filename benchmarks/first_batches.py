@@ -24,7 +24,7 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame
 
-from benchmarks._contenders import TABLE, Layout
+from benchmarks._contenders import Layout, icesink_options
 from benchmarks.run import _session, _stream
 from icesink import IcebergSink
 
@@ -113,17 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         spark = _session(args.master, {"spark.driver.extraJavaOptions": java})
         layout = Layout(args.partition_values)
         stream = _stream(spark, args.workdir.resolve(), args.batches, args.rows_per_batch, layout)
-        sink = IcebergSink.from_options(
-            {
-                "catalog.name": "bench",
-                "catalog.type": "sql",
-                "catalog.uri": f"sqlite:///{run_dir}/catalog.db",
-                "catalog.warehouse": f"file://{run_dir}/warehouse",
-                "table": TABLE,
-                "partition-by": layout.partition_by,
-                "distribution-mode": args.mode,
-            }
-        )
+        sink = IcebergSink.from_options(icesink_options(run_dir, layout, args.mode))
         df = stream.read()
         calls: list[tuple[int, float, float]] = []
 
