@@ -64,16 +64,15 @@ def _spark_jobs(log: Path, origin: float) -> list[SparkJob]:
     job_of_stage: dict[int, int] = {}
     last_job = -1
     for line in log.read_text().splitlines():
-        stamp, _, message = line[:23], line[23], line[24:]
+        stamp, message = line[:23], line[24:]
         try:
             at = datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S.%f").timestamp() - origin
         except ValueError:
-            continue  # a continuation line
+            continue  # a continuation line, or an empty one
         if m := SUBMITTED.search(message):
             last_job = int(m.group(1))
-            what = m.group(2).split(" at ")[0]
-            jobs[last_job] = SparkJob(last_job, f"{what} ({Path(m.group(2).split(' at ')[-1]).name})",
-                                      int(m.group(3)), at)  # fmt: skip
+            what, _, where = m.group(2).rpartition(" at ")
+            jobs[last_job] = SparkJob(last_job, f"{what} ({Path(where).name})", int(m.group(3)), at)
         elif (m := STAGE_OF_JOB.search(message)) and last_job in jobs:
             job_of_stage[int(m.group(1))] = last_job
         elif (m := TASK_STARTED.search(message)) and int(m.group(1)) in job_of_stage:

@@ -17,6 +17,7 @@ LOG = """\
 2026-11-29 03:02:05.111 [queryId = 35aaf] [batchId = 0] Starting task 1.0 in stage 2.0 (TID 4) (192.0.2.2)
 2026-11-29 03:02:05.114 ResultStage 1 (collect at /app/workers_ahead.py:58) finished in 4650 ms
 a continuation line of a message
+
 2026-11-29 03:02:07.610 ShuffleMapStage 2 (start at Native.java:0) finished in 4771 ms
 """
 
