@@ -5,9 +5,10 @@ Each test writes real Parquet files into a folder of ``tmp_path`` and reads them
 
 from __future__ import annotations
 
-import time
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -20,6 +21,7 @@ from pyiceberg.types import LongType, NestedField, StringType
 from sink import failpoints
 from sink.errors import WriteError, find_error_code
 from sink.type_mapping import iceberg_to_arrow_schema
+from sink.write import task_clock
 from sink.write.messages import WriteResult
 from sink.write.task import DataTaskWriter, WriteSpec, write_function
 from tests.unit.writer_fixtures import task_spec
@@ -131,35 +133,40 @@ def test_a_failing_input_leaves_no_file_and_names_the_task(tmp_path: Path) -> No
     assert _parquet_files(tmp_path) == []
 
 
-def test_the_task_function_times_its_input_and_the_close_of_its_files(tmp_path: Path) -> None:
-    input_ended: list[float] = []
-    opened: list[float] = []
+def test_the_task_function_times_its_input_and_the_close_of_its_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The task's clock reads a counter that only the input and the storage move: each phase's
+    # seconds are then exactly what happened in it, whatever the machine's speed.
+    now = [100.0]
+    lock = threading.Lock()
+    events: list[str] = []
+
+    def advance(seconds: float, event: str) -> None:
+        with lock:
+            now[0] += seconds
+            events.append(event)
+
+    monkeypatch.setattr(task_clock, "time", SimpleNamespace(monotonic=lambda: now[0]))
 
     def slow_input() -> Iterator[pa.RecordBatch]:
         yield _rows(range(0, 50))
-        time.sleep(0.3)  # Spark's side of the task is slow to hand over the rest
+        advance(3.0, "input")  # Spark's side of the task is slow to hand over the rest
         yield _rows(range(50, 100))
-        input_ended.append(time.monotonic())  # the task asked for more, and there was none
+        events.append("input ended")  # the task asked for more, and there was none
 
-    def slow_storage(point: str) -> None:
-        opened.append(time.monotonic())
-        time.sleep(0.2)  # each file is opened when the writers are closed, after the input
-
-    failpoints.arm("storage.write", "call", times=1_000, call=slow_storage)
+    # Each file is opened when the writers are closed, after the input.
+    failpoints.arm("storage.write", "call", times=1_000, call=lambda point: advance(2.0, "file opened"))
     try:
-        started = time.monotonic()
         output = list(write_function(_spec(tmp_path))(slow_input()))
-        elapsed = time.monotonic() - started
     finally:
         failpoints.disarm_all()
 
     files = WriteResult.from_json(t for b in output for t in b.column(0).to_pylist()).files
     assert len(files) == BUCKETS and len({(f.task_input_seconds, f.task_close_seconds) for f in files}) == 1
-    input_seconds, close_seconds = files[0].task_input_seconds, files[0].task_close_seconds
-    assert input_seconds >= 0.3
-    assert input_ended[0] <= min(opened)  # the input had ended when the first file opened
-    assert close_seconds >= 0.2 * BUCKETS / 2  # the files are closed two at a time
-    assert input_seconds + close_seconds <= elapsed
+    assert events.index("input ended") < events.index("file opened")
+    assert files[0].task_input_seconds == 3.0
+    assert files[0].task_close_seconds == 2.0 * BUCKETS
 
 
 def test_the_task_function_yields_its_files_then_its_report(tmp_path: Path) -> None:
