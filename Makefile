@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: env system-deps demo demo-cluster test test-fast test-faults test-deploy lint format bench bench-upsert bench-routing bench-deploy bench-scale clean
+.PHONY: env system-deps demo demo-cluster test test-fast test-faults test-deploy lint docs format bench bench-upsert bench-routing bench-deploy bench-scale clean
 
 # The virtual environment, and the Spark driver's class archive for this Java and Spark
 # (made once, about a minute; jobs and tests then start their JVMs in about half the time).
@@ -49,13 +49,19 @@ test-deploy: env system-deps
 	$(PY) -m pytest -q -m "deploy or cluster_full" tests/deploy $(PYTEST_ARGS)
 
 # ruff, mypy (strict on the library; jobs, benchmarks, tests and scripts with the config's
-# settings) and the layout check: module and function sizes, import direction and cycles.
+# settings), the layout check (module and function sizes, import direction and cycles) and
+# docs/options.md as the configuration models give it.
 lint: env
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy --strict sink icesink
 	$(VENV)/bin/mypy
 	$(PY) scripts/check_layout.py
+	$(PY) scripts/options_doc.py --check
+
+# docs/options.md, the option reference, from the configuration models (a second or two).
+docs: env
+	$(PY) scripts/options_doc.py
 
 format: env
 	$(VENV)/bin/ruff format .

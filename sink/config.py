@@ -32,13 +32,12 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pyiceberg.transforms import BucketTransform
 
 from sink.config_options import option_tree
 from sink.config_route import RouteConfig, check_route
 from sink.config_upsert import UpsertConfig, check_upsert
-from sink.errors import ConfigError, PartitionSpecError
-from sink.partitioning import check_terms, parse_partition_by
+from sink.errors import ConfigError
+from sink.partitioning import check_partition_by
 from sink.secrets import hidden, redact
 
 DEFAULT_CATALOG_NAME = "default"
@@ -110,7 +109,20 @@ class CatalogConfig(_Frozen):
 
 
 class WriteConfig(_Frozen):
-    """How data files are written (executor side)."""
+    """How data files are written (executor side).
+
+    Attributes:
+        target_file_size_bytes: On-disk size at which a data file rolls to the next; default
+            the table's property, else 512 MiB.
+        row_group_size_bytes: Estimated on-disk size of a Parquet row group.
+        memory_budget_bytes: Most Arrow memory one write task holds: its open writers' rows and
+            its input in flight; above it the largest open file is closed (never dropped).
+        compression_codec: Parquet codec, the table's property by default: ``zstd``, ``snappy``,
+            ``gzip``, ``lz4``, ``brotli``, ``none`` or ``uncompressed``.
+        distribution_mode: The shuffle before the write tasks: ``bucket`` (shuffle partition ==
+            bucket id), ``hash`` (by the partition tuple) or ``none`` (no shuffle). Default:
+            ``bucket`` when the spec has a bucket, ``hash`` when it has other fields, else ``none``.
+    """
 
     target_file_size_bytes: int = Field(default=DEFAULT_TARGET_FILE_SIZE_BYTES, ge=1024)
     row_group_size_bytes: int = Field(default=DEFAULT_ROW_GROUP_SIZE_BYTES, ge=1024)
@@ -128,12 +140,20 @@ class WriteConfig(_Frozen):
 
 
 class CommitConfig(_Frozen):
-    """How and when the driver commits."""
+    """How and when the driver commits; unset cadence: one commit per batch (:mod:`sink.commit.policy`).
+
+    Attributes:
+        retries: Tries after a commit lost a race with another writer.
+        min_wait_ms: First wait before a retry; the waits double up to ``max_wait_ms``.
+        max_wait_ms: Longest wait between two tries.
+        target_bytes: Stage batches and commit once their files hold this many bytes.
+        interval_s: Stage batches and commit once the oldest staged one is this many seconds old.
+        max_batches: Stage batches and commit every this many batches.
+    """
 
     retries: int = Field(default=DEFAULT_COMMIT_RETRIES, ge=0, le=100)
     min_wait_ms: int = Field(default=DEFAULT_COMMIT_MIN_WAIT_MS, ge=0)
     max_wait_ms: int = Field(default=DEFAULT_COMMIT_MAX_WAIT_MS, ge=0)
-    # Commit cadence: unset means one commit per micro-batch (see sink.commit.policy).
     target_bytes: int | None = Field(default=None, ge=1)
     interval_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     max_batches: int | None = Field(default=None, ge=1)
@@ -176,25 +196,28 @@ class MetricsConfig(_Frozen):
     """Where the sink's Prometheus metrics go (see :mod:`sink.metrics_server`).
 
     Attributes:
-        port: Port of the HTTP endpoint on the driver (``metrics.port``); ``None`` (the
+        port: Port of the HTTP endpoint on the driver (``metrics.port``); unset (the
             default, for library use) serves nothing, 0 any free port.
         host: Address the endpoint binds (``metrics.host``).
         pushgateway_url: Pushgateway to push to, for short jobs (``metrics.pushgateway-url``).
         pushgateway_job: ``job`` of the pushed group (``metrics.pushgateway-job``).
+        max_tables: Most tables with series of their own; the others share the ``table``
+            label ``_other``.
     """
 
     port: int | None = Field(default=None, ge=0, le=65535)
     host: str = Field(default=DEFAULT_METRICS_HOST, min_length=1)
     pushgateway_url: str | None = Field(default=None, pattern=r"^(https?://)?[^\s/:]+(:\d+)?(/\S*)?$")
     pushgateway_job: str = Field(default=DEFAULT_PUSHGATEWAY_JOB, pattern=r"^[A-Za-z0-9_.-]{1,128}$")
-    max_tables: int = Field(default=1000, ge=1)  # tables with series of their own; the rest: "_other"
+    max_tables: int = Field(default=1000, ge=1)
 
 
 class SinkConfig(_Frozen):
     """Everything an :class:`~sink.sink.IcebergSink` needs.
 
     Attributes:
-        table: Table identifier, ``namespace.name``; created when missing.
+        table: Table identifier, ``namespace.name``; created when missing. Required unless
+            ``route.by`` is set.
         catalog: The catalog to load.
         partition_by: Partition spec for a table the sink creates, e.g.
             ``"day(ts), bucket(16, id)"``. An existing table keeps its own spec.
@@ -207,7 +230,9 @@ class SinkConfig(_Frozen):
         table_schema: Column matching and schema evolution.
         dead_letter: Rows that cannot be converted.
         state_location: Where the sink keeps its attempt records and staged batches
-            (``state-location``; see :mod:`sink.commit.state`), outside every table's location.
+            (:mod:`sink.commit.state`), outside every table's location, e.g.
+            ``s3://bucket/icesink-state``. Default ``<warehouse>/_icesink_state`` when the
+            warehouse is a local folder; required otherwise.
         upsert: Append or upsert (``write.mode``, ``upsert.*``).
         route: Many tables from one stream (``route.*``); ``table`` is then optional.
     """
@@ -243,7 +268,7 @@ class SinkConfig(_Frozen):
 
     @model_validator(mode="after")
     def _consistent(self) -> SinkConfig:
-        _check_partitioning(self)
+        check_partition_by(self.partition_by, self.table_schema.case_sensitive, self.write.distribution_mode)
         _check_write_and_commit(self.write, self.commit)
         staged = {"target_bytes", "interval_s", "max_batches"} & self.commit.model_fields_set
         check_upsert(self.upsert, bool(staged))
@@ -259,33 +284,6 @@ class SinkConfig(_Frozen):
                 names the option, the value and what is accepted.
         """
         return _from_options(cls, options)
-
-
-def _check_partitioning(config: SinkConfig) -> None:
-    """``partition-by`` parses, names each field once, and has a bucket for ``distribution-mode=bucket``.
-
-    Whether its columns exist and take their transforms needs the stream's schema: that
-    is checked before the table is created (:func:`sink.partitioning.build_partition_spec`).
-    """
-    text = config.partition_by
-    try:
-        terms = parse_partition_by(text)
-        check_terms(terms, config.table_schema.case_sensitive)
-    except PartitionSpecError as e:
-        raise PartitionSpecError(
-            f"invalid value {text!r} for option 'partition-by': {e.message}", hint=e.hint
-        ) from e
-    mode = config.write.distribution_mode
-    if (
-        terms
-        and mode is DistributionMode.BUCKET
-        and not any(isinstance(t.transform, BucketTransform) for t in terms)
-    ):
-        raise ConfigError(
-            f"invalid value {mode.value!r} for option 'distribution-mode': partition-by {text!r} "
-            "has no bucket(N, col) term to shuffle by",
-            hint="use distribution-mode=hash (or none), or add a bucket(N, col) term to partition-by",
-        )
 
 
 def _check_write_and_commit(write: WriteConfig, commit: CommitConfig) -> None:
@@ -344,5 +342,5 @@ def _accepted_hint(loc: tuple[str, ...]) -> str:
             "host": "use an address to bind, e.g. 127.0.0.1 or 0.0.0.0",
             "pushgateway_url": "use the Pushgateway's address, e.g. http://pushgateway:9091",
             "pushgateway_job": "use 1-128 letters, digits, '_', '.', '-'",
-        }.get(loc[-1], "see the option's description in README.md")
-    return "see the option's description in README.md"
+        }.get(loc[-1], "see the option's description in docs/options.md")
+    return "see the option's description in docs/options.md"

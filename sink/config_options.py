@@ -96,3 +96,8 @@ def option_tree(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[tuple[
     if table_props:
         data["table_properties"] = table_props
     return data, origin
+
+
+def option_fields() -> dict[str, tuple[str | None, str]]:
+    """Each option key (lower case) -> ``(section, field)`` of the config model; for the option reference."""
+    return dict(_OPTION_FIELDS)

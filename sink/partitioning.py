@@ -25,7 +25,7 @@ from pyiceberg.transforms import (
     YearTransform,
 )
 
-from sink.errors import PartitionSpecError
+from sink.errors import ConfigError, PartitionSpecError
 
 _TERM = re.compile(r"^\s*(?:(?P<fn>[A-Za-z_]+)\s*\((?P<args>[^()]*)\)|(?P<col>[^(),]+?))\s*$")
 _UNARY: dict[str, type[Transform[Any, Any]]] = {
@@ -98,6 +98,32 @@ def check_terms(terms: list[PartitionTerm], case_sensitive: bool = False) -> Non
                     f"column {term.column!r} by time",
                     hint="keep one of them: the finer one (hour) also groups rows by the coarser",
                 )
+
+
+def check_partition_by(text: str | None, case_sensitive: bool, distribution_mode: Any) -> None:
+    """``partition-by`` parses, names each field once, and has a bucket for ``distribution-mode=bucket``.
+
+    Whether its columns exist and take their transforms needs the stream's schema: that
+    is checked before the table is created (:func:`build_partition_spec`).
+
+    Raises:
+        PartitionSpecError: The option does not parse, naming its value.
+        ConfigError: ``distribution-mode=bucket`` without a bucket term.
+    """
+    try:
+        terms = parse_partition_by(text)
+        check_terms(terms, case_sensitive)
+    except PartitionSpecError as e:
+        raise PartitionSpecError(
+            f"invalid value {text!r} for option 'partition-by': {e.message}", hint=e.hint
+        ) from e
+    mode = getattr(distribution_mode, "value", distribution_mode)
+    if terms and mode == "bucket" and not any(isinstance(t.transform, BucketTransform) for t in terms):
+        raise ConfigError(
+            f"invalid value {mode!r} for option 'distribution-mode': partition-by {text!r} "
+            "has no bucket(N, col) term to shuffle by",
+            hint="use distribution-mode=hash (or none), or add a bucket(N, col) term to partition-by",
+        )
 
 
 def describe_term(term: PartitionTerm) -> str:

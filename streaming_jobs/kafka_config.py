@@ -27,7 +27,7 @@ A complete file (every key but ``kafka.bootstrap-servers``, one of ``kafka.topic
       schema: "id BIGINT, name STRING" # fixed; inferred per batch when absent
       metadata-columns: true           # _kafka_topic, _kafka_partition, _kafka_offset, _kafka_timestamp
                                        # (default true; false with sink write.mode: upsert)
-    sink:                              # every IcebergSink option (README "Options")
+    sink:                              # every IcebergSink option (docs/options.md)
       table: analytics.orders          # or route.by: topic, route.table-template: raw.{topic}
       catalog.type: sql
       catalog.uri: sqlite:////data/catalog.db
@@ -403,7 +403,23 @@ class SparkSettings(_Section):
 
 
 class JobConfig(_Section):
-    """The whole job: source, decoding, sink, trigger, checkpoint (see the module docstring)."""
+    """The whole job: source, decoding, sink, trigger, checkpoint (see the module docstring).
+
+    Attributes:
+        kafka: What to read and how.
+        value: How the values are decoded.
+        sink: Every sink option (``table``, ``catalog.*``, ...) as a mapping; ``table`` or the
+            ``route.*`` keys are required. The job's own defaults: ``metrics.port`` 9408 (null
+            turns the endpoint off); ``schema.evolution`` ``off`` with a fixed value schema;
+            ``upsert.order-column`` ``_source_ts`` when upserting Debezium values.
+        trigger: When micro-batches run.
+        checkpoint_location: The streaming query's checkpoint, on storage every restart of the
+            driver sees.
+        query_name: The streaming query's name, as Spark shows it.
+        max_restarts: How many times a failed query starts again from its checkpoint (after 1,
+            2, 4, ... up to 30 seconds) before the job exits with code 1.
+        spark: The SparkSession the job creates.
+    """
 
     kafka: KafkaSettings
     value: ValueSettings = Field(default_factory=ValueSettings)
@@ -502,7 +518,7 @@ def _config_error(error: ValidationError) -> ConfigError:
                 lines.append(f"key {key!r} has value {_shown(key, value)}: {message}")
     return ConfigError(
         "invalid configuration: " + "; ".join(lines),
-        hint="see the keys in streaming_jobs/kafka_config.py or README.md 'Kafka to Iceberg'",
+        hint="see the keys in docs/options.md, 'Kafka job options'",
     )
 
 
