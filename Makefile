@@ -50,7 +50,7 @@ test-deploy: env system-deps
 
 # ruff, mypy (strict on the library; jobs, benchmarks, tests and scripts with the config's
 # settings), the layout check (module and function sizes, import direction and cycles) and
-# docs/options.md as the configuration models give it.
+# the docs' checks: docs/options.md as the models give it, docs/architecture.md naming every module.
 lint: env
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -58,6 +58,7 @@ lint: env
 	$(VENV)/bin/mypy
 	$(PY) scripts/check_layout.py
 	$(PY) scripts/options_doc.py --check
+	$(PY) scripts/check_docs.py
 
 # docs/options.md, the option reference, from the configuration models (a second or two).
 docs: env
