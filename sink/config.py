@@ -1,19 +1,9 @@
 """Sink configuration: a frozen, validated pydantic model tree.
 
 Two ways in: ``SinkConfig(...)`` with typed values, or :meth:`SinkConfig.from_options`
-with Spark-style string options (case-insensitive keys), for example::
-
-    SinkConfig.from_options({
-        "table": "analytics.trips",
-        "catalog.type": "sql",
-        "catalog.uri": "sqlite:////data/catalog.db",
-        "catalog.warehouse": "file:///data/warehouse",
-        "partition-by": "day(tpep_pickup_datetime), bucket(16, PULocationID)",
-        "write.target-file-size-bytes": "268435456",
-    })
-
-Every bad value fails here, at construction, with the key, the value and what would
-be accepted, never in the middle of a stream.
+with Spark-style string options (case-insensitive keys). Every bad value fails here, at
+construction, with the key, the value and what would be accepted, never in the middle of
+a stream. Each option's description below is the text of ``docs/options.md`` (``make docs``).
 """
 
 from __future__ import annotations
@@ -82,9 +72,11 @@ class CatalogConfig(_Frozen):
     """Which Iceberg catalog to use: every ``catalog.*`` option goes to pyiceberg's ``load_catalog``.
 
     Attributes:
-        name: The catalog's name (``catalog.name``).
-        properties: The other ``catalog.*`` options, ``type``/``uri``/``warehouse`` among them.
-            Credentials are kept as ``SecretStr``.
+        name: The catalog's name (``catalog.name``); the SQL catalog keys tables by it.
+        properties: The other ``catalog.*`` options, for pyiceberg's ``load_catalog`` (``type``,
+            ``uri``, ``warehouse``, ``s3.*``, ...). Keys naming a credential (password, secret,
+            token, credential, access-key, session-key) and the password inside a URI are kept
+            secret: masked in errors, logs and ``repr()``.
     """
 
     name: str = DEFAULT_CATALOG_NAME
@@ -163,7 +155,8 @@ class SchemaConfig(_Frozen):
     """How a batch's columns meet the table's schema.
 
     Attributes:
-        evolution: Whether new columns are added and types widened (``schema.evolution``).
+        evolution: Whether new columns are added and types widened (``schema.evolution``);
+            ``off``: values are converted or dead-lettered, a column the table lacks fails the batch.
         case_sensitive: Whether column names must match in case (``schema.case-sensitive``).
     """
 
@@ -175,8 +168,10 @@ class DeadLetterConfig(_Frozen):
     """Rows that cannot be converted to the table's types.
 
     Attributes:
-        on_bad_record: ``dlq`` (default) or ``fail`` (``on-bad-record``).
-        table: The dead-letter table (``dead-letter.table``); default ``<table>__dlq``.
+        on_bad_record: ``dlq``: such rows go to the dead-letter table; ``fail``: the batch fails,
+            naming the column, the value and this option (``on-bad-record``).
+        table: The dead-letter table (``dead-letter.table``), created on first use; default
+            ``<table>__dlq`` (a routed sink's: ``<namespace>.routed__dlq``).
     """
 
     on_bad_record: BadRecordPolicy = BadRecordPolicy.DLQ
@@ -219,11 +214,13 @@ class SinkConfig(_Frozen):
         table: Table identifier, ``namespace.name``; created when missing. Required unless
             ``route.by`` is set.
         catalog: The catalog to load.
-        partition_by: Partition spec for a table the sink creates, e.g.
-            ``"day(ts), bucket(16, id)"``. An existing table keeps its own spec.
+        partition_by: Partition spec for a table the sink creates, comma separated: ``col``,
+            ``identity(col)``, ``bucket(N, col)``, ``truncate(W, col)``, ``year``/``month``/
+            ``day``/``hour(col)``, e.g. ``"day(ts), bucket(16, id)"``. An existing table keeps its own.
         sink_id: Identity recorded with every commit for the replay check. Default:
             the streaming query's id, which is stable across restarts from one checkpoint.
-        table_properties: Properties for a table the sink creates.
+        table_properties: Properties for a table the sink creates (``table-property.<key>``),
+            beside the sink's own (manifest merging, old metadata files deleted).
         write: Data file writing.
         commit: Commit retries.
         metrics: Prometheus endpoint and Pushgateway.
