@@ -2,9 +2,9 @@
 
 - ``promtool check`` accepts the rules and the scrape config, ``promtool test rules``
   passes, and every alert has a firing and a silent unit test;
-- every metric name the dashboard, the rules or the README use is defined by
+- every metric name the dashboard, the rules or docs/monitoring.md use is defined by
   :class:`~sink.metrics.SinkMetrics`, and every metric it defines is on the dashboard
-  and in the README;
+  and in docs/monitoring.md;
 - the dashboard JSON is what ``monitoring/build_dashboard.py`` builds, survives a round
   trip through Grafana's foundation SDK model unchanged, and each panel has a data
   source, a unit and a title.
@@ -39,7 +39,7 @@ from tests.e2e.monitoring_files import (
 pytestmark = pytest.mark.e2e
 
 PROMETHEUS_CONFIG = MONITORING / "prometheus" / "prometheus.yml"
-README = MONITORING / "README.md"
+GUIDE = MONITORING.parent / "docs" / "monitoring.md"
 
 
 def _promtool(promtool: str, *args: str | Path) -> str:
@@ -114,7 +114,7 @@ def test_metric_names_agree_between_sink_dashboard_rules_and_readme() -> None:
         "dashboard": metric_names(dashboard_text),
         "alert rules": metric_names(RULES.read_text()),
         "rule tests": metric_names(RULE_TESTS.read_text()),
-        "README": metric_names(README.read_text()),
+        "docs/monitoring.md": metric_names(GUIDE.read_text()),
     }
     for source, used in sources.items():
         unknown = used - samples - set(defined)
@@ -122,9 +122,9 @@ def test_metric_names_agree_between_sink_dashboard_rules_and_readme() -> None:
     used_on_dashboard = sources["dashboard"]
     missing = [family for family, names in defined.items() if not names & used_on_dashboard]
     assert not missing, f"metrics not shown on the dashboard: {missing}"
-    readme_names = metric_names(README.read_text())
+    readme_names = metric_names(GUIDE.read_text())
     undocumented = sorted(set(defined) - readme_names)
-    assert not undocumented, f"metrics missing from monitoring/README.md: {undocumented}"
+    assert not undocumented, f"metrics missing from docs/monitoring.md: {undocumented}"
     assert len(defined) >= 25
 
 

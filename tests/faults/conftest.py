@@ -1,7 +1,7 @@
 """The fault-injection suite: a seeded selection in ``make test``, the full matrix with ``make test-faults``.
 
 Every outcome is tallied; the terminal summary gives faults injected, rows checked, lost
-and duplicated (the figures the README records).
+and duplicated (the figures docs/development.md describes).
 """
 
 from __future__ import annotations
