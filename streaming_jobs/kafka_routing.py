@@ -1,7 +1,7 @@
 """Many topics into many tables: the Kafka job's routing keys, checked against the decoding.
 
-The job routes with the sink's own ``route.*`` options (README "Many tables from one
-stream"), set under ``sink:`` in the YAML file or with flags::
+The job routes with the sink's own ``route.*`` options (``docs/routing.md``), set under
+``sink:`` in the YAML file or with flags::
 
     --topic-pattern 'shop\\..*' --route-by topic --table-template 'raw.{topic}'
     --topics events --route-by field --route-field type --route-tables '{"click": "ev.clicks"}'
