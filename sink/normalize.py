@@ -12,7 +12,7 @@ boolean of it, :data:`BAD_ROW_COLUMN`: the write tasks drop the flagged rows and
 them with the rows they received, and the dead letters (the same projection filtered on
 the problem, with the original row as JSON) only run when a task found some. (Counting
 in Spark instead, with ``observe``, costs the JVM thread that feeds Python more CPU
-time than the flag does: ``benchmarks/README.md``.)
+time than the flag does: ``benchmarks/README.md``, "Figures behind the code's thresholds".)
 
 With ``on-bad-record=fail`` a filter raises (``raise_error``) at the first bad row
 instead, so the batch fails before anything is committed; the driver turns the

@@ -78,9 +78,8 @@ from streaming_jobs.kafka_routing import check_routing, upserted_tables
 DEFAULT_METRICS_PORT = 9408  # what monitoring/prometheus/prometheus.yml scrapes
 DEFAULT_APP_NAME = "icesink-kafka-to-iceberg"
 # One source task per core: each task pays a Kafka client, its first fetch and its file's
-# close, and a second wave of tasks pays them again (1.09-1.12x the messages/s of two per core,
-# benchmarks/README.md, "One source task per core"); packing keeps the tasks within one
-# range's size of each other.
+# close, and a second wave of tasks pays them again (benchmarks/README.md, "One source task
+# per core"); packing keeps the tasks within one range's size of each other.
 SOURCE_TASKS_PER_CORE = 1
 SourceChoice = Literal["auto", "jvm", "python"]
 Flavor = Literal["jvm", "python"]

@@ -14,9 +14,9 @@
   core of the application (``coalesce``, a narrow dependency: no second shuffle), each
   reading whole shuffle partitions one after the other. Every Python task has a fixed
   cost whatever it holds, and one per bucket costs about as much as the batch's Arrow
-  hand-off (figures in ``benchmarks/README.md``); every bucket is still read by one
-  task, so the files are the same. The task closes a bucket's files as soon
-  as the next bucket's rows begin (:attr:`RoutedBatch.sequential_buckets`), so it holds
+  hand-off (``benchmarks/README.md``, "Figures behind the code's thresholds"); every bucket
+  is still read by one task, so the files are the same. The task closes a bucket's files
+  as soon as the next bucket's rows begin (:attr:`RoutedBatch.sequential_buckets`), so it holds
   about one bucket at a time, as before.
 * ``hash`` (default for specs without a bucket): shuffle by the full partition tuple;
   each value lands in one task, and adaptive execution may coalesce the tasks.
@@ -78,16 +78,17 @@ SINGLE_TASK_MAX_BYTES = 16 * 1024 * 1024
 """A batch after one that wrote at most this many bytes (and one target) is written by one task.
 
 Set well below where one task and the bucket shuffle break even on two cores (more
-cores favour the shuffle sooner); the measurements are in ``benchmarks/README.md``
-(``benchmarks/routing_cost.py``).
+cores favour the shuffle sooner): ``benchmarks/README.md``, "Figures behind the code's
+thresholds".
 """
 
 
 WRITE_TASKS_PER_CORE = 2
 """Tasks per core of the application that write a bucket shuffle (whole buckets each).
 
-Two per core rather than one leave room for buckets of unequal size; more tasks cost
-more Python-worker time for the same files (``benchmarks/README.md``, "Routing").
+Two per core rather than one leave room for buckets of unequal size; more tasks cost more
+Python-worker time for the same files (``benchmarks/README.md``, "Figures behind the code's
+thresholds").
 """
 
 
@@ -96,8 +97,8 @@ DRIVER_MAX_BYTES = 4 * 1024 * 1024
 
 It is collected as Arrow (a Spark job without a Python worker) and written in the
 driver's process by the same writer the tasks use: for small batches the cheapest path,
-with no Python task to schedule and no result to send back (``benchmarks/run.py
---scaling``). The driver then holds one small batch in memory.
+with no Python task to schedule and no result to send back (``benchmarks/README.md``,
+"Figures behind the code's thresholds"). The driver then holds one small batch in memory.
 """
 
 

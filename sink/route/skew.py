@@ -53,8 +53,8 @@ MEASURE_FACTOR = 2.0
 RETELL_AFTER = 15
 """Shuffled batches whose rows do not tell their Spark partitions, after one that did.
 
-Telling costs a column through the shuffle: 4-5% more time for the reference workload's
-rows (``benchmarks/README.md``, "A file of one row group"). A batch whose rows came from
+Telling costs a column through the shuffle (``benchmarks/README.md``, "Figures behind the
+code's thresholds"). A batch whose rows came from
 one partition is not shuffled, and tells at about no cost; one whose rows came from
 several is followed by this many that do not tell, so a source that changes is noticed
 within this many batches."""

@@ -5,7 +5,7 @@ chunk sorted by partition value, each file's pieces merged before it is encoded)
 frees each copy soon after. pyarrow's default pool on Linux, mimalloc, gives the freed
 memory back to the system at once, and the next copy faults it in again: system CPU
 time that jemalloc, which keeps freed memory for the next allocation, does not spend
-(figures and commands in ``benchmarks/README.md``, "Arrow's allocator in the write tasks").
+(``benchmarks/README.md``, "Arrow's allocator in the write tasks").
 
 Two ways to get it, the first better:
 

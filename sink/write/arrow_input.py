@@ -3,9 +3,9 @@
 Spark caps every Arrow batch it sends a Python worker twice: at
 ``spark.sql.execution.arrow.maxRecordsPerBatch`` rows (10,000 by default) and at
 ``spark.sql.execution.arrow.maxBytesPerBatch`` bytes (64 MiB by default). It checks the byte
-cap after every row, by asking each column's Arrow vector for its size, which for the
-reference workload's 19 columns nearly doubles what the JVM spends on each row on its way
-to Python (``benchmarks/README.md``, "Spark's byte check on every row"). A byte cap of exactly
+cap after every row, by asking each column's Arrow vector for its size, which for rows
+as wide as the reference workload's is a large share of what the JVM spends on each row on
+its way to Python (``benchmarks/README.md``, "Spark's byte check on every row"). A byte cap of exactly
 ``Int.MaxValue`` turns the check off; the row cap then bounds each batch alone.
 
 The check can only end a batch early when its rows are wide. The write tasks measure

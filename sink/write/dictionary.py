@@ -7,9 +7,9 @@ chunk's first page is no smaller with the dictionary (the dictionary plus the bi
 indices) than as plain values (``isCompressionSatisfying``). Columns of nearly unique values
 (event times, ids, amounts with many cents) fail that test: their dictionary is as large as
 the values, the indices come on top, hashing every value costs CPU, and the result
-compresses worse than plain values do. On the reference workload's files (15,600 rows each),
-the two timestamp columns take 21% less space plain, and the files 6% less in all
-(``benchmarks/README.md``, "A dictionary only where it makes a column smaller").
+compresses worse than plain values do: the reference workload's timestamp columns take
+less space plain (``benchmarks/README.md``, "Figures behind the code's thresholds" and
+"A dictionary only where it makes a column smaller").
 
 This module applies parquet-java's test once per table and task, to a sample of its first
 rows: a page's worth at most (parquet-java's first page holds at most 20,000 values), and at

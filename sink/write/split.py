@@ -118,8 +118,9 @@ def _stable_order(codes: np.ndarray[Any, np.dtype[np.int64]], span: int) -> np.n
     """The indices that sort ``codes`` (all in ``range(span)``), equal codes in input order.
 
     Arrow's stable sort counts instead of comparing when the codes span at most
-    :data:`COUNTING_SORT_SPAN` values: 0.4-0.7 ms for 125,000 rows against NumPy's 7-10 ms.
-    Above that it compares, 10-15% slower than NumPy (``benchmarks/README.md``, thresholds).
+    :data:`COUNTING_SORT_SPAN` values, an order of magnitude faster than NumPy's; above that
+    it compares, slower than NumPy (``benchmarks/README.md``, "Figures behind the code's
+    thresholds").
     """
     if span <= COUNTING_SORT_SPAN:
         order: np.ndarray[Any, Any] = pc.sort_indices(codes).to_numpy()
