@@ -76,8 +76,8 @@ before Spark starts; an error exits with code 2, naming the key. See
 """
 
 
-class MissingDescriptionError(Exception):
-    """An option whose model field has no description."""
+class OptionDocError(Exception):
+    """A field of the models the reference cannot document: no description, or no option key."""
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ def main(argv: list[str]) -> int:
     sys.path.insert(0, str(ROOT))  # this checkout's models, whatever the environment has installed
     try:
         text = render()
-    except MissingDescriptionError as e:
+    except OptionDocError as e:
         print(f"options_doc: {e}", file=sys.stderr)
         return 1
     if args.check:
@@ -171,6 +171,7 @@ def sink_sections(model: type[BaseModel]) -> list[tuple[str, list[Option]]]:
             also = ", ".join(f"`{k}`" for k in others)
             row = Option(row.key, row.type, row.default, row.allowed, f"{row.description} Also {also}.")
         sections.setdefault(section_name, []).append(row)
+    check_every_field_has_a_key(model, set(keys))
     order = [None, *(name for name in model.model_fields if name in sections)]
     result = []
     for name in order:
@@ -178,6 +179,27 @@ def sink_sections(model: type[BaseModel]) -> list[tuple[str, list[Option]]]:
         title = "Table" if name is None else f"{name.replace('_', ' ').capitalize()}: {_first_line(owner)}"
         result.append((title, sorted(sections[name], key=lambda o: o.key.replace("*", "~"))))
     return result
+
+
+# Fields reached by a key prefix or by a key of their own in sink_sections, not by option_fields().
+_SPECIAL_FIELDS = {("catalog", "name"), ("catalog", "properties"), (None, "table_properties")}
+
+
+def check_every_field_has_a_key(model: type[BaseModel], mapped: set[tuple[str | None, str]]) -> None:
+    """Every field of the sink's model can be set by some option key.
+
+    Raises:
+        OptionDocError: A field no key of ``sink/config_options.py`` reaches.
+    """
+    for name, info in model.model_fields.items():
+        inner = _model_class(info.annotation)
+        fields = [(name, f) for f in inner.model_fields] if inner else [(None, name)]
+        for place in fields:
+            if place not in mapped and place not in _SPECIAL_FIELDS:
+                raise OptionDocError(
+                    f"field {'.'.join(p for p in place if p)} of {model.__name__} has no option key: add "
+                    "one to _OPTION_FIELDS in sink/config_options.py, then run `make docs`"
+                )
 
 
 def model_sections(model: type[BaseModel], prefix: str, title: str) -> Iterator[tuple[str, list[Option]]]:
@@ -203,12 +225,12 @@ def option(model: type[BaseModel], field: str, key: str) -> Option:
     """The row of ``model``'s ``field``, known to users as ``key``.
 
     Raises:
-        MissingDescriptionError: The field has no description in the model.
+        OptionDocError: The field has no description in the model.
     """
     info = model.model_fields[field]
     text = info.description or attribute_docs(model).get(field)
     if not text:
-        raise MissingDescriptionError(
+        raise OptionDocError(
             f"option {key!r} ({model.__module__}.{model.__name__}.{field}) has no description: "
             "add it to the model's docstring (Attributes:) or as Field(description=...), then "
             "run `make docs`"

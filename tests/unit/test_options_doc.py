@@ -64,9 +64,29 @@ def test_an_option_without_a_description_is_refused_naming_it() -> None:
     assert (row.type, row.default, row.allowed) == ("integer", "`3`", ">= 1")
     assert row.description == "What it does, over two lines."
     assert options_doc.option(Section, "described", "section.described").description == "Said in the field."
-    missing = options_doc.MissingDescriptionError
+    missing = options_doc.OptionDocError
     with pytest.raises(missing, match=r"'section.undocumented'.*Section.undocumented"):
         options_doc.option(Section, "undocumented", "section.undocumented")
+
+
+def test_a_sink_field_without_an_option_key_is_refused_naming_it() -> None:
+    class Write(BaseModel):
+        """How files are written.
+
+        Attributes:
+            keyed: Has a key.
+            unkeyed: Has none.
+        """
+
+        keyed: int = 1
+        unkeyed: int = 2
+
+    class Sink(BaseModel):
+        write: Write = Field(default_factory=Write)
+
+    with pytest.raises(options_doc.OptionDocError, match=r"field write.unkeyed of Sink has no option key"):
+        options_doc.check_every_field_has_a_key(Sink, {("write", "keyed")})
+    options_doc.check_every_field_has_a_key(Sink, {("write", "keyed"), ("write", "unkeyed")})
 
 
 def test_every_sink_key_of_the_reference_is_one_from_options_accepts() -> None:
