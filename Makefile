@@ -50,7 +50,8 @@ test-deploy: env system-deps
 
 # ruff, mypy (strict on the library; jobs, benchmarks, tests and scripts with the config's
 # settings), the layout check (module and function sizes, import direction and cycles) and
-# the docs' checks: docs/options.md as the models give it, docs/architecture.md naming every module.
+# the docs' checks: docs/options.md as the models give it, docs/architecture.md naming every
+# module, and no link of the docs to a missing file or heading.
 lint: env
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .

@@ -6,7 +6,9 @@ Prints, one per line, every problem it finds and exits 1 when there is one:
   that does not exist; every module is named by its full path from the checkout, so a
   span ending in ``.py`` that is not such a path is a problem too;
 - a module (a ``.py`` file other than ``__init__.py``) or a package (a folder with an
-  ``__init__.py``) of :data:`MAPPED` that the map does not name.
+  ``__init__.py``) of :data:`MAPPED` that the map does not name;
+- a relative link of the docs (:data:`LINKED`: the README, ``docs/``, the benchmarks'
+  README) to a file that does not exist, or to a heading its Markdown file does not have.
 
 Usage: ``python scripts/check_docs.py [ROOT]`` (ROOT: the checkout, by default the parent
 of this script's folder). Standard library only, like ``check_layout.py``.
@@ -22,7 +24,11 @@ from pathlib import Path
 MAP = Path("docs") / "architecture.md"
 # The folders whose every module and package the map names.
 MAPPED = ("sink", "icesink", "streaming_jobs", "benchmarks", "monitoring", "scripts")
+# The Markdown files whose relative links must resolve (globs from the checkout).
+LINKED = ("README.md", "docs/*.md", "benchmarks/README.md")
 _SPAN = re.compile(r"`([^`\s]+)`")
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+_FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
 _PATH = re.compile(r"^[\w.-]+(/[\w.-]+)*/?$")
 
 
@@ -52,7 +58,36 @@ def check(root: Path) -> list[str]:
         for path in code_paths(root)
         if path not in named
     ]
+    for pattern in LINKED:
+        for doc in sorted(root.glob(pattern)):
+            problems += broken_links(root, doc)
     return problems
+
+
+def broken_links(root: Path, doc: Path) -> list[str]:
+    """The relative links of ``doc`` whose file, or heading (``#anchor``), does not exist."""
+    problems = []
+    for link in _LINK.findall(_FENCE.sub("", doc.read_text(encoding="utf-8"))):
+        if "://" in link or link.startswith("mailto:"):
+            continue
+        target, _, anchor = link.partition("#")
+        path = (doc.parent / target) if target else doc
+        where = doc.relative_to(root)
+        if not path.exists():
+            problems.append(f"{where}: links to {link}, which does not exist")
+        elif anchor and path.suffix == ".md" and anchor not in anchors(path):
+            problems.append(f"{where}: links to {link}, but {target or where} has no such heading")
+    return problems
+
+
+def anchors(doc: Path) -> set[str]:
+    """The anchors of a Markdown file's headings, as GitHub makes them."""
+    found = set()
+    for line in _FENCE.sub("", doc.read_text(encoding="utf-8")).splitlines():
+        if line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            found.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
+    return found
 
 
 def named_paths(text: str) -> Iterator[str]:

@@ -78,5 +78,21 @@ def test_a_missing_path_a_short_name_and_an_unnamed_module_fail(tmp_path: Path) 
     ]
 
 
+def test_links_to_missing_files_or_headings_fail(tmp_path: Path) -> None:
+    docs = {
+        "README.md": "See [the map](docs/architecture.md#map), [gone](docs/gone.md), "
+        "[no heading](docs/architecture.md#nowhere) and [the site](https://example.com).\n"
+        "```\n[in a code block](nowhere.md)\n```\n",
+        "docs/guide.md": "# A guide's title\n\n[here](#a-guides-title), [the README](../README.md#nope)\n",
+    }
+    root = _tree(tmp_path, {**CODE, "docs/architecture.md": MAP, **docs})
+
+    assert check_docs.check(root) == [
+        "README.md: links to docs/gone.md, which does not exist",
+        "README.md: links to docs/architecture.md#nowhere, but docs/architecture.md has no such heading",
+        "docs/guide.md: links to ../README.md#nope, but ../README.md has no such heading",
+    ]
+
+
 def test_the_checkout_passes() -> None:
     assert check_docs.check(ROOT) == []
