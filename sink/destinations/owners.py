@@ -3,7 +3,9 @@
 Sanitizing is not one to one (``pay-in`` and ``pay.in`` both make ``events.pay_in``), so
 a table named by ``route.table-template`` records the value it holds the rows of in its
 property :data:`ROUTE_VALUE_PROPERTY` (set when the sink creates it; an existing table
-without one is claimed by the first value routed to it). Every batch checks it, so a
+without one is claimed by the first value routed to it: on a SQL catalog only if the table
+has not moved since it was loaded; a REST catalog checks only that no snapshot came
+meanwhile, as Iceberg has no requirement on a property). Every batch checks it, so a
 second value is refused whether it comes in the same batch, after a restart or from
 another sink: its rows go to the dead-letter table with both values in the reason. Of two
 new values of one batch, the first in sort order gets the table, so a replay decides the
@@ -25,7 +27,9 @@ from collections.abc import Sequence
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException, NoSuchNamespaceError
 from pyiceberg.table import Table
+from pyiceberg.table.update import AssertRefSnapshotId, AssertTableUUID, SetPropertiesUpdate
 
+from sink.commit import metadata_cache
 from sink.config_route import PLACEHOLDERS, RouteConfig, whole_name_template
 from sink.destinations.naming import dead_letter_reason, shown
 from sink.errors import CommitConflictError
@@ -53,14 +57,15 @@ def check_owner(table: Table, name: str, values: Sequence[str]) -> tuple[Table, 
         owner = owner_of(table)
         if owner is not None:
             return table, {v: collision_reason(v, owner, name) for v in values if v != owner}
+        claim = (SetPropertiesUpdate(updates={ROUTE_VALUE_PROPERTY: sorted(values)[0]}),)
+        unmoved = (  # Iceberg has no requirement on a property: the table's own commits stand for it
+            AssertTableUUID(uuid=table.metadata.table_uuid),
+            AssertRefSnapshotId(ref="main", snapshot_id=table.metadata.current_snapshot_id),
+        )
         try:
-            table = (
-                table.transaction()
-                .set_properties({ROUTE_VALUE_PROPERTY: sorted(values)[0]})
-                .commit_transaction()
-            )
+            metadata_cache.commit(table, claim, unmoved)  # on a SQL catalog only if the table has not moved
         except CommitFailedException:
-            table.refresh()
+            metadata_cache.refresh(table)
     raise CommitConflictError(
         f"recording the destination value of table {name} lost {_CLAIM_TRIES} races with other writers",
         table=name,
