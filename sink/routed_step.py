@@ -194,15 +194,7 @@ class RoutedStep:
         if not targets and not unroutable and not written:
             logger.info("batch %s of sink %s: every table already has it (or it is empty)", batch_id, sink_id)
             return
-        for d in unroutable:
-            logger.warning(
-                "batch %s of sink %s: %s rows go to the dead-letter table %s: %s",
-                batch_id,
-                sink_id,
-                d.rows,
-                self._dead_letters.table_name,
-                NULL_VALUE_REASON if d.value is None else reasons[d.value],
-            )
+        self._log_unroutable(unroutable, reasons, sink_id, batch_id)
         projection = None
         if targets or unroutable:
             with self._metrics.time_step(self.label, "normalize"):  # 3. the ONE projection
@@ -214,6 +206,26 @@ class RoutedStep:
         except BaseException:
             self._tables.forget_recovery((t.name for t in targets + written), sink_id)
             raise
+
+    def _log_unroutable(
+        self, unroutable: list[DestinationValue], reasons: dict[str, str], sink_id: str, batch_id: int
+    ) -> None:
+        """One line per reason code, whatever the number of values (garbage makes thousands)."""
+        by_code: dict[str, list[tuple[int, str]]] = {}
+        for d in unroutable:
+            reason = NULL_VALUE_REASON if d.value is None else reasons[d.value]
+            by_code.setdefault(reason.split(":", 1)[0], []).append((d.rows, reason))
+        for code, found in sorted(by_code.items()):
+            logger.warning(
+                "batch %s of sink %s: %s rows of %s values go to the dead-letter table %s as %s, e.g. %s",
+                batch_id,
+                sink_id,
+                sum(rows for rows, _ in found),
+                len(found),
+                self._dead_letters.table_name,
+                code,
+                found[0][1],
+            )
 
     def _reason(self, value: str, prepared: PreparedTables) -> str:
         """The dead-letter reason of an unroutable value's rows."""
