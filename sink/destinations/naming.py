@@ -28,6 +28,7 @@ from sink.schema.primitives import BadRecordReason
 
 _NOT_ALLOWED = re.compile(r"[^a-z0-9_]")
 _SHOWN_CHARACTERS = 80  # of a value quoted in a reason
+_KEPT_VALUES = 100_000  # values whose table is kept at hand
 
 
 def sanitize(value: str) -> str:
@@ -90,8 +91,7 @@ class DestinationNames:
     def __init__(self, route: RouteConfig, reserved: Iterable[str] = ()) -> None:
         self._route = route
         self._reserved = {name.lower() for name in reserved}
-        self._tables: dict[str, str | None] = {}  # value -> table, None: unroutable
-        self._why: dict[str, str] = {}  # unroutable value -> why
+        self._tables: dict[str, str] = {}  # value -> table, of routable values
         self._lock = threading.Lock()
 
     def describe_unroutable(self, value: str | None) -> str:
@@ -100,9 +100,7 @@ class DestinationNames:
             return "the destination value is null"
         if not value:
             return "the destination value is empty"
-        with self._lock:
-            why = self._why.get(value)
-        return why or f"value {shown(value)} is not a key of route.tables"
+        return self._name(value)[1] or f"value {shown(value)} is not a key of route.tables"
 
     def tables_of(self, values: Iterable[str | None]) -> dict[str | None, str | None]:
         """Each value's table, ``None`` for an unroutable value (see the module docstring)."""
@@ -113,12 +111,14 @@ class DestinationNames:
         return result
 
     def _table_of(self, value: str) -> str | None:
-        if value in self._tables:
-            return self._tables[value]
-        table, why = self._name(value)
-        self._tables[value] = table
-        if why is not None:
-            self._why[value] = why
+        known = self._tables.get(value)
+        if known is not None:
+            return known
+        table, _ = self._name(value)
+        if table is not None:
+            if len(self._tables) >= _KEPT_VALUES:  # a stream of garbage values: naming again is cheap
+                self._tables.clear()
+            self._tables[value] = table
         return table
 
     def _name(self, value: str) -> tuple[str | None, str | None]:
