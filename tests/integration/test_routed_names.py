@@ -72,10 +72,9 @@ def test_a_colliding_value_after_a_restart_or_from_another_sink_is_a_dead_letter
         restarted(_batch(spark, ["pay.in"], start=10), 1)
         assert _kinds(catalog_from_options(catalog_options), "ev.pay_in") == ["pay-in"] * 2  # not mixed
         restarted(_batch(spark, ["pay-in"], start=11), 2)
-    with _sink(catalog_options, sink_id="other") as other:  # another sink writing at the same time
+    with _sink(catalog_options, sink_id="other") as other:  # another sink, with its own sink id
         other(_batch(spark, ["PAY_IN", "fresh"], start=20), 0)
         assert _kinds(catalog_from_options(catalog_options), "ev.pay_in") == ["pay-in"] * 3
-        other(_batch(spark, ["pay_in"], start=30), 1)
     catalog = catalog_from_options(catalog_options)
     assert _kinds(catalog, "ev.pay_in") == ["pay-in"] * 3
     assert _kinds(catalog, "ev.fresh") == ["fresh"]
@@ -83,7 +82,6 @@ def test_a_colliding_value_after_a_restart_or_from_another_sink_is_a_dead_letter
     assert sorted((d["sink_id"], d["batch_id"], d["value"]) for d in dead) == [
         ("names", 1, "pay.in"),
         ("other", 0, "PAY_IN"),
-        ("other", 1, "pay_in"),
     ]
     assert all("which holds the rows of 'pay-in'" in d["reason"] for d in dead)
 
