@@ -41,6 +41,7 @@ def test_table_is_still_required_without_routing() -> None:
         ({"route.by": "topic", "route.tables": "[1]"}, "must be a JSON object"),
         ({"route.by": "topic", "route.tables": '{"a": "nope"}'}, "not qualified table names"),
         ({"table": "db.t", "route.field": "type"}, "'route.by' is 'none'"),
+        ({"table": "db.t", "route.max-tables": "5"}, r"\['route.max-tables'\] are set"),
     ],
 )
 def test_bad_route_options_fail_at_construction(options: dict[str, str], message: str) -> None:
