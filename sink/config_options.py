@@ -48,6 +48,7 @@ _OPTION_FIELDS: dict[str, tuple[str | None, str]] = {
     "route.table-template": ("route", "table_template"),
     "route.tables": ("route", "tables"),
     "route.table-options": ("route", "table_options"),
+    "route.max-tables": ("route", "max_tables"),
 }
 _PREFIXES = ("catalog.", "table-property.")
 

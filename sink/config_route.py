@@ -14,7 +14,7 @@ import re
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sink.config_upsert import UpsertConfig, with_table_options
 from sink.errors import ConfigError, PartitionSpecError
@@ -32,6 +32,12 @@ TABLE_OPTION_KEYS = (
     "upsert.key-columns",
 )
 TABLE_PROPERTY_PREFIX = "table-property."
+# The longest name a routed table may have, ``namespace.table`` in UTF-8 bytes: it is one
+# folder name of the sink's state (at most 255 bytes on every file system) and fits the
+# table names of every catalog (Hive's metastore took 128 characters).
+MAX_TABLE_NAME_BYTES = 128
+# route.max-tables: the most tables route.table-template makes; new values' rows are then dead letters.
+DEFAULT_MAX_TABLES = 1000
 _CODECS = frozenset({"zstd", "snappy", "gzip", "lz4", "brotli", "none", "uncompressed"})
 _IDENTIFIER = re.compile(r"^[^.\s]+(\.[^.\s]+)+$")
 
@@ -51,11 +57,13 @@ class RouteConfig(BaseModel):
         by: ``none`` (default), ``topic`` or ``field`` (``route.by``).
         field: The top-level column naming the destination (``route.field``), for ``by=field``.
         table_template: The table name with ``{value}`` (or ``{topic}``) in it
-            (``route.table-template``), e.g. ``raw.{topic}``.
+            (``route.table-template``), e.g. ``raw.{topic}``; ``{value}`` alone when the
+            value is a whole table name, ``ev.clicks`` (each part sanitized).
         tables: Destination value -> table (``route.tables``, JSON text); a value not in
             it is a dead letter.
         table_options: Table-name glob -> option overrides (``route.table-options``, JSON
             text); the first matching pattern, in order, applies.
+        max_tables: The most tables the template may name (``route.max-tables``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -65,6 +73,15 @@ class RouteConfig(BaseModel):
     table_template: str | None = None
     tables: dict[str, str] | None = None
     table_options: tuple[tuple[str, dict[str, str]], ...] = ()
+    max_tables: int = Field(
+        default=DEFAULT_MAX_TABLES,
+        ge=1,
+        description="route.max-tables: the most tables route.table-template may name, counted in the "
+        "catalog (the template's tables there when the sink first needs a new one, plus those it "
+        "creates). Rows of a value that would need a table past it go to the dead-letter table with "
+        "reason 'too_many_tables' (alert IcesinkRoutedTablesExhausted) and the stream goes on; tables "
+        "that exist always take their rows. Not applied to route.tables, which lists its tables.",
+    )
 
     @field_validator("field", "table_template")
     @classmethod
@@ -82,6 +99,9 @@ class RouteConfig(BaseModel):
         bad = {k: v for k, v in data.items() if not isinstance(v, str) or not _IDENTIFIER.match(v)}
         if bad:
             raise ValueError(f"values {bad} are not qualified table names 'namespace.table'")
+        long = sorted(v for v in data.values() if len(v.encode()) > MAX_TABLE_NAME_BYTES)
+        if long:
+            raise ValueError(f"table names {long} are longer than {MAX_TABLE_NAME_BYTES} bytes")
         return data
 
     @field_validator("table_options", mode="before")
@@ -248,6 +268,7 @@ def _check_unrouted(route: RouteConfig, table: str) -> None:
             ("route.table-template", route.table_template),
             ("route.tables", route.tables),
             ("route.table-options", route.table_options or None),
+            ("route.max-tables", route.max_tables if "max_tables" in route.model_fields_set else None),
         )
         if value is not None
     ]
@@ -282,12 +303,19 @@ def default_dead_letter_table(route: RouteConfig) -> str:
     return f"{namespace}.routed__dlq"
 
 
+def whole_name_template(template: str) -> bool:
+    """Whether ``template`` is ``{value}`` (or ``{topic}``) alone: the value names namespace and table."""
+    return template in PLACEHOLDERS
+
+
 def check_template(template: str) -> None:
-    """``template`` is ``namespace.name`` with ``{value}`` or ``{topic}`` in the name part.
+    """``template`` is ``namespace.name`` with ``{value}`` or ``{topic}`` in the name part, or one alone.
 
     Raises:
         ConfigError: Naming the template and what it lacks.
     """
+    if whole_name_template(template):
+        return
     stripped = template
     for placeholder in PLACEHOLDERS:
         stripped = stripped.replace(placeholder, "x")
@@ -300,5 +328,15 @@ def check_template(template: str) -> None:
         raise ConfigError(
             f"option 'route.table-template' is {template!r}, not 'namespace.name' with '{{value}}' "
             "or '{topic}' as its only placeholders",
-            hint="use a template such as 'raw.{topic}' or 'events.{value}_v1'",
+            hint="use a template such as 'raw.{topic}' or 'events.{value}_v1', or '{value}' alone "
+            "for values that are whole table names ('ev.clicks')",
+        )
+    fixed = template
+    for placeholder in PLACEHOLDERS:
+        fixed = fixed.replace(placeholder, "")
+    if len(fixed.encode()) >= MAX_TABLE_NAME_BYTES:
+        raise ConfigError(
+            f"option 'route.table-template' is {template!r}, which leaves no room for the value in a "
+            f"table name of at most {MAX_TABLE_NAME_BYTES} bytes",
+            hint="use a shorter namespace and table name around '{value}'",
         )

@@ -3,7 +3,10 @@
 The dead-letter table (``<table>__dlq`` unless ``dead-letter.table`` says otherwise) is
 created on first use, partitioned by day of ``failed_at``. Each row names the source
 table, the sink id and batch id, the first column that failed, the reason, the
-offending value and the whole original row as JSON.
+offending value and the whole original row as JSON. The reason is a code
+(:class:`~sink.normalize.BadRecordReason`: ``parse_error``, ``unroutable``, ...); a routed
+row's adds why after a colon (``unroutable: values 'pay.in' and 'pay-in' both make table
+events.pay_in, ...``), so ``split_part(reason, ':', 1)`` groups by code.
 
 Dead letters go through the same machinery as data: the executors write the files
 (:mod:`sink.write.task`), the :class:`~sink.commit.committer.Committer` commits them
@@ -243,7 +246,8 @@ class DeadLetterQueue:
                 table=self.table_name,
                 hint="drop the table (the sink creates it with every column) or add the columns",
             )
-        metrics = [F.count_if(F.col("reason") == r.value).alias(r.value) for r in BadRecordReason]
+        code = F.substring_index(F.col("reason"), ":", 1)  # a routed row's reason says why after its code
+        metrics = [F.count_if(code == r.value).alias(r.value) for r in BadRecordReason]
         aligned = dead_letters.select(*columns).observe(observation, *metrics)
         return BucketRouter(table.spec(), table.schema(), None).route(aligned)
 

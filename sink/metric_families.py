@@ -38,6 +38,7 @@ DEAD_LETTER_REASONS = (
     "null_in_required",
     "duplicate_key",
     "unroutable",
+    "too_many_tables",
 )
 
 #: Buckets of the file size histograms, as fractions of the target file size.

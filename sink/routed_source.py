@@ -24,10 +24,10 @@ import functools
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from pyiceberg.catalog import Catalog
-from pyiceberg.table import Table
 from pyspark.sql import DataFrame
 from pyspark.sql import types as st
 
@@ -48,10 +48,10 @@ from sink.write.keys import arrow_key_functions
 from sink.write.source_task import SourceTable, SourceWritePlan
 from sink.write_step import BatchWriter
 
-logger = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from sink.routed_tables import RoutedTables
 
-Recover = Callable[[SinkConfig, Table, str], None]
-"""Settles the crashed attempts of a sink id on a table, once per process (``RoutedStep._recover``)."""
+logger = logging.getLogger(__name__)
 
 
 class RoutedSourcePlanner:
@@ -62,7 +62,8 @@ class RoutedSourcePlanner:
         catalog: The sink's catalog.
         metrics: The sink's metrics.
         options: Each table's configuration.
-        recover: Settles a table's crashed attempts before its first planned write.
+        tables: Opens each table (within ``route.max-tables``, for one value) and settles
+            its crashed attempts before its first planned write.
     """
 
     def __init__(
@@ -71,13 +72,13 @@ class RoutedSourcePlanner:
         catalog: Catalog,
         metrics: SinkMetrics,
         options: TableOptions,
-        recover: Recover,
+        tables: RoutedTables,
     ) -> None:
         self._config = config
         self._catalog = catalog
         self._metrics = metrics
         self._options = options
-        self._recover = recover
+        self._tables = tables
         self._lock = threading.Lock()
         self._known: dict[str, str] = {}  # topic -> table, of the tables written so far
 
@@ -108,18 +109,18 @@ class RoutedSourcePlanner:
         }
         if self._config.route.by is not RouteBy.TOPIC or not wanted:
             return
-        prepare = [functools.partial(self._prepare_table, n, schemas[t]) for t, n in wanted.items()]
+        prepare = [functools.partial(self._prepare_table, n, t, schemas[t]) for t, n in wanted.items()]
         results = run_parallel(prepare)
         self.learn({t: n for (t, n), ready in zip(wanted.items(), results, strict=True) if ready})
 
-    def _prepare_table(self, name: str, schema: st.StructType) -> bool:
+    def _prepare_table(self, name: str, topic: str, schema: st.StructType) -> bool:
         config = self._options.config_for(name)
         if config.upsert.enabled:
             return False  # never planned: the rows are changes
         try:
-            table = catalogs.load_table(self._catalog, name)
-            if table is None:
-                table = catalogs.create_table(self._catalog, config, schema)
+            table, refused = self._tables.open(name, config, schema, (topic,))
+            if table is None or refused:
+                return False  # the routed step sends the topic's rows to the dead-letter table
             if config.table_schema.evolution is not SchemaEvolution.OFF:
                 coordinator_for(config).evolve(
                     table,
@@ -169,7 +170,7 @@ class RoutedSourcePlanner:
             return None  # a null in a required column is a dead letter
         if table.spec().fields and arrow_key_functions(table.spec(), table.schema()) is None:
             return None  # the routed step says why
-        self._recover(config, table, sink_id)
+        self._tables.recover(config, table, sink_id)
         if ledger.is_committed(table, sink_id, batch_id):
             return None  # a replay: the routed step skips the table
         task_options = {"num_data_columns": len(table.schema().fields), "partition_values_in_task": True}

@@ -7,11 +7,12 @@ What :class:`~sink.sink.IcebergSink` hands a batch to when routing is on. The st
                tables of earlier batches: the batch is the rest
 1. route     - the batch's destination values and their non-null    (:mod:`sink.destinations.resolve`)
                columns: ONE Spark job; each value named a table      (:mod:`sink.destinations.naming`)
+2. schema    - per table: load or create it with its own options    (:mod:`sink.routed_tables`,
+               (within route.max-tables, for one value: others are    :mod:`sink.destinations.owners`,
+               dead letters), settle crashed attempts, skip it when   :mod:`sink.schema.coordinator`)
+               its ledger has the batch, evolve it with its own columns only
    changes   - upserted tables: the last change per key, rejected    (:mod:`sink.routed_upserts`)
                changes set aside (one counting job)
-2. schema    - per table: load or create it with its own options,   (:mod:`sink.destinations.table_options`,
-               settle crashed attempts, skip it when its ledger has   :mod:`sink.schema.coordinator`)
-               the batch, evolve it with its own columns only
 3. normalize - ONE projection for every table                        (:mod:`sink.destinations.projection`)
 4. write     - ONE write job; each task splits rows by table          (:mod:`sink.routed_write`)
 5. dead      - bad, unroutable and rejected rows, one commit, before  (:mod:`sink.deadletter`)
@@ -29,24 +30,20 @@ their rows left out of the write. Routed writes are not shuffled (no bucket shuf
 
 from __future__ import annotations
 
-import functools
 import threading
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from pyiceberg.catalog import Catalog
-from pyiceberg.table import Table
 from pyspark.sql import DataFrame
 from pyspark.sql import types as st
 
-from sink import catalog as catalogs
 from sink.arrow_source import ArrowSource
-from sink.commit import ledger
-from sink.commit.recovery import AttemptLog
 from sink.config import SchemaEvolution, SinkConfig
 from sink.deadletter import DeadLetterQueue
-from sink.destinations.naming import DestinationNames
+from sink.destinations.naming import DestinationNames, dead_letter_reason
 from sink.destinations.projection import (
+    NULL_VALUE_REASON,
     SKIPPED,
     DestinationTable,
     ProjectionOptions,
@@ -57,15 +54,14 @@ from sink.destinations.resolve import DestinationValue, resolve, resolve_in_task
 from sink.destinations.table_options import TableOptions
 from sink.log_context import batch_logger
 from sink.metrics import SinkMetrics
-from sink.parallel import run_parallel
 from sink.routed_commit import commit_tables
 from sink.routed_source import RoutedSourcePlanner, record_source_files, source_targets
+from sink.routed_tables import PreparedTables, RoutedTables
 from sink.routed_upserts import RoutedChanges, RoutedUpserts
-from sink.routed_write import RoutedTarget, RoutedWrites, check_keys_in_task
-from sink.schema.coordinator import coordinator_for
+from sink.routed_write import RoutedTarget, RoutedWrites
+from sink.schema.primitives import BadRecordReason
 from sink.sink_state import query_id_of, sink_id_of
 from sink.source_write import SourceWrite
-from sink.upsert_step import UpsertStep
 from sink.write.messages import RowCounts, WriteResult
 
 logger = batch_logger(__name__)
@@ -97,13 +93,13 @@ class RoutedStep:
         self.label = label
         self._names = DestinationNames(config.route, reserved=(dead_letters.table_name,))
         self._options = TableOptions(config)
+        self._tables = RoutedTables(config, catalog, metrics, self._options, (dead_letters.table_name,))
         self._upserts = RoutedUpserts(config, metrics)
         self._writes = RoutedWrites(config.write.memory_budget_bytes, metrics, label)
-        self._recovered: set[tuple[str, str]] = set()  # (table, sink id) settled in this process
         self._lock = threading.Lock()
         self._sink_locks: dict[str, threading.Lock] = {}
         self._unsettled: dict[str, SourceWrite] = {}  # sink id -> its planned write not yet written
-        self._by_source = RoutedSourcePlanner(config, catalog, metrics, self._options, self._recover)
+        self._by_source = RoutedSourcePlanner(config, catalog, metrics, self._options, self._tables)
 
     def source_write(self, batch_df: DataFrame, batch_id: int) -> SourceWrite | None:
         """Before ``batch_df``'s source runs: its tasks' write to known tables (:mod:`sink.routed_source`)."""
@@ -113,7 +109,7 @@ class RoutedStep:
         with sink_lock:
             failed = self._unsettled.pop(sink_id, None)  # its batch failed before reaching the sink
             if failed is not None:
-                self._forget_recovery(failed.tables, sink_id)
+                self._tables.forget_recovery(failed.tables, sink_id)
             planned = self._by_source.plan(batch_df, batch_id, sink_id)
             if planned is not None:
                 self._unsettled[sink_id] = planned
@@ -142,13 +138,8 @@ class RoutedStep:
                 self._write_batch(batch_df, batch_id, sink_id, arrow_source)
             except BaseException:
                 if by_source is not None:
-                    self._forget_recovery(by_source.tables, sink_id)
+                    self._tables.forget_recovery(by_source.tables, sink_id)
                 raise
-
-    def _forget_recovery(self, tables: Iterable[str], sink_id: str) -> None:
-        """The replay settles what a failed attempt left on ``tables`` first."""
-        with self._lock:
-            self._recovered.difference_update((name, sink_id) for name in tables)
 
     def _write_batch(
         self, batch_df: DataFrame, batch_id: int, sink_id: str, arrow_source: ArrowSource | None
@@ -162,16 +153,16 @@ class RoutedStep:
             with self._metrics.time_step(self.label, "route"):  # 1. the ONE job finding the destinations
                 found = self._destinations(batch_df, position, arrow_source)
                 tables_of = self._names.tables_of(d.value for d in found)
-        configs = {
-            d.value: self._options.config_for(n) for d in found if d.value and (n := tables_of[d.value])
-        }
+        prepared = self._tables.prepare(found, tables_of, batch_df.schema, sink_id, batch_id)  # 2.
+        routed = {v: None if v in prepared.refused else n for v, n in tables_of.items()}
+        configs = {d.value: self._options.config_for(n) for d in found if d.value and (n := routed[d.value])}
         upserted = {value: config for value, config in configs.items() if config.upsert.enabled}
         changes = self._upserts.split(batch_df, position, upserted)  # upserted tables: last change per key
         try:
-            self._write_routed(changes, found, tables_of, position, sink_id, batch_id, by_source)
+            self._write_routed(changes, found, routed, prepared, position, sink_id, batch_id, by_source)
         finally:
             changes.release()
-        self._by_source.learn(tables_of)
+        self._by_source.learn(routed)
 
     @staticmethod
     def _destinations(
@@ -189,38 +180,59 @@ class RoutedStep:
         changes: RoutedChanges,
         found: list[DestinationValue],
         tables_of: dict[str | None, str | None],
+        prepared: PreparedTables,
         position: int,
         sink_id: str,
         batch_id: int,
         by_source: SourceWrite | None,
     ) -> None:
-        batch_df = changes.rows
-        targets, skipped = self._prepare(found, tables_of, batch_df.schema, sink_id, batch_id)
-        indexes = {v: t.index for t in targets for v in t.values} | dict.fromkeys(skipped, SKIPPED)
+        batch_df, targets = changes.rows, prepared.targets
+        indexes = {v: t.index for t in targets for v in t.values} | dict.fromkeys(prepared.skipped, SKIPPED)
         unroutable = [d for d in found if tables_of[d.value] is None]
+        reasons = {d.value: self._reason(d.value, prepared) for d in unroutable if d.value is not None}
         written = source_targets(by_source, targets, self._options)  # tables the source's tasks alone wrote
         if not targets and not unroutable and not written:
             logger.info("batch %s of sink %s: every table already has it (or it is empty)", batch_id, sink_id)
             return
-        for d in unroutable:
-            logger.warning(
-                "batch %s of sink %s: %s rows with %s go to the dead-letter table %s",
-                batch_id,
-                sink_id,
-                d.rows,
-                self._names.describe_unroutable(d.value),
-                self._dead_letters.table_name,
-            )
+        self._log_unroutable(unroutable, reasons, sink_id, batch_id)
         projection = None
         if targets or unroutable:
             with self._metrics.time_step(self.label, "normalize"):  # 3. the ONE projection
                 tables = [DestinationTable(t.index, t.name, t.table.schema(), t.columns) for t in targets]
-                projection = project(batch_df, tables, indexes, self._projection_options(position))
+                options = self._projection_options(position)
+                projection = project(batch_df, tables, indexes, reasons, options)
         try:
             self._write_and_commit(projection, changes, targets, written, sink_id, batch_id, by_source)
         except BaseException:
-            self._forget_recovery((t.name for t in targets + written), sink_id)
+            self._tables.forget_recovery((t.name for t in targets + written), sink_id)
             raise
+
+    def _log_unroutable(
+        self, unroutable: list[DestinationValue], reasons: dict[str, str], sink_id: str, batch_id: int
+    ) -> None:
+        """One line per reason code, whatever the number of values (garbage makes thousands)."""
+        by_code: dict[str, list[tuple[int, str]]] = {}
+        for d in unroutable:
+            reason = NULL_VALUE_REASON if d.value is None else reasons[d.value]
+            by_code.setdefault(reason.split(":", 1)[0], []).append((d.rows, reason))
+        for code, found in sorted(by_code.items()):
+            logger.warning(
+                "batch %s of sink %s: %s rows of %s values go to the dead-letter table %s as %s, e.g. %s",
+                batch_id,
+                sink_id,
+                sum(rows for rows, _ in found),
+                len(found),
+                self._dead_letters.table_name,
+                code,
+                found[0][1],
+            )
+
+    def _reason(self, value: str, prepared: PreparedTables) -> str:
+        """The dead-letter reason of an unroutable value's rows."""
+        refused = prepared.refused.get(value)
+        return refused or dead_letter_reason(
+            BadRecordReason.UNROUTABLE, self._names.describe_unroutable(value)
+        )
 
     def _projection_options(self, position: int) -> ProjectionOptions:
         return ProjectionOptions(
@@ -260,88 +272,3 @@ class RoutedStep:
             result = WriteResult(by_source.files + result.files, result.counts)
         appended = [t for t in targets if not t.config.upsert.enabled] + written
         commit_tables(appended, result.files, self._metrics, sink_id, batch_id, attempt)  # 6.
-
-    def _prepare(
-        self,
-        found: list[DestinationValue],
-        tables_of: dict[str | None, str | None],
-        schema: st.StructType,
-        sink_id: str,
-        batch_id: int,
-    ) -> tuple[list[RoutedTarget], list[str]]:
-        """Step 2 for every table of the batch: the tables to write, and the values of tables to skip."""
-        grouped: dict[str, tuple[set[int], list[str]]] = {}
-        for d in found:
-            name = tables_of[d.value]
-            if name is not None and d.value is not None:
-                columns, values = grouped.setdefault(name, (set(), []))
-                columns.update(d.columns)
-                values.append(d.value)
-        prepare = functools.partial(self._prepare_table, schema=schema, sink_id=sink_id, batch_id=batch_id)
-        ready = run_parallel(
-            [
-                functools.partial(prepare, n, tuple(sorted(c)), tuple(v))
-                for n, (c, v) in sorted(grouped.items())
-            ]
-        )
-        targets = [t for t, skip in ready if not skip]
-        for index, target in enumerate(targets):
-            target.index = index
-        return targets, [v for t, skip in ready if skip for v in t.values]
-
-    def _prepare_table(
-        self,
-        name: str,
-        columns: tuple[int, ...],
-        values: tuple[str, ...],
-        schema: st.StructType,
-        sink_id: str,
-        batch_id: int,
-    ) -> tuple[RoutedTarget, bool]:
-        """Load or create one table, settle its crashed attempts, check its ledger, evolve it."""
-        config = self._options.config_for(name)
-        if config.upsert.enabled:  # the op and order columns describe a change: not stored
-            columns = tuple(p for p in columns if schema.fields[p].name not in config.upsert.change_columns)
-        offered = st.StructType([schema.fields[p] for p in columns])
-        self._metrics.start_sink(name, sink_id)
-        with self._metrics.time_step(name, "schema"):
-            table = catalogs.load_table(self._catalog, name)
-            if table is None:
-                table = catalogs.create_table(self._catalog, config, offered)
-            self._recover(config, table, sink_id)
-            target = RoutedTarget(name, config, table, columns, values)
-            if ledger.is_committed(table, sink_id, batch_id):
-                logger.info("batch %s of sink %s already committed to %s: skipped", batch_id, sink_id, name)
-                self._metrics.record_replay(name, sink_id)
-                return target, True
-            if config.table_schema.evolution is not SchemaEvolution.OFF:
-                target.table = (
-                    coordinator_for(config)
-                    .evolve(
-                        table,
-                        offered,
-                        retry=config.commit,
-                        case_sensitive=config.table_schema.case_sensitive,
-                        metrics=self._metrics,
-                        sink_id=sink_id,
-                        batch_id=batch_id,
-                    )
-                    .table
-                )
-        check_keys_in_task(target.table, name)
-        UpsertStep(config, self._metrics).check_table(target.table)  # upserted: v2, with its key columns
-        return target, False
-
-    def _recover(self, config: SinkConfig, table: Table, sink_id: str) -> None:
-        """Delete the files of crashed attempts on ``table`` (first sight, or after a failure)."""
-        key = (config.table, sink_id)
-        with self._lock:
-            if key in self._recovered:
-                return
-        report = AttemptLog.for_sink(config, table, sink_id).recover(table)
-        if report.deleted_files:
-            self._metrics.orphan_files.labels(config.table, "deleted").inc(len(report.deleted_files))
-        if report.kept_files:
-            self._metrics.orphan_files.labels(config.table, "kept").inc(len(report.kept_files))
-        with self._lock:
-            self._recovered.add(key)

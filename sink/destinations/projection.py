@@ -37,6 +37,7 @@ from sink.schema.conversion import BadRecordReason, ColumnConverter, Problem
 from sink.spark_session import application_id
 
 UNROUTABLE = -1
+NULL_VALUE_REASON = f"{BadRecordReason.UNROUTABLE.value}: the destination value is null"
 SKIPPED = -2
 DEST_INDEX = "__icesink_dest_index"
 BAD_ROW = "__icesink_bad_row"
@@ -99,6 +100,7 @@ def project(
     batch_df: DataFrame,
     tables: Sequence[DestinationTable],
     indexes: Mapping[str, int],
+    reasons: Mapping[str, str],
     options: ProjectionOptions,
 ) -> RoutedProjection:
     """The one projection of ``batch_df`` to every table of ``tables``.
@@ -107,12 +109,14 @@ def project(
         batch_df: The micro-batch.
         tables: Its destination tables (those to write).
         indexes: Destination value -> table index, or :data:`SKIPPED`; any other value is unroutable.
+        reasons: Unroutable value -> the dead-letter reason of its rows (a null value's is
+            :data:`NULL_VALUE_REASON`).
         options: See :class:`ProjectionOptions`.
 
     Raises:
         SchemaError: A destination's column has no column in its table.
     """
-    plan = _plan_for(batch_df, tables, indexes, options)
+    plan = _plan_for(batch_df, tables, indexes, reasons, options)
     index = F.col(DEST_INDEX)
     selected = positional(batch_df).select(*plan.selected).filter(index != SKIPPED)
     checked = selected.select(*plan.converted).select(*plan.checked)
@@ -153,6 +157,7 @@ def _plan_for(
     batch_df: DataFrame,
     tables: Sequence[DestinationTable],
     indexes: Mapping[str, int],
+    reasons: Mapping[str, str],
     options: ProjectionOptions,
 ) -> _Plan:
     """The cached plan of this batch schema, these tables and options (in this Spark context)."""
@@ -161,6 +166,7 @@ def _plan_for(
         batch_df.schema.json(),
         tuple((t.index, t.table, t.schema.model_dump_json(), t.columns) for t in tables),
         tuple(sorted(indexes.items())),
+        tuple(sorted(reasons.items())),
         options,
     )
     with _PLANS_LOCK:
@@ -168,7 +174,7 @@ def _plan_for(
         if plan is not None:
             _PLANS.move_to_end(key)
             return plan
-    plan = _build_plan(list(batch_df.schema.fields), tables, indexes, options)
+    plan = _build_plan(list(batch_df.schema.fields), tables, indexes, reasons, options)
     with _PLANS_LOCK:
         _PLANS[key] = plan
         while len(_PLANS) > _PLANS_KEPT:
@@ -180,6 +186,7 @@ def _build_plan(
     fields: list[st.StructField],
     tables: Sequence[DestinationTable],
     indexes: Mapping[str, int],
+    reasons: Mapping[str, str],
     options: ProjectionOptions,
 ) -> _Plan:
     sources = [F.col(f"{SOURCE_PREFIX}{i}") for i in range(len(fields))]
@@ -195,7 +202,7 @@ def _build_plan(
     }
     for table in tables:
         slots.add(table, fields, sources, converters[table.index], options.case_sensitive)
-    problem = _problem(tables, fields, sources, converters, slots, dest, options)
+    problem = _problem(tables, fields, sources, converters, slots, dest, _reason(dest, reasons), options)
     flag = F.col(_PROBLEM).isNotNull()
     keep = None
     if options.on_bad_record is BadRecordPolicy.FAIL:
@@ -224,6 +231,7 @@ def _problem(
     converters: Mapping[int, ColumnConverter],
     slots: Slots,
     dest: Column,
+    reason: Column,
     options: ProjectionOptions,
 ) -> Column:
     """``struct(column, reason, value)`` of a row's first problem, or null for a good row."""
@@ -231,7 +239,7 @@ def _problem(
     route_name = fields[options.route_position].name
     unroutable = F.struct(
         F.lit(route_name).alias("column"),
-        F.lit(BadRecordReason.UNROUTABLE.value).alias("reason"),
+        reason.alias("reason"),
         F.coalesce(dest, F.lit("null")).alias("value"),
     )
     problem = F.when(index == UNROUTABLE, unroutable)
@@ -256,6 +264,14 @@ def _problem(
     for first, indexes in by_expression.values():
         problem = problem.when(index.isin(indexes), first)
     return problem
+
+
+def _reason(dest: Column, reasons: Mapping[str, str]) -> Column:
+    """The dead-letter reason of an unroutable row, by its destination value."""
+    if not reasons:
+        return F.lit(NULL_VALUE_REASON)
+    lookup = F.create_map(*[F.lit(c) for v, r in sorted(reasons.items()) for c in (v, r)])
+    return F.coalesce(F.try_element_at(lookup, dest), F.lit(NULL_VALUE_REASON))
 
 
 def _table_name(tables: Sequence[DestinationTable], unroutable: str) -> Column:

@@ -32,7 +32,8 @@ class BadRecordReason(StrEnum):
     TYPE_MISMATCH = "type_mismatch"  # a value of a type that cannot be converted (a struct into a long)
     NULL_IN_REQUIRED = "null_in_required"  # null (or missing) in a required column
     DUPLICATE_KEY = "duplicate_key"  # map keys that collide once converted ("1" and "01" into int)
-    UNROUTABLE = "unroutable"  # a routed row whose destination value has no table (route.tables, null)
+    UNROUTABLE = "unroutable"  # a routed row whose destination value cannot name a table (null, too long)
+    TOO_MANY_TABLES = "too_many_tables"  # a routed row whose value would need a table past route.max-tables
 
 
 @dataclass(frozen=True)

@@ -133,8 +133,8 @@ def test_unmapped_and_bad_values_are_dead_letters_and_no_row_is_lost(
     reasons = sorted((d["reason"], d["source_table"], d["value"]) for d in dead)
     assert reasons == [
         ("parse_error", "ev.clicks", "not a number"),
-        *[("unroutable", "route.tables", "buy")] * 10,
-        ("unroutable", "route.tables", "null"),
+        ("unroutable: the destination value is null", "route.tables", "null"),
+        *[("unroutable: value 'buy' is not a key of route.tables", "route.tables", "buy")] * 10,
     ]
     assert len(clicks) + len(views) + len(dead) == len(rows)
 
@@ -150,7 +150,10 @@ def test_empty_and_null_values_under_a_template_are_dead_letters(
     assert sorted(r["id"] for r in table_rows(catalog.load_table("ev.click"))) == [0, 2, 4]
     assert sorted(r["id"] for r in table_rows(catalog.load_table("ev.view"))) == [1, 3, 5]
     dead = table_rows(catalog.load_table("ev.routed__dlq"))
-    assert sorted(d["reason"] for d in dead) == ["unroutable", "unroutable"]
+    assert sorted(d["reason"] for d in dead) == [
+        "unroutable: the destination value is empty",
+        "unroutable: the destination value is null",
+    ]
     assert {str(d["value"]) for d in dead} == {"", "null"}
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sink.config import SinkConfig
-from sink.config_route import RouteBy
+from sink.config_route import DEFAULT_MAX_TABLES, RouteBy
 from sink.deadletter import dead_letter_table_name
 from sink.destinations.table_options import TableOptions
 from sink.errors import ConfigError
@@ -33,11 +33,15 @@ def test_table_is_still_required_without_routing() -> None:
         ({"route.by": "field", "route.table-template": "ev.{value}"}, "'route.field' is not set"),
         ({"route.by": "topic"}, "neither 'route.table-template' nor 'route.tables'"),
         ({"route.by": "topic", "route.table-template": "ev.all"}, "without '{value}' or '{topic}'"),
-        ({"route.by": "topic", "route.table-template": "{topic}"}, "not 'namespace.name'"),
+        ({"route.by": "topic", "route.table-template": "{topic}_x"}, "not 'namespace.name'"),
+        ({"route.by": "topic", "route.table-template": f"ev.{'t' * 125}{{topic}}"}, "leaves no room"),
+        ({"route.by": "topic", "route.tables": f'{{"a": "ev.{"t" * 126}"}}'}, "longer than 128 bytes"),
+        ({"route.by": "topic", "route.table-template": "ev.{topic}", "route.max-tables": "0"}, "max-tables"),
         ({"route.by": "sideways"}, "'route.by'"),
         ({"route.by": "topic", "route.tables": "[1]"}, "must be a JSON object"),
         ({"route.by": "topic", "route.tables": '{"a": "nope"}'}, "not qualified table names"),
         ({"table": "db.t", "route.field": "type"}, "'route.by' is 'none'"),
+        ({"table": "db.t", "route.max-tables": "5"}, r"\['route.max-tables'\] are set"),
     ],
 )
 def test_bad_route_options_fail_at_construction(options: dict[str, str], message: str) -> None:
@@ -128,3 +132,13 @@ def test_table_options_first_matching_pattern_wins() -> None:
     other = options.config_for("ev.clicks")
     assert other.partition_by is None and other.write.compression_codec == "snappy"
     assert other.write.target_file_size_bytes == 1048576
+
+
+def test_a_template_of_the_value_alone_and_max_tables_are_accepted() -> None:
+    config = SinkConfig.from_options(
+        {**ROUTED, "route.table-template": "{value}", "dead-letter.table": "ev.dlq", "ROUTE.MAX-TABLES": "7"}
+    )
+    assert config.route.table_template == "{value}" and config.route.max_tables == 7
+    assert SinkConfig.from_options(ROUTED).route.max_tables == DEFAULT_MAX_TABLES
+    with pytest.raises(ConfigError, match=r"needs 'dead-letter\.table'"):
+        dead_letter_table_name(SinkConfig.from_options({**ROUTED, "route.table-template": "{value}"}))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sink.config import SinkConfig
+from sink.config_route import MAX_TABLE_NAME_BYTES
 from sink.destinations.naming import DestinationNames, from_template, sanitize
 from sink.errors import ConfigError
 
@@ -38,7 +39,7 @@ def test_sanitize_refuses_an_empty_value() -> None:
 def test_an_empty_value_is_unroutable_not_an_error() -> None:
     names = _names(**{"route.table-template": "raw.{topic}"})
     assert names.tables_of(["orders", ""]) == {"orders": "raw.orders", "": None}
-    assert names.describe_unroutable("") == "empty destination value"
+    assert names.describe_unroutable("") == "the destination value is empty"
 
 
 def test_template_puts_the_part_in_place_of_value_or_topic() -> None:
@@ -46,28 +47,46 @@ def test_template_puts_the_part_in_place_of_value_or_topic() -> None:
     assert from_template("events.{value}_v1", "9lives") == "events.t_9lives_v1"
 
 
-def test_two_values_of_one_batch_making_one_name_is_an_error_naming_both() -> None:
+def test_values_making_one_name_get_it_the_owner_check_decides() -> None:
     names = _names(**{"route.table-template": "raw.{topic}"})
-    with pytest.raises(ConfigError) as error:
-        names.tables_of(["orders.eu", "orders-eu"])
-    message = str(error.value)
-    assert "'orders.eu'" in message and "'orders-eu'" in message and "raw.orders_eu" in message
-    assert "route.tables" in message
+    assert names.tables_of(["orders.eu", "orders-eu"]) == {
+        "orders.eu": "raw.orders_eu",
+        "orders-eu": "raw.orders_eu",
+    }
 
 
-def test_a_collision_with_a_value_of_an_earlier_batch_is_an_error() -> None:
-    names = _names(**{"route.table-template": "raw.{topic}"})
-    assert names.tables_of(["Orders"]) == {"Orders": "raw.orders"}
-    assert names.tables_of(["Orders", None]) == {"Orders": "raw.orders", None: None}
-    with pytest.raises(ConfigError, match=r"'Orders' and 'orders' both make table 'raw\.orders'"):
-        names.tables_of(["orders"])
-
-
-def test_no_value_may_name_the_dead_letter_table() -> None:
+def test_a_value_naming_the_dead_letter_table_is_unroutable() -> None:
     config = SinkConfig.from_options({"route.by": "topic", "route.table-template": "raw.{topic}"})
     names = DestinationNames(config.route, reserved=("raw.routed__dlq",))
-    with pytest.raises(ConfigError, match="dead-letter table"):
-        names.tables_of(["orders", "Routed--DLQ"])
+    assert names.tables_of(["orders", "Routed--DLQ"]) == {"orders": "raw.orders", "Routed--DLQ": None}
+    assert (
+        "'Routed--DLQ' makes table 'raw.routed__dlq', the sink's dead-letter table"
+        in names.describe_unroutable("Routed--DLQ")
+    )
+
+
+@pytest.mark.parametrize(
+    ("template", "value"),
+    [("raw.{topic}", "x" * 124), ("raw.{topic}_v1", "x" * 121), ("{value}", "ns." + "x" * 125)],
+)
+def test_a_table_name_is_at_most_128_bytes(template: str, value: str) -> None:
+    names = _names(**{"route.table-template": template})
+    too_long = value + "x"
+    tables = names.tables_of([value, too_long])
+    assert len(str(tables[value]).encode()) == MAX_TABLE_NAME_BYTES
+    assert tables[too_long] is None
+    assert "over the 128 a routed table's name may have" in names.describe_unroutable(too_long)
+
+
+def test_the_value_alone_names_namespace_and_table_each_part_sanitized() -> None:
+    names = _names(**{"route.table-template": "{value}"})
+    assert names.tables_of(["ev.clicks", "Web-2.Page Views", "1a.b"]) == {
+        "ev.clicks": "ev.clicks",
+        "Web-2.Page Views": "web_2.page_views",
+        "1a.b": "t_1a.b",
+    }
+    assert names.tables_of(["clicks", "a.b.c", "a."]) == {"clicks": None, "a.b.c": None, "a.": None}
+    assert "is not a table name 'namespace.table'" in names.describe_unroutable("a.b.c")
 
 
 def test_route_tables_maps_listed_values_and_leaves_the_rest_unroutable() -> None:

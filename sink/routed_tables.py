@@ -1,0 +1,223 @@
+"""Step 2 of a routed batch: each destination's table loaded or created, checked, settled and evolved.
+
+The one place routed tables are opened (the routed step's and the source's,
+:mod:`sink.routed_source`): a template's table is created only within
+``route.max-tables`` and holds the rows of one destination value
+(:mod:`sink.destinations.owners`). A value refused either way is a dead letter with its
+reason, never a failed batch.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.table import Table
+from pyspark.sql import types as st
+
+from sink import catalog as catalogs
+from sink.commit import ledger
+from sink.commit.recovery import AttemptLog
+from sink.config import SchemaEvolution, SinkConfig
+from sink.destinations.owners import ROUTE_VALUE_PROPERTY, TableBudget, check_owner
+from sink.destinations.resolve import DestinationValue
+from sink.destinations.table_options import TableOptions
+from sink.log_context import batch_logger
+from sink.metrics import SinkMetrics
+from sink.parallel import run_parallel
+from sink.routed_write import RoutedTarget, check_keys_in_task
+from sink.schema.coordinator import coordinator_for
+from sink.upsert_step import UpsertStep
+
+logger = batch_logger(__name__)
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    """A table as step 2 found it (``None``: missing), and whether a new one is counted already."""
+
+    table: Table | None
+    counted: bool
+
+
+@dataclass
+class PreparedTables:
+    """Step 2's outcome for a batch.
+
+    Attributes:
+        targets: The tables to write, indexed.
+        skipped: Values of tables that have the batch already (a replay).
+        refused: Values without a table after all -> their dead-letter reason.
+    """
+
+    targets: list[RoutedTarget] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)
+
+
+class RoutedTables:
+    """Opens, settles and evolves the tables of a routed sink's batches.
+
+    Args:
+        config: The routed sink's configuration.
+        catalog: The sink's catalog.
+        metrics: The sink's metrics.
+        options: Each table's configuration.
+        reserved: Tables no value may have (the dead-letter table).
+    """
+
+    def __init__(
+        self,
+        config: SinkConfig,
+        catalog: Catalog,
+        metrics: SinkMetrics,
+        options: TableOptions,
+        reserved: Sequence[str],
+    ) -> None:
+        self._catalog = catalog
+        self._metrics = metrics
+        self._options = options
+        self._owned = config.route.tables is None  # template tables hold one value's rows each
+        self._budget = TableBudget(config.route, catalog, reserved)
+        self._recovered: set[tuple[str, str]] = set()  # (table, sink id) settled in this process
+        self._lock = threading.Lock()
+
+    def open(
+        self,
+        name: str,
+        config: SinkConfig,
+        offered: st.StructType,
+        values: Sequence[str],
+        loaded: _Loaded | None = None,
+    ) -> tuple[Table | None, dict[str, str]]:
+        """Load or create table ``name`` for ``values``; the values refused -> why.
+
+        ``None`` when no value may have the table (it would pass ``route.max-tables``).
+        ``loaded``: the table as :meth:`prepare` found it, a new one already counted.
+        """
+        table = catalogs.load_table(self._catalog, name) if loaded is None else loaded.table
+        if table is None:
+            if not (self._budget.reserve(name) if loaded is None else loaded.counted):
+                return None, {v: self._budget.refusal(v, name) for v in values}
+            owner = {ROUTE_VALUE_PROPERTY: sorted(values)[0]} if self._owned else {}
+            properties = {**config.table_properties, **owner}
+            try:
+                table = catalogs.create_table(
+                    self._catalog, config.model_copy(update={"table_properties": properties}), offered
+                )
+            except BaseException:
+                self._budget.release(name)
+                raise
+        if not self._owned:
+            return table, {}
+        return check_owner(table, name, values)
+
+    def prepare(
+        self,
+        found: list[DestinationValue],
+        tables_of: dict[str | None, str | None],
+        schema: st.StructType,
+        sink_id: str,
+        batch_id: int,
+    ) -> PreparedTables:
+        """Step 2 for every table of the batch."""
+        grouped: dict[str, tuple[set[int], list[str]]] = {}
+        for d in found:
+            name = tables_of[d.value]
+            if name is not None and d.value is not None:
+                columns, values = grouped.setdefault(name, (set(), []))
+                columns.update(d.columns)
+                values.append(d.value)
+        names = sorted(grouped)
+        tables = run_parallel([functools.partial(catalogs.load_table, self._catalog, n) for n in names])
+        # New tables counted in name order, not as threads happen to run: a replay decides the same
+        loaded = [
+            _Loaded(t, t is not None or self._budget.reserve(n)) for n, t in zip(names, tables, strict=True)
+        ]
+        prepare = functools.partial(self._prepare_table, schema=schema, sink_id=sink_id, batch_id=batch_id)
+        ready = run_parallel(
+            [
+                functools.partial(
+                    prepare, n, tuple(sorted(grouped[n][0])), tuple(sorted(grouped[n][1])), found
+                )
+                for n, found in zip(names, loaded, strict=True)
+            ]
+        )
+        result = PreparedTables()
+        for target, skip, refused in ready:
+            result.refused.update(refused)
+            if target is None:
+                continue
+            if skip:
+                result.skipped.extend(target.values)
+            else:
+                target.index = len(result.targets)
+                result.targets.append(target)
+        return result
+
+    def _prepare_table(
+        self,
+        name: str,
+        columns: tuple[int, ...],
+        values: tuple[str, ...],
+        loaded: _Loaded,
+        schema: st.StructType,
+        sink_id: str,
+        batch_id: int,
+    ) -> tuple[RoutedTarget | None, bool, dict[str, str]]:
+        """Open one table, settle its crashed attempts, check its ledger, evolve it."""
+        config = self._options.config_for(name)
+        if config.upsert.enabled:  # the op and order columns describe a change: not stored
+            columns = tuple(p for p in columns if schema.fields[p].name not in config.upsert.change_columns)
+        offered = st.StructType([schema.fields[p] for p in columns])
+        table, refused = self.open(name, config, offered, values, loaded)  # refused: no series of their own
+        values = tuple(v for v in values if v not in refused)
+        if table is None or not values:
+            return None, False, refused
+        self._metrics.start_sink(name, sink_id)
+        with self._metrics.time_step(name, "schema"):
+            self.recover(config, table, sink_id)
+            target = RoutedTarget(name, config, table, columns, values)
+            if ledger.is_committed(table, sink_id, batch_id):
+                logger.info("batch %s of sink %s already committed to %s: skipped", batch_id, sink_id, name)
+                self._metrics.record_replay(name, sink_id)
+                return target, True, refused
+            if config.table_schema.evolution is not SchemaEvolution.OFF:
+                target.table = (
+                    coordinator_for(config)
+                    .evolve(
+                        table,
+                        offered,
+                        retry=config.commit,
+                        case_sensitive=config.table_schema.case_sensitive,
+                        metrics=self._metrics,
+                        sink_id=sink_id,
+                        batch_id=batch_id,
+                    )
+                    .table
+                )
+        check_keys_in_task(target.table, name)
+        UpsertStep(config, self._metrics).check_table(target.table)  # upserted: v2, with its key columns
+        return target, False, refused
+
+    def recover(self, config: SinkConfig, table: Table, sink_id: str) -> None:
+        """Delete the files of crashed attempts on ``table`` (first sight, or after a failure)."""
+        key = (config.table, sink_id)
+        with self._lock:
+            if key in self._recovered:
+                return
+        report = AttemptLog.for_sink(config, table, sink_id).recover(table)
+        if report.deleted_files:
+            self._metrics.orphan_files.labels(config.table, "deleted").inc(len(report.deleted_files))
+        if report.kept_files:
+            self._metrics.orphan_files.labels(config.table, "kept").inc(len(report.kept_files))
+        with self._lock:
+            self._recovered.add(key)
+
+    def forget_recovery(self, tables: Iterable[str], sink_id: str) -> None:
+        """The replay settles what a failed attempt left on ``tables`` first."""
+        with self._lock:
+            self._recovered.difference_update((name, sink_id) for name in tables)
