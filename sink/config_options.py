@@ -48,6 +48,9 @@ _OPTION_FIELDS: dict[str, tuple[str | None, str]] = {
     "route.table-template": ("route", "table_template"),
     "route.tables": ("route", "tables"),
     "route.table-options": ("route", "table_options"),
+    "timeout.connect-s": ("timeouts", "connect_s"),
+    "timeout.catalog-request-s": ("timeouts", "catalog_request_s"),
+    "timeout.storage-request-s": ("timeouts", "storage_request_s"),
 }
 _PREFIXES = ("catalog.", "table-property.")
 
