@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from sink.catalog_keys import accepted_keys, catalog_type, did_you_mean, unknown_keys
+from sink.errors import ConfigError
 from sink.secrets import hidden, redact
 
 DEFAULT_CATALOG_NAME = "default"
@@ -36,6 +38,23 @@ class CatalogConfig(BaseModel):
         if not isinstance(value, Mapping):
             return value
         return {str(k): hidden(str(k), v) if isinstance(v, str) else v for k, v in value.items()}
+
+    @model_validator(mode="after")
+    def _known_keys(self) -> CatalogConfig:
+        """Every property is one the catalog's type or its FileIOs read (see :mod:`sink.catalog_keys`)."""
+        plain = self.plain_properties()
+        kind = catalog_type(plain, plain.get("type"), plain.get("uri"))
+        unknown = unknown_keys(plain, kind) if kind is not None else []
+        if unknown:
+            key = unknown[0]
+            suggestion = did_you_mean(key, accepted_keys(kind or ""), "catalog.")
+            raise ConfigError(
+                f"unknown option 'catalog.{key}': a {kind} catalog and its file IO do not read {key!r}",
+                hint=(suggestion + " " if suggestion else "")
+                + "catalog.* options are pyiceberg's catalog and FileIO properties (type, uri, warehouse, "
+                "s3.*, ...); a catalog of your own takes any with catalog.py-catalog-impl",
+            )
+        return self
 
     def redact(self, text: str) -> str:
         """``text`` (an error message, say) with every secret of these properties masked."""
