@@ -2,7 +2,8 @@
 
 Without a target it is silent from the start (a frozen server: the kernel still completes
 the handshake, as for a process stopped with SIGSTOP). With one it forwards both ways
-until :meth:`SilentServer.freeze`, then holds every byte until :meth:`SilentServer.thaw`.
+until :meth:`SilentServer.freeze`, then holds every byte until :meth:`SilentServer.thaw`;
+:meth:`SilentServer.refuse` closes its port instead (a server that is down).
 """
 
 from __future__ import annotations
@@ -21,11 +22,16 @@ class SilentServer:
         self._open = threading.Event()  # set: bytes flow
         if target is not None:
             self._open.set()
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self._listener.getsockname()[1]
+        self.port = 0
         self._sockets: list[socket.socket] = []
         self._closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
+        self._refusing = False
+        self._listen()
+
+    def _listen(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", self.port))  # the same port again once thawed
+        self.port = self._listener.getsockname()[1]
+        threading.Thread(target=self._accept, args=(self._listener,), daemon=True).start()
 
     @property
     def address(self) -> str:
@@ -35,20 +41,39 @@ class SilentServer:
         """Stop answering: connections open, requests are read, nothing comes back."""
         self._open.clear()
 
+    def refuse(self) -> None:
+        """Go down: open connections are closed, new ones refused until :meth:`thaw`."""
+        self._stop_listening()
+        self._refusing = True
+        self._drop_connections()
+
     def thaw(self) -> None:
         """Answer again: connections held meanwhile are closed, new ones forwarded."""
+        if self._refusing:
+            self._refusing = False
+            self._listen()
+        self._drop_connections()
+        self._open.set()
+
+    def _stop_listening(self) -> None:
+        # shutdown() wakes the thread blocked in accept(); close() alone would leave the port open.
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(OSError):
+            self._listener.close()
+
+    def _drop_connections(self) -> None:
         held = list(self._sockets)
         self._sockets.clear()
         for held_socket in held:
             with contextlib.suppress(OSError):
+                held_socket.shutdown(socket.SHUT_RDWR)
                 held_socket.close()
-        self._open.set()
 
     def close(self) -> None:
         self._closed = True
         self._open.set()
-        with contextlib.suppress(OSError):
-            self._listener.close()
+        self._stop_listening()
         for held in self._sockets:
             with contextlib.suppress(OSError):
                 held.close()
@@ -61,10 +86,10 @@ class SilentServer:
     ) -> None:
         self.close()
 
-    def _accept(self) -> None:
+    def _accept(self, listener: socket.socket) -> None:
         while not self._closed:
             try:
-                client, _ = self._listener.accept()
+                client, _ = listener.accept()
             except OSError:
                 return
             self._sockets.append(client)
