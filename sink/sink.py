@@ -129,16 +129,19 @@ class IcebergSink:
         Raises:
             PartitionSpecError: ``partition-by`` names a missing column or an impossible transform.
             SchemaError: The stream has a column the table cannot take.
+            CatalogError: The catalog is unreachable or silent past ``timeout.*``; names it.
+            StorageError: The object store is unreachable or silent past ``timeout.*``; names it.
         """
         self._check_open()
         if self.config.route.enabled:
             raise ConfigError("prepare() needs one table; a routed sink creates its tables on first sight")
         schema = self._upsert.stored_schema(schema)
-        table = catalogs.load_table(self.catalog, self.config.table)
-        if table is None:
-            table = catalogs.create_table(self.catalog, self.config, schema)
-        self._upsert.check_table(table)
-        table = evolve_table(self.config, table, schema, self.metrics, sink_id=None, batch_id=None)
+        with server_errors(self.config, table=self.config.table):
+            table = catalogs.load_table(self.catalog, self.config.table)
+            if table is None:
+                table = catalogs.create_table(self.catalog, self.config, schema)
+            self._upsert.check_table(table)
+            table = evolve_table(self.config, table, schema, self.metrics, sink_id=None, batch_id=None)
         check_normalizes(schema, table.schema(), self._normalize_options)
         if (spark := SparkSession.getActiveSession()) is not None:
             start_workers_ahead(spark)
@@ -165,6 +168,11 @@ class IcebergSink:
 
         ``arrow_source``, from callers that made ``batch_df`` in Python, says how: the
         write may then run that Python function inside its own tasks (see :class:`ArrowSource`).
+
+        Raises:
+            CatalogError: The catalog was unreachable or silent past ``timeout.*`` (named);
+                the next batch, or the query restarted, goes on where this one stopped.
+            StorageError: The same of the object store.
         """
         self._check_open()
         sink_id = sink_id_of(batch_df, self.config.sink_id)
