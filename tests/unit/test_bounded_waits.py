@@ -10,8 +10,10 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from pyiceberg.catalog import load_catalog
+from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField
 
@@ -19,8 +21,11 @@ from sink.bounded_waits import catalog_properties, server_errors
 from sink.catalog import executor_io_properties, open_catalog
 from sink.commit.state import ATTEMPTS, state_folder
 from sink.config import SinkConfig
-from sink.errors import CatalogError, StorageError
+from sink.errors import CatalogError, StorageError, WriteError
+from sink.type_mapping import iceberg_to_arrow_schema
+from sink.write.task import write_function
 from tests.support.silent_server import SilentServer
+from tests.unit.writer_fixtures import task_spec
 
 FAST = {"timeout.connect-s": "1", "timeout.catalog-request-s": "1", "timeout.storage-request-s": "1"}
 
@@ -115,3 +120,20 @@ def test_bounds_the_user_set_are_kept() -> None:
     assert properties["s3.request-timeout"] == "120"
     assert properties["s3.connect-timeout"] == "10"  # the default
     assert "connect_timeout=7" in properties["uri"] and "connect_timeout=10" not in properties["uri"]
+
+
+def test_a_write_task_whose_storage_fails_raises_a_storage_error_the_driver_names(tmp_path: Path) -> None:
+    (tmp_path / "data").write_text("a file where the data folder goes")  # every file open fails
+    schema = Schema(NestedField(1, "id", LongType()))
+    spec = task_spec(tmp_path / "data", "db.t", schema, PartitionSpec(), "sink-b1-attempt")
+    rows = pa.RecordBatch.from_arrays([pa.array([1, 2], pa.int64())], schema=iceberg_to_arrow_schema(schema))
+    with pytest.raises(StorageError) as in_task:
+        list(write_function(spec)(iter([rows])))
+    assert isinstance(in_task.value.__cause__, OSError)
+    # On the driver the task's error arrives as text inside Spark's; the server is named there.
+    config = _sql_config(tmp_path, "127.0.0.1:1")
+    spark_error = RuntimeError(f"Python worker failed: Traceback ...\n{in_task.value}")
+    named_server = r"object store at http://127\.0\.0\.1:1"
+    with pytest.raises(StorageError, match=named_server) as named, server_errors(config, batch_id=1):
+        raise WriteError("write job of batch 1 failed") from spark_error
+    assert "write job of batch 1 failed" in str(named.value)
