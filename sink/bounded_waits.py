@@ -97,9 +97,10 @@ def storage_server(config: SinkConfig) -> str:
 def server_errors(config: SinkConfig, **context: object) -> Iterator[None]:
     """Raise a catalog's or object store's client failures inside as ``ICESINK-CATALOG``/``-STORAGE``.
 
-    Other icesink errors pass unchanged, unless a server's failure caused them (a commit
-    whose request timed out, a write task whose storage failed): those name the server too.
-    ``context`` (``table``, ``batch_id``) goes with the error.
+    Other icesink errors pass unchanged (a commit whose answer never came stays
+    ``ICESINK-COMMIT``: its outcome is unknown, which matters more), but for a write job
+    whose tasks' storage failed: that names the object store. ``context`` (``table``,
+    ``batch_id``) goes with the error.
     """
     try:
         yield
@@ -114,13 +115,12 @@ def server_errors(config: SinkConfig, **context: object) -> Iterator[None]:
 
 def _translated(error: Exception, config: SinkConfig, context: dict[str, object]) -> SinkError | None:
     """The coded error naming the server for ``error``, or ``None`` when no server failed."""
-    cause = _server_cause(error)
-    if cause is None:
-        return None
-    what = f"{type(cause).__name__}: {cause}"
     if isinstance(error, SinkError):
-        what = f"{error.message} ({what})" if cause is not error else what
-    if isinstance(cause, RequestException | DBAPIError):
+        if not _storage_failed_in_tasks(error):
+            return None
+        what = error.message
+    elif isinstance(error, RequestException | DBAPIError):
+        what = f"{type(error).__name__}: {error}"
         return CatalogError(
             f"{catalog_server(config)} is unreachable or did not answer: {config.catalog.redact(what)}",
             hint="check that the catalog server is up and reachable; timeout.connect-s and "
@@ -128,6 +128,10 @@ def _translated(error: Exception, config: SinkConfig, context: dict[str, object]
             "where this stopped",
             **context,
         )
+    elif isinstance(error, OSError) and not isinstance(error, ConnectionError):
+        what = f"{type(error).__name__}: {error}"  # a socket's own ConnectionError is Spark's or py4j's
+    else:
+        return None
     return StorageError(
         f"{storage_server(config)} failed or did not answer: {config.catalog.redact(what)}",
         hint="check that the object store is up and reachable and the credentials allow the write; "
@@ -137,17 +141,9 @@ def _translated(error: Exception, config: SinkConfig, context: dict[str, object]
     )
 
 
-def _server_cause(error: BaseException) -> BaseException | None:
-    """The catalog or storage failure in ``error``'s chain (an executor's as its text), if any."""
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, RequestException | DBAPIError):
-            return current
-        if isinstance(current, OSError) and not isinstance(current, SinkError):
-            return current
-        if not isinstance(current, SinkError) and find_error_code(str(current)) is StorageError:
-            return current  # a write task's storage failure, arrived as text
-        current = current.__cause__  # an error raised while handling another is not caused by it
-    return None
+def _storage_failed_in_tasks(error: SinkError) -> bool:
+    """Whether ``error`` (a write job's) was caused by a task's ``ICESINK-STORAGE``, which arrives as text."""
+    cause = error.__cause__
+    return (
+        cause is not None and not isinstance(cause, SinkError) and find_error_code(str(cause)) is StorageError
+    )
