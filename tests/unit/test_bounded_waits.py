@@ -16,12 +16,13 @@ from pyiceberg.catalog import load_catalog
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField
+from requests.exceptions import ReadTimeout
 
 from sink.bounded_waits import catalog_properties, server_errors
 from sink.catalog import executor_io_properties, open_catalog
 from sink.commit.state import ATTEMPTS, state_folder
 from sink.config import SinkConfig
-from sink.errors import CatalogError, StorageError, WriteError
+from sink.errors import CatalogError, CommitError, StorageError, WriteError
 from sink.type_mapping import iceberg_to_arrow_schema
 from sink.write.task import write_function
 from tests.support.silent_server import SilentServer
@@ -137,3 +138,19 @@ def test_a_write_task_whose_storage_fails_raises_a_storage_error_the_driver_name
     with pytest.raises(StorageError, match=named_server) as named, server_errors(config, batch_id=1):
         raise WriteError("write job of batch 1 failed") from spark_error
     assert "write job of batch 1 failed" in str(named.value)
+
+
+@pytest.mark.parametrize(
+    "cause", [ConnectionError("reset after the commit was sent"), ReadTimeout("read timed out")]
+)
+def test_a_commit_whose_answer_was_lost_keeps_its_code(tmp_path: Path, cause: Exception) -> None:
+    config = _sql_config(tmp_path, "127.0.0.1:1")
+    unknown = CommitError("commit failed with an unknown outcome", table="db.t")
+    with pytest.raises(CommitError, match="unknown outcome"), server_errors(config):
+        raise unknown from cause
+
+
+def test_an_error_of_sparks_own_socket_is_not_the_object_stores(tmp_path: Path) -> None:
+    config = _sql_config(tmp_path, "127.0.0.1:1")
+    with pytest.raises(ConnectionRefusedError), server_errors(config):
+        raise ConnectionRefusedError("py4j gateway")
