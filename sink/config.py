@@ -309,6 +309,8 @@ def _accepted_hint(loc: tuple[str, ...]) -> str:
         return "set 'table' to 'namespace.table'"
     if loc == ("commit", "interval_s"):
         return "use a finite number of seconds above 0, e.g. 60"
+    if loc[:1] == ("timeouts",):
+        return "use a finite number of seconds above 0, e.g. 10"
     if loc[:1] == ("metrics",):
         return {
             "port": "use a port number 0-65535 (0: any free port)",

@@ -22,7 +22,7 @@ from sink.bounded_waits import catalog_properties, server_errors
 from sink.catalog import executor_io_properties, open_catalog
 from sink.commit.state import ATTEMPTS, state_folder
 from sink.config import SinkConfig
-from sink.errors import CatalogError, CommitError, StorageError, WriteError
+from sink.errors import CatalogError, CommitError, ConfigError, StorageError, WriteError
 from sink.type_mapping import iceberg_to_arrow_schema
 from sink.write.task import write_function
 from tests.support.silent_server import SilentServer
@@ -154,3 +154,9 @@ def test_an_error_of_sparks_own_socket_is_not_the_object_stores(tmp_path: Path) 
     config = _sql_config(tmp_path, "127.0.0.1:1")
     with pytest.raises(ConnectionRefusedError), server_errors(config):
         raise ConnectionRefusedError("py4j gateway")
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "inf"])
+def test_a_bad_bound_names_the_option_and_what_it_takes(value: str) -> None:
+    with pytest.raises(ConfigError, match=r"'timeout\.connect-s'.*finite number of seconds above 0"):
+        SinkConfig.from_options({"table": "db.t", "timeout.connect-s": value})
