@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from sink.config import (
         BadRecordPolicy,
-        CatalogConfig,
         CommitConfig,
         DeadLetterConfig,
         DistributionMode,
@@ -30,6 +29,7 @@ if TYPE_CHECKING:
         SinkConfig,
         WriteConfig,
     )
+    from sink.config_catalog import CatalogConfig
     from sink.config_route import RouteBy, RouteConfig
     from sink.errors import (
         BadRecordError,
@@ -60,7 +60,7 @@ if TYPE_CHECKING:
 
 _EXPORTS = {
     "BadRecordPolicy": "sink.config",
-    "CatalogConfig": "sink.config",
+    "CatalogConfig": "sink.config_catalog",
     "CommitConfig": "sink.config",
     "DeadLetterConfig": "sink.config",
     "DistributionMode": "sink.config",

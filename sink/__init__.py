@@ -14,12 +14,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sink.config import CatalogConfig, CommitConfig, DistributionMode, SinkConfig, WriteConfig
+    from sink.config import CommitConfig, DistributionMode, SinkConfig, WriteConfig
+    from sink.config_catalog import CatalogConfig
     from sink.errors import SinkError
     from sink.sink import IcebergSink
 
 _EXPORTS = {
-    "CatalogConfig": "sink.config",
+    "CatalogConfig": "sink.config_catalog",
     "CommitConfig": "sink.config",
     "DistributionMode": "sink.config",
     "SinkConfig": "sink.config",

@@ -12,6 +12,8 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyspark.sql import types as st
 
+from sink._pyiceberg.rest import BoundedRestCatalog
+from sink.bounded_waits import catalog_properties, rest_timeout
 from sink.commit import metadata_cache
 from sink.config import DistributionMode, SinkConfig
 from sink.errors import CatalogError, ConfigError
@@ -45,7 +47,7 @@ def executor_io_properties(config: SinkConfig, table: Table) -> dict[str, str]:
     HTTP session and OAuth2 token, which must not be pickled into every task (executors
     never talk to the catalog).
     """
-    merged = {**config.catalog.plain_properties(), **table.io.properties}
+    merged = {**catalog_properties(config), **table.io.properties}
     return {k: v for k, v in merged.items() if isinstance(v, str) and k not in _CATALOG_ONLY_PROPERTIES}
 
 
@@ -55,9 +57,9 @@ def open_catalog(config: SinkConfig) -> Catalog:
     Raises:
         CatalogError: The catalog cannot be loaded or does not answer; names the catalog.
     """
-    properties = config.catalog.plain_properties()
+    properties = catalog_properties(config)  # with the bounded waits of timeout.*
     try:
-        catalog = _load_catalog(config.catalog.name, properties)
+        catalog = _load_catalog(config.catalog.name, properties, rest_timeout(config))
         namespace = config.table.rsplit(".", 1)[0] if config.table else None  # routed: no one table
         if namespace is None:
             catalog.list_namespaces()
@@ -77,8 +79,10 @@ def open_catalog(config: SinkConfig) -> Catalog:
     ) from cause
 
 
-def _load_catalog(name: str, properties: dict[str, str]) -> Catalog:
+def _load_catalog(name: str, properties: dict[str, str], timeout: tuple[float, float]) -> Catalog:
     """``load_catalog``, again when another process created a new SQL catalog's tables meanwhile.
+
+    A REST catalog is a :class:`~sink._pyiceberg.rest.BoundedRestCatalog` (requests bounded by ``timeout``).
 
     A SQL catalog creates its tables the first time it is opened, each after checking
     that it is missing: two jobs opening a new catalog at once can both find a table
@@ -87,12 +91,22 @@ def _load_catalog(name: str, properties: dict[str, str]) -> Catalog:
     attempts = 1
     while True:
         try:
+            if _is_rest(properties):
+                return BoundedRestCatalog(name, timeout, **properties)
             return load_catalog(name, **properties)
         except Exception as e:
             if attempts == CATALOG_LOAD_ATTEMPTS or "already exists" not in str(e):
                 raise
             logger.info("catalog %r: another process created its tables meanwhile; loading again", name)
             attempts += 1
+
+
+def _is_rest(properties: dict[str, str]) -> bool:
+    """Whether ``load_catalog`` would make a REST catalog of ``properties`` (as it infers the type)."""
+    if "py-catalog-impl" in properties:
+        return False
+    kind = properties.get("type")
+    return kind.lower() == "rest" if kind else properties.get("uri", "").startswith("http")
 
 
 class RedactedError(Exception):

@@ -17,20 +17,19 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    SecretStr,
     ValidationError,
     field_validator,
     model_validator,
 )
 
+from sink.config_catalog import CatalogConfig
 from sink.config_options import option_tree
 from sink.config_route import RouteConfig, check_route
+from sink.config_timeouts import TimeoutConfig
 from sink.config_upsert import UpsertConfig, check_upsert
 from sink.errors import ConfigError
 from sink.partitioning import check_partition_by
-from sink.secrets import hidden, redact
 
-DEFAULT_CATALOG_NAME = "default"
 DEFAULT_TARGET_FILE_SIZE_BYTES = 512 * 1024 * 1024  # Iceberg's write.target-file-size-bytes default
 DEFAULT_ROW_GROUP_SIZE_BYTES = 128 * 1024 * 1024  # Iceberg's write.parquet.row-group-size-bytes default
 DEFAULT_MEMORY_BUDGET_BYTES = 512 * 1024 * 1024
@@ -66,38 +65,6 @@ class BadRecordPolicy(StrEnum):
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class CatalogConfig(_Frozen):
-    """Which Iceberg catalog to use: every ``catalog.*`` option goes to pyiceberg's ``load_catalog``.
-
-    Attributes:
-        name: The catalog's name (``catalog.name``); the SQL catalog keys tables by it.
-        properties: The other ``catalog.*`` options, for pyiceberg's ``load_catalog`` (``type``,
-            ``uri``, ``warehouse``, ``s3.*``, ...). Keys naming a credential (password, secret,
-            token, credential, access-key, session-key) and the password inside a URI are kept
-            secret: masked in errors, logs and ``repr()``.
-    """
-
-    name: str = DEFAULT_CATALOG_NAME
-    properties: dict[str, str | SecretStr] = Field(default_factory=dict)
-
-    @field_validator("properties", mode="before")
-    @classmethod
-    def _hide_secrets(cls, value: Any) -> Any:
-        if not isinstance(value, Mapping):
-            return value
-        return {str(k): hidden(str(k), v) if isinstance(v, str) else v for k, v in value.items()}
-
-    def redact(self, text: str) -> str:
-        """``text`` (an error message, say) with every secret of these properties masked."""
-        return redact(text, self.properties.values())
-
-    def plain_properties(self) -> dict[str, str]:
-        """The properties with secrets revealed, for pyiceberg."""
-        return {
-            k: v.get_secret_value() if isinstance(v, SecretStr) else v for k, v in self.properties.items()
-        }
 
 
 class WriteConfig(_Frozen):
@@ -232,6 +199,7 @@ class SinkConfig(_Frozen):
             warehouse is a local folder; required otherwise.
         upsert: Append or upsert (``write.mode``, ``upsert.*``).
         route: Many tables from one stream (``route.*``); ``table`` is then optional.
+        timeouts: The longest waits for a silent catalog or object store (``timeout.*``).
     """
 
     table: str = ""  # required unless route.by is set (checked with the other options)
@@ -247,6 +215,7 @@ class SinkConfig(_Frozen):
     state_location: str | None = Field(default=None, min_length=1)
     upsert: UpsertConfig = Field(default_factory=UpsertConfig)
     route: RouteConfig = Field(default_factory=RouteConfig)
+    timeouts: TimeoutConfig = Field(default_factory=TimeoutConfig)
 
     @field_validator("table")
     @classmethod
@@ -333,6 +302,8 @@ def _accepted_hint(loc: tuple[str, ...]) -> str:
         return "set 'table' to 'namespace.table'"
     if loc == ("commit", "interval_s"):
         return "use a finite number of seconds above 0, e.g. 60"
+    if loc[:1] == ("timeouts",):
+        return "use a finite number of seconds above 0, e.g. 10"
     if loc[:1] == ("metrics",):
         return {
             "port": "use a port number 0-65535 (0: any free port)",

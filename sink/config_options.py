@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from sink.catalog_keys import did_you_mean
 from sink.errors import ConfigError
 
 # Option key (lower case) -> (section, field). Iceberg property names where one exists.
@@ -49,8 +50,11 @@ _OPTION_FIELDS: dict[str, tuple[str | None, str]] = {
     "route.tables": ("route", "tables"),
     "route.table-options": ("route", "table_options"),
     "route.max-tables": ("route", "max_tables"),
+    "timeout.connect-s": ("timeouts", "connect_s"),
+    "timeout.catalog-request-s": ("timeouts", "catalog_request_s"),
+    "timeout.storage-request-s": ("timeouts", "storage_request_s"),
 }
-_PREFIXES = ("catalog.", "table-property.")
+_EXAMPLES = ("table", "partition-by", "write.target-file-size-bytes", "commit.interval-s")
 
 
 def option_tree(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[tuple[str, ...], str]]:
@@ -87,10 +91,11 @@ def option_tree(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[tuple[
                 data.setdefault(section, {})[field] = value
                 origin[(section, field)] = raw_key
         else:
-            known = sorted([*_OPTION_FIELDS, "catalog.name", *(p + "*" for p in _PREFIXES)])
+            suggestion = did_you_mean(key, [*_OPTION_FIELDS, "catalog.name"])
             raise ConfigError(
                 f"unknown option {raw_key!r} (value {raw_value!r})",
-                hint=f"accepted options are {', '.join(known)}",
+                hint=(suggestion + " " if suggestion else "")
+                + f"options are the sink's own (e.g. {', '.join(_EXAMPLES)}) and catalog.*, table-property.*",
             )
     if catalog_props:
         data.setdefault("catalog", {})["properties"] = catalog_props

@@ -68,6 +68,13 @@ class CatalogError(SinkError):
     retryable = True
 
 
+class StorageError(SinkError):
+    """The object store (or file system) of the tables or the sink's state failed or did not answer."""
+
+    code = "STORAGE"
+    retryable = True
+
+
 class PartitionSpecError(ConfigError):
     """The ``partition-by`` option does not describe a valid spec for the table."""
 

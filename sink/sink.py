@@ -38,10 +38,11 @@ from pyspark.sql import types as st
 from sink import catalog as catalogs
 from sink import failpoints
 from sink.arrow_source import ArrowSource, fusable
+from sink.bounded_waits import server_errors
 from sink.commit import ledger
 from sink.commit.staging import StagingArea
 from sink.commit.state import state_location
-from sink.config import SchemaEvolution, SinkConfig
+from sink.config import SinkConfig
 from sink.config_route import route_label
 from sink.deadletter import DeadLetterQueue, dead_letter_table_name
 from sink.errors import ConfigError, SinkClosedError
@@ -55,7 +56,7 @@ from sink.route.routed import RoutedBatch
 from sink.route.router import BucketRouter
 from sink.route.self_check_runs import check_ahead
 from sink.routed_step import RoutedStep
-from sink.schema.coordinator import coordinator_for
+from sink.schema.coordinator import evolve_table
 from sink.sink_state import SinkState, query_id_of, sink_id_of
 from sink.source_write import SourceWrite, plan_source_write
 from sink.staged_commit import StagedCommits
@@ -92,7 +93,6 @@ class IcebergSink:
         self.metrics_server: MetricsServer | None = export(self.metrics, config.metrics)
         self.catalog: Catalog = catalogs.open_catalog(config)
         state_location(config)  # where the sink's bookkeeping goes: checked at start-up
-        self._schemas = coordinator_for(config)  # shared by every sink of this table in the driver
         self._dead_letters = DeadLetterQueue(config, self.catalog, self.metrics)
         label = config.table or route_label(config.route)  # route.by set: RoutedStep writes the batches
         self._routed = RoutedStep(config, self.catalog, self.metrics, self._dead_letters, label)
@@ -129,16 +129,19 @@ class IcebergSink:
         Raises:
             PartitionSpecError: ``partition-by`` names a missing column or an impossible transform.
             SchemaError: The stream has a column the table cannot take.
+            CatalogError: The catalog is unreachable or silent past ``timeout.*``; names it.
+            StorageError: The object store is unreachable or silent past ``timeout.*``; names it.
         """
         self._check_open()
         if self.config.route.enabled:
             raise ConfigError("prepare() needs one table; a routed sink creates its tables on first sight")
         schema = self._upsert.stored_schema(schema)
-        table = catalogs.load_table(self.catalog, self.config.table)
-        if table is None:
-            table = catalogs.create_table(self.catalog, self.config, schema)
-        self._upsert.check_table(table)
-        table = self._evolve(table, schema, sink_id=None, batch_id=None)
+        with server_errors(self.config, table=self.config.table):
+            table = catalogs.load_table(self.catalog, self.config.table)
+            if table is None:
+                table = catalogs.create_table(self.catalog, self.config, schema)
+            self._upsert.check_table(table)
+            table = evolve_table(self.config, table, schema, self.metrics, sink_id=None, batch_id=None)
         check_normalizes(schema, table.schema(), self._normalize_options)
         if (spark := SparkSession.getActiveSession()) is not None:
             start_workers_ahead(spark)
@@ -165,14 +168,26 @@ class IcebergSink:
 
         ``arrow_source``, from callers that made ``batch_df`` in Python, says how: the
         write may then run that Python function inside its own tasks (see :class:`ArrowSource`).
+
+        Raises:
+            CatalogError: The catalog was unreachable or silent past ``timeout.*`` (named);
+                the next batch, or the query restarted, goes on where this one stopped.
+            StorageError: The same of the object store.
         """
         self._check_open()
         sink_id = sink_id_of(batch_df, self.config.sink_id)
         if self.config.route.enabled:  # many tables: the routed story (sink.routed_step)
-            with batch_context(self._routed.label, sink_id, batch_id):
+            with (
+                batch_context(self._routed.label, sink_id, batch_id),
+                server_errors(self.config, batch_id=batch_id),
+            ):
                 return self._routed.write_batch(batch_df, batch_id, sink_id, arrow_source)
         name = self.config.table
-        with batch_context(name, sink_id, batch_id):  # every log record of the batch names it
+        # Every log record of the batch names it; a catalog's or store's failure is named too.
+        with (
+            batch_context(name, sink_id, batch_id),
+            server_errors(self.config, table=name, batch_id=batch_id),
+        ):
             table = catalogs.load_table(self.catalog, name)
             if table is None:
                 with self.metrics.time_step(name, "schema"):
@@ -223,7 +238,7 @@ class IcebergSink:
         # 2. schema, before 1. normalize: new columns and wider types are added to the table first
         failpoints.hit("schema")
         with self.metrics.time_step(name, "schema"):
-            table = self._evolve(table, batch_df.schema, sink_id, batch_id)
+            table = evolve_table(self.config, table, batch_df.schema, self.metrics, sink_id, batch_id)
         # 1. normalize
         failpoints.hit("normalize")
         with self.metrics.time_step(name, "normalize"):
@@ -277,7 +292,7 @@ class IcebergSink:
         with self._lock:
             states = [s for s in self._states.values() if query_id is None or s.query_id == query_id]
         for state in states:
-            with state.lock:
+            with state.lock, server_errors(self.config, table=self.config.table):
                 if state.staging.batches:
                     table = self.catalog.load_table(self.config.table)
                     self._commits.commit_staged(table, state)
@@ -331,20 +346,3 @@ class IcebergSink:
                 table=self.config.table,
                 hint="build a new IcebergSink (one per streaming job), and close it after awaitTermination()",
             )
-
-    def _evolve(
-        self, table: Table, schema: st.StructType, sink_id: str | None, batch_id: int | None
-    ) -> Table:
-        """The table, its schema evolved to take ``schema`` (unless ``schema.evolution=off``)."""
-        if self.config.table_schema.evolution is SchemaEvolution.OFF:
-            return table
-        outcome = self._schemas.evolve(
-            table,
-            schema,
-            retry=self.config.commit,
-            case_sensitive=self.config.table_schema.case_sensitive,
-            metrics=self.metrics,
-            sink_id=sink_id,
-            batch_id=batch_id,
-        )
-        return outcome.table

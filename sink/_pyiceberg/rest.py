@@ -37,7 +37,7 @@ from pyiceberg.exceptions import (
 from pyiceberg.table import CommitTableRequest, CommitTableResponse, Table, TableIdentifier
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.update import TableRequirement, TableUpdate
-from requests import HTTPError
+from requests import HTTPError, Response, Session
 from tenacity import retry, retry_if_exception_type, stop_after_attempt
 
 from sink._pyiceberg import updated_metadata
@@ -51,6 +51,35 @@ _retry_once = retry(  # as pyiceberg's own requests: once more after the token i
     before_sleep=_retry_hook,
     reraise=True,
 )
+
+
+class BoundedRestCatalog(RestCatalog):
+    """pyiceberg's REST catalog whose requests wait at most ``timeout`` (``requests``' connect, read).
+
+    pyiceberg's own sessions have no timeout: a silent server would hold a request (and
+    the streaming query) for ever. The session made at start-up for the configuration
+    request is bounded as well as the catalog's own.
+    """
+
+    def __init__(self, name: str, timeout: tuple[float, float], **properties: str) -> None:
+        self._timeout = timeout  # before the base class's start-up requests
+        super().__init__(name, **properties)
+
+    def _create_session(self) -> Session:
+        return _bounded(super()._create_session(), self._timeout)
+
+
+def _bounded(session: Session, timeout: tuple[float, float]) -> Session:
+    """``session``, its requests given ``timeout`` unless they name one."""
+    request = session.request
+
+    def bounded_request(method: str, url: str | bytes, **kwargs: Any) -> Response:
+        if kwargs.get("timeout") is None:
+            kwargs["timeout"] = timeout
+        return request(method, url, **kwargs)
+
+    session.request = bounded_request  # type: ignore[method-assign,assignment]
+    return session
 
 
 def rest_catalog(catalog: Catalog) -> RestCatalog | None:

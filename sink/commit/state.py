@@ -27,6 +27,7 @@ from pyiceberg.io import FileIO, load_file_io
 from pyiceberg.table import Table
 
 from sink._pyiceberg import list_files
+from sink.bounded_waits import catalog_properties
 from sink.config import SinkConfig
 from sink.errors import ConfigError
 
@@ -107,7 +108,7 @@ def state_folder(config: SinkConfig, table: Table, sink_id: str, kind: str) -> S
             f"state-location {root!r} lies inside the location {table.location()!r} of table {table_name}",
             hint="set 'state-location' to a folder outside every table's location",
         )
-    return StateFolder(_file_io(tuple(sorted(config.catalog.plain_properties().items())), root), location)
+    return StateFolder(_file_io(tuple(sorted(catalog_properties(config).items())), root), location)
 
 
 def migrate_legacy(table: Table, sink_id: str, kind: str, folder: StateFolder) -> int:

@@ -12,6 +12,12 @@ from pyspark.sql import types as st
 
 _INTEGRAL = (st.ByteType, st.ShortType, st.IntegerType, st.LongType)
 _INTEGRAL_DIGITS = {st.ByteType: 3, st.ShortType: 5, st.IntegerType: 10, st.LongType: 19}
+_INTEGRAL_BITS: dict[type[st.DataType], int] = {
+    st.ByteType: 8,
+    st.ShortType: 16,
+    st.IntegerType: 32,
+    st.LongType: 64,
+}
 _FLOATING = (st.FloatType, st.DoubleType)
 _DATETIME = (st.DateType, st.TimestampType, st.TimestampNTZType)
 _TIMESTAMPS = (st.TimestampType, st.TimestampNTZType)
@@ -25,6 +31,11 @@ def is_text(t: st.DataType) -> bool:
 def is_integral(t: st.DataType) -> bool:
     """Spark's integer types (byte to long)."""
     return isinstance(t, _INTEGRAL)
+
+
+def integral_limit(t: st.DataType) -> int:
+    """2 to the power of an integer type's bits less one: its values lie in ``[-limit, limit)``."""
+    return 1 << (_INTEGRAL_BITS[type(t)] - 1)
 
 
 def castable(source: st.DataType, target: st.DataType) -> bool:

@@ -34,7 +34,7 @@ from pyiceberg.table.update.schema import UpdateSchema
 from pyspark.sql import types as st
 
 from sink.commit.backoff import Backoff
-from sink.config import CommitConfig, SinkConfig
+from sink.config import CommitConfig, SchemaEvolution, SinkConfig
 from sink.errors import CommitConflictError, SchemaError
 from sink.log_context import batch_logger
 from sink.metrics import SinkMetrics
@@ -257,3 +257,27 @@ def coordinator_for(config: SinkConfig) -> SchemaCoordinator:
         if coordinator is None:
             coordinator = _COORDINATORS[key] = SchemaCoordinator(config.table)
         return coordinator
+
+
+def evolve_table(
+    config: SinkConfig,
+    table: Table,
+    schema: st.StructType,
+    metrics: SinkMetrics,
+    sink_id: str | None,
+    batch_id: int | None,
+) -> Table:
+    """``table``, its schema evolved by the driver's coordinator to take ``schema`` (unless
+    ``schema.evolution=off``): the schema step of a sink's batch."""
+    if config.table_schema.evolution is SchemaEvolution.OFF:
+        return table
+    outcome = coordinator_for(config).evolve(
+        table,
+        schema,
+        retry=config.commit,
+        case_sensitive=config.table_schema.case_sensitive,
+        metrics=metrics,
+        sink_id=sink_id,
+        batch_id=batch_id,
+    )
+    return outcome.table

@@ -21,6 +21,7 @@ from sink.type_mapping import iceberg_to_spark_type
 __all__ = ["BadRecordReason", "Conversion", "Problem", "as_text", "convert_primitive", "dotted", "mismatch"]
 
 _INFINITY_TEXT = r"^[+-]?inf(inity)?$"  # lower case, trimmed: what Spark's cast reads as infinity
+_INTEGRAL_DECIMAL_TEXT = r"^([+-]?[0-9]+)\.0*$"  # a whole number written with a point: "3.0", "-12."
 
 
 class BadRecordReason(StrEnum):
@@ -101,6 +102,10 @@ def _cast(
     if not casts.castable(source_type, spark_type):
         return mismatch(source, source_type, spark_type, path)
     value = source.try_cast(spark_type)
+    if casts.is_text(source_type) and casts.is_integral(spark_type):
+        # "3.0" is 3, as Spark's cast (non-ANSI) reads it; only its ANSI form refuses a point.
+        whole = F.regexp_extract(F.trim(source), _INTEGRAL_DECIMAL_TEXT, 1)
+        value = F.coalesce(value, whole.try_cast(spark_type))
     if casts.always_fits(source_type, spark_type):
         return Conversion(value)
     result = value if converted is None else converted  # what the problems test
@@ -111,10 +116,13 @@ def _cast(
         if isinstance(spark_type, st.NumericType):
             # A number that does not fit is out of range (or has a fraction), not unparsable.
             number = source.try_cast(st.DoubleType())
+            outside = failed & number.isNotNull()
             if casts.is_integral(spark_type):
                 fraction = failed & (number != F.round(number))
                 problems.append(Problem(fraction, column, BadRecordReason.PRECISION_LOSS, text))
-            problems.append(Problem(failed & number.isNotNull(), column, BadRecordReason.OUT_OF_RANGE, text))
+                # A whole number that failed is too large unless it is spelled otherwise ("1e3").
+                outside = outside & (F.abs(number) >= float(casts.integral_limit(spark_type)))
+            problems.append(Problem(outside, column, BadRecordReason.OUT_OF_RANGE, text))
             if isinstance(spark_type, st.DecimalType):
                 # Parsing again is costly: only where there are more decimals than the scale.
                 point = F.instr(source, ".")

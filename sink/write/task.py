@@ -21,7 +21,7 @@ from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
 
 from sink import failpoints
-from sink.errors import WriteError
+from sink.errors import StorageError, WriteError
 from sink.write.allocator import use_write_pool
 from sink.write.arrow_input import InputWidth, byte_check_skipped
 from sink.write.layout import BucketLayout
@@ -183,6 +183,7 @@ class DataTaskWriter:
         self._task_id = task_id
         self._files = TableFiles(spec, task_id, attempt)
         self._output = TaskFanout(self._files.new_rolling_writer, spec.memory_budget_bytes, task_id)
+        self._storage_failed = False  # an OSError of the file system, not of the input
         self._rows = RowTally(task_id, source_column=spec.source_partition_column)
         self._buckets = _BucketSequence(spec.sequential_buckets)
 
@@ -205,6 +206,13 @@ class DataTaskWriter:
 
     def write_chunk(self, received: pa.RecordBatch) -> None:
         """Write one chunk of rows (of about the fanout's chunk size); on failure call :meth:`abort`."""
+        try:
+            self._write_chunk(received)
+        except OSError:
+            self._storage_failed = True  # the input's own errors are raised where it is read
+            raise
+
+    def _write_chunk(self, received: pa.RecordBatch) -> None:
         n = self._spec.num_data_columns
         # The file schema is built at the first rows (a task without rows never needs it).
         width = len(self._files.arrow_schema)
@@ -226,6 +234,7 @@ class DataTaskWriter:
 
     def close(self) -> list[DataFileMessage]:
         """Finish every file; the messages of those not given yet. On failure, as :meth:`stream`."""
+        self._storage_failed = True  # closing files: an OSError is the file system's
         messages = self._output.close(self.abort)
         logger.info(
             "task %s wrote %s files, %s rows (table=%s prefix=%s)",
@@ -237,11 +246,13 @@ class DataTaskWriter:
         )
         return messages
 
-    def abort(self, cause: Exception) -> WriteError:
-        """Delete every file written so far; the error to raise for ``cause``."""
+    def abort(self, cause: Exception) -> WriteError | StorageError:
+        """Delete every file written so far; the error to raise for ``cause`` (``ICESINK-STORAGE`` when
+        the storage failed: the driver names the server)."""
         for path in self._output.fanout.abort():
             self._files.io.delete(path)
-        return WriteError(
+        error = StorageError if isinstance(cause, OSError) and self._storage_failed else WriteError
+        return error(
             f"writing data files failed: {type(cause).__name__}: {cause}",
             table=self._spec.table,
             task=self._task_id,

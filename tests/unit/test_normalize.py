@@ -67,10 +67,23 @@ def test_strings_parse_into_table_types(spark: SparkSession) -> None:
         NestedField(4, "ts", TimestamptzType()),
         NestedField(5, "dec", DecimalType(10, 2)),
         NestedField(6, "x", DoubleType()),
+        NestedField(7, "whole", IntegerType()),  # a whole number with a point, as Spark's cast reads it
+        NestedField(8, "big", LongType()),
     )
     df = spark.createDataFrame(
-        [(" 42 ", "true", "2024-02-29", "2024-02-29T23:59:59Z", "12.50", "1e3")],
-        "i string, b string, d string, ts string, dec string, x string",
+        [
+            (
+                " 42 ",
+                "true",
+                "2024-02-29",
+                "2024-02-29T23:59:59Z",
+                "12.50",
+                "1e3",
+                "3.0",
+                "-9223372036854775808.00",
+            )
+        ],
+        "i string, b string, d string, ts string, dec string, x string, whole string, big string",
     )
     rows, dead = run(normalize(df, schema, OPTIONS))
     assert dead == []
@@ -82,6 +95,8 @@ def test_strings_parse_into_table_types(spark: SparkSession) -> None:
             "ts": dt.datetime(2024, 2, 29, 23, 59, 59),
             "dec": Decimal("12.50"),
             "x": 1000.0,
+            "whole": 3,
+            "big": -(2**63),
         }
     ]
 
@@ -92,6 +107,9 @@ def test_strings_parse_into_table_types(spark: SparkSession) -> None:
         ("string", IntegerType(), "forty-two", "parse_error"),
         ("string", IntegerType(), "99999999999", "out_of_range"),
         ("string", IntegerType(), "1.5", "precision_loss"),
+        ("string", IntegerType(), "1e3", "parse_error"),  # Spark's cast reads no exponent into an int
+        ("string", IntegerType(), "2147483648.0", "out_of_range"),
+        ("string", LongType(), "9223372036854775808", "out_of_range"),  # 2**63: one above the largest
         ("string", DecimalType(10, 2), "1.255", "precision_loss"),
         ("string", DecimalType(4, 2), "123.4", "out_of_range"),
         ("string", BooleanType(), "maybe", "parse_error"),
