@@ -23,6 +23,7 @@ checkpoint, that many times at most.
 from __future__ import annotations
 
 import logging
+import re
 import signal
 import sys
 import time
@@ -49,6 +50,7 @@ _POLL_S = 2.0
 _FAILED = 1  # the exit code of a failed query
 _FIRST_RESTART_DELAY_S = 1.0
 _MAX_RESTART_DELAY_S = 30.0
+_CODED_LINE = re.compile(r"^(?:[\w.]+: )?(ICESINK-[A-Z0-9-]+: .*)$", re.MULTILINE)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -152,13 +154,26 @@ def _run_query(config: JobConfig, spark: Any, metrics: SinkMetrics | None, stop:
                 logger.info("stopping query %s (signal %s)", query.id, stop.requested)
                 query.stop()
     except StreamingQueryException as e:
-        logger.error("query failed: %s", e)
+        logger.error("query failed: %s", failure_summary(str(e)))
+        logger.info("the query's failure in full: %s", e)
         return _FAILED
     finally:
         _close(sink)
         if latest is not None:
             latest.close()
     return 0
+
+
+def failure_summary(text: str) -> str:
+    """The coded error a failure's text holds (its last ``ICESINK-...`` line), or its first line.
+
+    Spark wraps an error of the source or the sink in its own, with Python tracebacks:
+    the coded line says what failed and the fix, so it is what the job logs first.
+    """
+    coded = _CODED_LINE.findall(text)
+    if coded:
+        return str(coded[-1]).strip()
+    return text.strip().splitlines()[0] if text.strip() else text
 
 
 def _latest_records(sink: IcebergSink, flavor: Flavor, options: dict[str, str]) -> LatestRecords | None:

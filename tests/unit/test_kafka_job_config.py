@@ -57,6 +57,8 @@ def test_defaults_of_a_minimal_file(tmp_path: Path) -> None:
         "startingOffsets": "latest",
         "failOnDataLoss": "true",
         "kafka.security.protocol": "PLAINTEXT",
+        "brokerTimeoutMs": "30000",  # a missing broker fails the query within a minute
+        "kafkaConsumer.pollTimeoutMs": "30000",
     }
 
 
