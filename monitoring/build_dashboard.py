@@ -284,12 +284,17 @@ def build() -> model.Dashboard:
 
     board = board.with_panel(
         graph(
-            "Dead-lettered rows by reason",
+            "Dead-lettered rows and skipped records by reason",
             "short",
-            "Rows sent to the dead-letter table per interval, by why they could not be converted.",
+            "Rows sent to the dead-letter table per interval, by why they could not be converted; "
+            "Kafka records skipped by design (Debezium tombstones), by reason.",
             (
                 f"sum by (table, reason) ({increase('icesink_dead_letter_reasons_total', T)})",
                 "{{reason}} {{table}}",
+            ),
+            (
+                f"sum by (table, reason) ({increase('icesink_source_records_skipped_total', T)})",
+                "skipped: {{reason}} {{table}}",
             ),
             width=24,
         )

@@ -40,6 +40,11 @@ DEAD_LETTER_REASONS = (
     "unroutable",
 )
 
+#: Reasons of ``icesink_source_records_skipped_total``: a Debezium tombstone, the null value
+#: that follows each delete (the delete itself is an event of its own).
+TOMBSTONE = "tombstone"
+SKIP_REASONS = (TOMBSTONE,)
+
 #: Buckets of the file size histograms, as fractions of the target file size.
 FILE_SIZE_RATIOS = (1 / 64, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 0.8, 0.9, 1.0, 1.1, 1.2, 1.5, 2)
 _STEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -286,6 +291,13 @@ class MetricFamilies:
             "Duration of whole micro-batches (Spark's batchDuration)",
             ["table", "sink_id"],
             buckets=_BATCH_BUCKETS,
+            registry=r,
+        )
+        self.source_records_skipped = BoundedCounter(
+            "icesink_source_records_skipped_total",
+            "Source records that are neither rows nor dead letters by design, by reason "
+            "(tombstone: the null value Debezium sends after each delete)",
+            ["table", "reason"],
             registry=r,
         )
         self.offsets_behind_latest = BoundedGauge(

@@ -30,6 +30,7 @@ from sink.metric_families import (
     ORPHAN_ACTIONS,
     SCHEMA_CHANGE_KINDS,
     SCHEMA_CHECK_OUTCOMES,
+    SKIP_REASONS,
     STEPS,
     MetricFamilies,
 )
@@ -130,6 +131,8 @@ class SinkMetrics(MetricFamilies):
             self.schema_checks.labels(table, outcome).inc(0)
         for reason in DEAD_LETTER_REASONS:
             self.dead_letter_reasons.labels(table, reason).inc(0)
+        for reason in SKIP_REASONS:
+            self.source_records_skipped.labels(table, reason).inc(0)
         self.schema_lock_acquisitions.labels(table).inc(0)
         self.schema_commit_conflicts.labels(table).inc(0)
         self.schema_lock_wait.labels(table)
