@@ -73,6 +73,7 @@ from sink.secrets import hidden
 from streaming_jobs.config_env import expand_env
 from streaming_jobs.kafka.decode import DdlError, DecodeOptions, ValueFormat, parse_ddl
 from streaming_jobs.kafka.decode.debezium import SOURCE_TS_COLUMN
+from streaming_jobs.kafka.source.kafka_errors import require_client
 from streaming_jobs.kafka.source.kafka_options import (
     DEFAULT_BROKER_TIMEOUT_MS,
     KafkaSourceOptions,
@@ -528,6 +529,7 @@ def _check_sink(config: JobConfig) -> None:
 
 
 def _check_python_source(config: JobConfig) -> None:
+    require_client()  # without the kafka extra: an error naming it, not a key
     try:
         check_client_config(KafkaSourceOptions.from_options(config.kafka.source_options("python"), "stream"))
     except ConfigError as e:

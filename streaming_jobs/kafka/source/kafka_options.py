@@ -37,6 +37,7 @@ from typing import Any, Literal
 
 from icesink import ConfigError
 from streaming_jobs.kafka.source.kafka_client_log import ClientLog
+from streaming_jobs.kafka.source.kafka_errors import require_client
 from streaming_jobs.kafka.source.kafka_offsets import (
     EARLIEST,
     LATEST,
@@ -300,6 +301,7 @@ def check_client_config(options: KafkaSourceOptions) -> None:
     Raises:
         ConfigError: With librdkafka's message, which names the property.
     """
+    require_client()  # a ConfigError naming the kafka extra when confluent-kafka is missing
     from confluent_kafka import Consumer, KafkaException
 
     try:
