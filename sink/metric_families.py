@@ -303,7 +303,14 @@ class MetricFamilies:
         self.offsets_behind_latest = BoundedGauge(
             "icesink_source_offsets_behind_latest",
             "Kafka offsets between the end of the last micro-batch and the latest offsets, "
-            "summed over partitions (where the source reports them)",
+            "summed over partitions (where the source reports them); NaN once the source failed",
+            ["table", "sink_id"],
+            registry=r,
+        )
+        self.source_connected = BoundedGauge(
+            "icesink_source_connected",
+            "1 while the query's source answers (each progress or idle report), 0 once the query "
+            "failed for want of its brokers (the Kafka job's ICESINK-KAFKA-SOURCE)",
             ["table", "sink_id"],
             registry=r,
         )

@@ -299,8 +299,16 @@ class SinkMetrics(MetricFamilies):
             self.batch_seconds.labels(*labels).observe(batch_duration_s)
         if offsets_behind_latest is not None:
             self.offsets_behind_latest.labels(*labels).set(offsets_behind_latest)
+        self.source_connected.labels(*labels).set(1)
 
-    def record_idle(self, sink: SinkIdentity) -> None:
-        """The query is idle or stopped: nothing arrives, nothing is processed."""
+    def record_idle(self, sink: SinkIdentity, *, source_answered: bool = True) -> None:
+        """The query is idle (its source answered: nothing new) or stopped: nothing is processed."""
         self.input_rows_per_second.labels(sink.table, sink.sink_id).set(0)
         self.processed_rows_per_second.labels(sink.table, sink.sink_id).set(0)
+        if source_answered:
+            self.source_connected.labels(sink.table, sink.sink_id).set(1)
+
+    def record_source_lost(self, sink: SinkIdentity) -> None:
+        """The query failed because its source cannot reach its brokers: its lag is unknown (NaN)."""
+        self.source_connected.labels(sink.table, sink.sink_id).set(0)
+        self.offsets_behind_latest.labels(sink.table, sink.sink_id).set(float("nan"))

@@ -35,8 +35,10 @@ from pyspark.errors import StreamingQueryException
 
 from icesink import ConfigError, IcebergSink, SinkMetrics
 from sink.config_route import RouteBy, route_label
+from sink.metrics import SinkIdentity
 from streaming_jobs.kafka.decode import DecodingSink, ValueDecoder
 from streaming_jobs.kafka.decoding_source import register_decoding_source
+from streaming_jobs.kafka.source.kafka_errors import KafkaSourceError
 from streaming_jobs.kafka.source.kafka_options import KafkaSourceOptions
 from streaming_jobs.kafka.source.kafka_sample import LatestRecords
 from streaming_jobs.kafka.source.kafka_select import JVM_FORMAT, kafka_format
@@ -146,6 +148,7 @@ def _run_query(config: JobConfig, spark: Any, metrics: SinkMetrics | None, stop:
         writer = writer.trigger(availableNow=True)
     elif config.trigger.interval is not None:
         writer = writer.trigger(processingTime=config.trigger.interval)
+    query = None
     try:
         query = writer.start()
         logger.info("query %s reads %s into %s", query.id, fmt, decoding.label)
@@ -156,12 +159,24 @@ def _run_query(config: JobConfig, spark: Any, metrics: SinkMetrics | None, stop:
     except StreamingQueryException as e:
         logger.error("query failed: %s", failure_summary(str(e)))
         logger.info("the query's failure in full: %s", e)
+        if query is not None and f"ICESINK-{KafkaSourceError.code}:" in str(e):
+            _source_lost(sink, decoding.label, str(query.id))
         return _FAILED
     finally:
         _close(sink)
         if latest is not None:
             latest.close()
     return 0
+
+
+def _source_lost(sink: IcebergSink, label: str, query_id: str) -> None:
+    """No broker answered the query's source: ``icesink_source_connected`` 0, the lag unknown (NaN).
+
+    Labelled as the query's batches were, or, when it failed before its first batch, with
+    the sink id its batches would have had.
+    """
+    identity = sink.metrics.sink_of_query(query_id) or SinkIdentity(label, sink.config.sink_id or query_id)
+    sink.metrics.record_source_lost(identity)
 
 
 def failure_summary(text: str) -> str:

@@ -5,16 +5,22 @@
 - Mid-run, a broker of the test's own stopped after the first micro-batch: the query
   fails the same way, and ``max-restarts`` starts it again once, which fails again.
 
-Both count librdkafka's log lines (``Connect to ... failed``): a few per client at most,
+A third runs the job in the test's process to read its metrics after the broker is lost:
+``icesink_source_connected`` 0 and the lag NaN (unknown), where the lag stayed at its last
+value (0) and a dead broker looked like an idle topic.
+
+The first two count librdkafka's log lines (``Connect to ... failed``): a few per client at most,
 where there were about 17 a second, so that the error is what a user reads.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -22,6 +28,9 @@ from typing import Any
 import pytest
 import yaml
 
+from sink.metrics import SinkMetrics
+from streaming_jobs.kafka_config import validate
+from streaming_jobs.kafka_to_iceberg import run
 from tests.support.kafka_job import start_job
 from tests.support.tansu import TansuBroker
 
@@ -111,3 +120,43 @@ def test_a_broker_lost_mid_run_fails_the_query_and_its_restart(tmp_path: Path) -
     assert after.count("ICESINK-KAFKA-SOURCE") >= 2, after[-4000:]  # the query's and its restart's
     assert "within 5 s" in after and "restart 1 of 1" in after
     assert len(client_lines(after)) <= CLIENT_LINES_AT_MOST, "\n".join(client_lines(after)[:40])
+
+
+def test_a_lost_broker_shows_in_the_metrics_as_disconnected_and_an_unknown_lag(
+    spark: Any, tmp_path: Path, metrics_exports: None
+) -> None:
+    broker = TansuBroker(log_dir=tmp_path).start()
+    done = threading.Event()
+    committed = tmp_path / "checkpoint" / "commits" / "0"
+
+    def lose_the_broker_after_the_first_batch() -> None:
+        while not committed.exists() and not done.wait(0.1):
+            pass
+        broker.stop()
+
+    try:
+        broker.create_topic("orders", 1)
+        broker.produce("orders", [(0, None, json.dumps({"n": i}).encode()) for i in range(5)])
+        data = job_data(tmp_path, broker.bootstrap_servers, "orders", trigger={"interval": "1 second"})
+        data["kafka"]["broker-timeout-s"] = 2
+        data["sink"]["metrics.port"] = 0  # served (on a free port): the progress listener reports the lag
+        metrics = SinkMetrics()
+        loser = threading.Thread(target=lose_the_broker_after_the_first_batch, daemon=True)
+        loser.start()
+        try:
+            assert run(validate(data), spark, metrics) == 1
+        finally:
+            done.set()
+            loser.join()
+    finally:
+        broker.stop()
+    assert committed.exists()  # the query read the topic before the broker went
+    values = {
+        sample.name: sample.value
+        for family in metrics.registry.collect()
+        for sample in family.samples
+        if sample.labels.get("table") == "e2e.lost"
+        and sample.name in ("icesink_source_connected", "icesink_source_offsets_behind_latest")
+    }
+    assert values.get("icesink_source_connected") == 0, values
+    assert math.isnan(values["icesink_source_offsets_behind_latest"]), values
