@@ -53,5 +53,5 @@ class ClientLog:
             held = self._held.pop(kind, 0)
         text = msg % args if args else msg
         if held:
-            text += f" ({held} more like it in the last {self.interval_s:.0f} s not shown)"
+            text += f" ({held} more like it since the last one shown)"
         client_logger.log(level, "%s", text)
