@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         SelfCheckError,
         SinkClosedError,
         SinkError,
+        WorkerPythonError,
         WriteError,
     )
     from sink.maintenance import (
@@ -81,6 +82,7 @@ _EXPORTS = {
     "SelfCheckError": "sink.errors",
     "SinkClosedError": "sink.errors",
     "SinkError": "sink.errors",
+    "WorkerPythonError": "sink.errors",
     "WriteError": "sink.errors",
     "CompactionReport": "sink.maintenance",
     "MaintenanceReport": "sink.maintenance",
@@ -116,6 +118,7 @@ __all__ = [
     "SinkConfig",
     "SinkError",
     "SinkMetrics",
+    "WorkerPythonError",
     "WriteConfig",
     "WriteError",
     "compact",

@@ -277,21 +277,35 @@ def build() -> model.Dashboard:
         graph(
             "Kafka offsets behind latest",
             "short",
-            "Offsets between the end of the last micro-batch and the latest offsets, summed over partitions.",
+            "Offsets between the end of the last micro-batch and the latest offsets, summed over partitions; "
+            "a gap where the source lost its brokers (the lag is then unknown).",
             (f"max by (table, sink_id) (icesink_source_offsets_behind_latest{{{TS}}})", "{{sink_id}}"),
+        )
+    )
+    board = board.with_panel(
+        graph(
+            "Kafka source connected",
+            "short",
+            "1 while the query's source answers (each progress or idle report), 0 once it failed because "
+            "no broker answered within kafka.broker-timeout-s.",
+            (f"min by (table, sink_id) (icesink_source_connected{{{TS}}})", "{{sink_id}}"),
         )
     )
 
     board = board.with_panel(
         graph(
-            "Dead-lettered rows by reason",
+            "Dead-lettered rows and skipped records by reason",
             "short",
-            "Rows sent to the dead-letter table per interval, by why they could not be converted.",
+            "Rows sent to the dead-letter table per interval, by why they could not be converted; "
+            "Kafka records skipped by design (Debezium tombstones), by reason.",
             (
                 f"sum by (table, reason) ({increase('icesink_dead_letter_reasons_total', T)})",
                 "{{reason}} {{table}}",
             ),
-            width=24,
+            (
+                f"sum by (table, reason) ({increase('icesink_source_records_skipped_total', T)})",
+                "skipped: {{reason}} {{table}}",
+            ),
         )
     )
     board = board.with_panel(

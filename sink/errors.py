@@ -100,6 +100,12 @@ class WriteError(SinkError):
     retryable = True
 
 
+class WorkerPythonError(SinkError):
+    """Spark's Python workers cannot import the sink or its dependencies: not the driver's Python."""
+
+    code = "WORKER-PYTHON"
+
+
 class CommitConflictError(SinkError):
     """A commit kept conflicting with concurrent writers after every retry."""
 

@@ -41,6 +41,11 @@ DEAD_LETTER_REASONS = (
     "too_many_tables",
 )
 
+#: Reasons of ``icesink_source_records_skipped_total``: a Debezium tombstone, the null value
+#: that follows each delete (the delete itself is an event of its own).
+TOMBSTONE = "tombstone"
+SKIP_REASONS = (TOMBSTONE,)
+
 #: Buckets of the file size histograms, as fractions of the target file size.
 FILE_SIZE_RATIOS = (1 / 64, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 0.8, 0.9, 1.0, 1.1, 1.2, 1.5, 2)
 _STEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -289,10 +294,24 @@ class MetricFamilies:
             buckets=_BATCH_BUCKETS,
             registry=r,
         )
+        self.source_records_skipped = BoundedCounter(
+            "icesink_source_records_skipped_total",
+            "Source records that are neither rows nor dead letters by design, by reason "
+            "(tombstone: the null value Debezium sends after each delete)",
+            ["table", "reason"],
+            registry=r,
+        )
         self.offsets_behind_latest = BoundedGauge(
             "icesink_source_offsets_behind_latest",
             "Kafka offsets between the end of the last micro-batch and the latest offsets, "
-            "summed over partitions (where the source reports them)",
+            "summed over partitions (where the source reports them); NaN once the source failed",
+            ["table", "sink_id"],
+            registry=r,
+        )
+        self.source_connected = BoundedGauge(
+            "icesink_source_connected",
+            "1 while the query's source answers (each progress or idle report), 0 once the query "
+            "failed for want of its brokers (the Kafka job's ICESINK-KAFKA-SOURCE)",
             ["table", "sink_id"],
             registry=r,
         )

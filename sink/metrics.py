@@ -30,6 +30,7 @@ from sink.metric_families import (
     ORPHAN_ACTIONS,
     SCHEMA_CHANGE_KINDS,
     SCHEMA_CHECK_OUTCOMES,
+    SKIP_REASONS,
     STEPS,
     MetricFamilies,
 )
@@ -130,6 +131,8 @@ class SinkMetrics(MetricFamilies):
             self.schema_checks.labels(table, outcome).inc(0)
         for reason in DEAD_LETTER_REASONS:
             self.dead_letter_reasons.labels(table, reason).inc(0)
+        for reason in SKIP_REASONS:
+            self.source_records_skipped.labels(table, reason).inc(0)
         self.schema_lock_acquisitions.labels(table).inc(0)
         self.schema_commit_conflicts.labels(table).inc(0)
         self.schema_lock_wait.labels(table)
@@ -296,8 +299,16 @@ class SinkMetrics(MetricFamilies):
             self.batch_seconds.labels(*labels).observe(batch_duration_s)
         if offsets_behind_latest is not None:
             self.offsets_behind_latest.labels(*labels).set(offsets_behind_latest)
+        self.source_connected.labels(*labels).set(1)
 
-    def record_idle(self, sink: SinkIdentity) -> None:
-        """The query is idle or stopped: nothing arrives, nothing is processed."""
+    def record_idle(self, sink: SinkIdentity, *, source_answered: bool = True) -> None:
+        """The query is idle (its source answered: nothing new) or stopped: nothing is processed."""
         self.input_rows_per_second.labels(sink.table, sink.sink_id).set(0)
         self.processed_rows_per_second.labels(sink.table, sink.sink_id).set(0)
+        if source_answered:
+            self.source_connected.labels(sink.table, sink.sink_id).set(1)
+
+    def record_source_lost(self, sink: SinkIdentity) -> None:
+        """The query failed because its source cannot reach its brokers: its lag is unknown (NaN)."""
+        self.source_connected.labels(sink.table, sink.sink_id).set(0)
+        self.offsets_behind_latest.labels(sink.table, sink.sink_id).set(float("nan"))

@@ -83,18 +83,18 @@ class ProgressMetricsListener(StreamingQueryListener):
             logger.warning("progress of a streaming query could not be recorded", exc_info=True)
 
     def onQueryIdle(self, event: Any) -> None:
-        """Nothing arrives: the rates drop to zero."""
-        self._idle(event)
+        """Nothing arrives (the source answered): the rates drop to zero."""
+        self._idle(event, source_answered=True)
 
     def onQueryTerminated(self, event: Any) -> None:
         """The query stopped: the rates drop to zero."""
-        self._idle(event)
+        self._idle(event, source_answered=False)
 
-    def _idle(self, event: Any) -> None:
+    def _idle(self, event: Any, *, source_answered: bool) -> None:
         try:
             sink = self.metrics.sink_of_query(str(event.id))
             if sink is not None:
-                self.metrics.record_idle(sink)
+                self.metrics.record_idle(sink, source_answered=source_answered)
         except Exception:
             logger.warning("idle streaming query could not be recorded", exc_info=True)
 

@@ -41,10 +41,10 @@ from sink.metrics import SinkMetrics
 from sink.parallel import run_parallel
 from sink.routed_write import RoutedTarget
 from sink.upsert.batch import PlannedLookup, UpsertApplier, UpsertOutcome
-from sink.upsert.changes import DELETE_OP, UPSERT_OPS, last_changes_df
+from sink.upsert.changes import DELETE_OP, TRUNCATE_OP, UPSERT_OPS, last_changes_df
 from sink.upsert.lookup import LookupResult, LookupSpec, run_lookups
 from sink.upsert.row_delta import delete_uncommitted
-from sink.upsert_step import NULL_KEY, UNKNOWN_OP, lookup_parallelism, record_upsert, spark_lookups
+from sink.upsert_step import lookup_parallelism, record_upsert, rejection_reason, spark_lookups
 from sink.write.messages import DataFileMessage, RowCounts
 
 logger = logging.getLogger(__name__)
@@ -131,13 +131,13 @@ class RoutedUpserts:
         tables = F.create_map(
             *[c for v, cfg in sorted(upserted.items()) for c in (F.lit(v), F.lit(cfg.table))]
         )
+        op_value = op.cast("string") if op is not None else F.lit(None).cast("string")
+        keyless = null_key & ~F.coalesce(op_value == TRUNCATE_OP, F.lit(False))  # a truncate has no key
         rejected = batch_df.where(is_upserted & ~valid).select(
             F.element_at(tables, dest).alias("source_table"),
-            F.when(null_key, first_null).otherwise(F.lit(self._op)).alias("column"),
-            F.when(null_key, F.lit(NULL_KEY)).otherwise(F.lit(UNKNOWN_OP)).alias("reason"),
-            F.when(null_key, F.lit(None).cast("string"))
-            .otherwise(op.cast("string") if op is not None else F.lit(None).cast("string"))
-            .alias("value"),
+            F.when(keyless, first_null).otherwise(F.lit(self._op)).alias("column"),
+            rejection_reason(keyless, op_value).alias("reason"),
+            F.when(keyless, F.lit(None).cast("string")).otherwise(op_value).alias("value"),
             F.to_json(
                 F.struct(*[F.col(quoted(c)) for c in batch_df.columns]), {"ignoreNullFields": "false"}
             ).alias("original_row"),

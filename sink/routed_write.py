@@ -21,6 +21,7 @@ from sink.metrics import SinkMetrics
 from sink.normalize import bad_record_error
 from sink.parallel import run_parallel
 from sink.source_write import SourceWrite
+from sink.worker_python import worker_import_error
 from sink.write.keys import arrow_key_functions
 from sink.write.messages import WriteResult
 from sink.write.routed_task import DestinationSpec, RoutedWriteSpec, run_routed_write
@@ -98,7 +99,8 @@ class RoutedWrites:
             try:
                 result = run_routed_write(projection.rows, routed, self._row_bytes.get(sink_id, 0))
             except Exception as e:
-                raise _write_error(e, self._label, batch_id) from e
+                worker = worker_import_error(e, projection.rows, self._label, batch_id)
+                raise (worker or _write_error(e, self._label, batch_id)) from e
         if result.files:
             self._row_bytes[sink_id] = result.input_row_bytes
         for d in destinations:

@@ -3,9 +3,10 @@
 With ``write.mode=upsert`` a batch is a list of changes. Before the usual steps,
 :meth:`UpsertStep.split` keeps the last change per key (:mod:`sink.upsert.changes`) and
 sets aside the rows with a null key or an unknown op (dead letters ``null_key`` and
-``unknown_op``); the rows whose last change is an insert or replace, without the op and
-order columns (they describe the change, they are not stored), go through normalize,
-route and write like appended rows. After the write, :meth:`UpsertStep.commit` looks the
+``unknown_op``; a truncate, op ``t``, is ``truncate``: the sink never empties a table);
+the rows whose last change is an insert or replace, without the op and order columns
+(they describe the change, they are not stored), go through normalize, route and write
+like appended rows. After the write, :meth:`UpsertStep.commit` looks the
 batch's keys up and commits the new data files with the position deletes of the rows
 they replace or delete in one snapshot (:class:`~sink.upsert.batch.UpsertApplier`), with
 the same ledger as appends. The delete files are written in the batch attempt's own
@@ -38,7 +39,7 @@ from sink.metrics import SinkMetrics
 from sink.normalize import BAD_ROW_COLUMN, NormalizedBatch
 from sink.type_mapping import iceberg_to_spark_type
 from sink.upsert.batch import UpsertApplier, UpsertOutcome
-from sink.upsert.changes import DELETE_OP, UPSERT_OPS, last_changes_df
+from sink.upsert.changes import DELETE_OP, TRUNCATE_OP, UPSERT_OPS, last_changes_df
 from sink.upsert.lookup import LookupResult, LookupSpec, run_lookup
 from sink.upsert.messages import LookupTask
 from sink.upsert.row_delta import delete_uncommitted
@@ -49,6 +50,7 @@ logger = logging.getLogger(__name__)
 
 NULL_KEY = "null_key"
 UNKNOWN_OP = "unknown_op"
+TRUNCATE = "truncate"  # reason of a change with op ``t`` (a Debezium truncate), whatever its key
 _DEFAULT_LOOKUP_TASKS = 200  # Spark tasks of a lookup when the session does not say
 
 
@@ -77,6 +79,15 @@ class ChangeBatch:
         """Drop the cached changes."""
         if self.changes is not None:
             self.changes.unpersist()
+
+
+def rejection_reason(null_key: Column, op_value: Column) -> Column:
+    """Why a rejected change is a dead letter: ``truncate``, else ``null_key``, else ``unknown_op``."""
+    return (
+        F.when(F.coalesce(op_value == TRUNCATE_OP, F.lit(False)), F.lit(TRUNCATE))
+        .when(null_key, F.lit(NULL_KEY))
+        .otherwise(F.lit(UNKNOWN_OP))
+    )
 
 
 class UpsertStep:
@@ -143,9 +154,10 @@ class UpsertStep:
     def _rejected(self, rows: DataFrame, null_key: Column, op: str | None) -> DataFrame:
         first_null = F.coalesce(*[F.when(F.col(k).isNull(), F.lit(k)) for k in self._keys])
         op_value = F.col(op).cast("string") if op else F.lit(None).cast("string")
+        null_key = null_key & ~F.coalesce(op_value == TRUNCATE_OP, F.lit(False))  # a truncate has no key
         return rows.select(
             F.when(null_key, first_null).otherwise(F.lit(op)).alias("column"),
-            F.when(null_key, F.lit(NULL_KEY)).otherwise(F.lit(UNKNOWN_OP)).alias("reason"),
+            rejection_reason(null_key, op_value).alias("reason"),
             F.when(null_key, F.lit(None).cast("string")).otherwise(op_value).alias("value"),
             F.to_json(F.struct(*[F.col(c) for c in rows.columns])).alias("original_row"),
         )

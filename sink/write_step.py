@@ -26,6 +26,7 @@ from sink.metrics import SinkMetrics
 from sink.normalize import NormalizedBatch, bad_record_error
 from sink.route.routed import RoutedBatch
 from sink.source_write import SourceWrite
+from sink.worker_python import worker_import_error
 from sink.write.messages import DataFileMessage, RowCounts, WriteResult
 from sink.write.task import ArrowFunction, WriteSpec, run_write
 
@@ -190,6 +191,9 @@ class BatchWriter:
             bad_record = bad_record_error(str(e), spec.table, batch_id) if error is BadRecordError else None
             if bad_record is not None:
                 raise bad_record from e
+            worker = worker_import_error(e, df, spec.table, batch_id)
+            if worker is not None:
+                raise worker from e
             raise WriteError(
                 f"write job of batch {batch_id} failed: {_first_line(e)}",
                 table=spec.table,

@@ -12,6 +12,7 @@ A complete file (every key but ``kafka.bootstrap-servers``, one of ``kafka.topic
       min-partitions: 8
       max-partitions: 16               # Python source only; default: 1 per core of the session
       fail-on-data-loss: true
+      broker-timeout-s: 30             # Python source: no broker answer for this long fails the query
       source: auto                     # jvm (Spark's connector), python (icesink-kafka), auto
       decode-in-source: true           # python: values decoded where they are read
       write-in-source: true            # and written to the table there, when the table allows
@@ -72,7 +73,12 @@ from sink.secrets import hidden
 from streaming_jobs.config_env import expand_env
 from streaming_jobs.kafka.decode import DdlError, DecodeOptions, ValueFormat, parse_ddl
 from streaming_jobs.kafka.decode.debezium import SOURCE_TS_COLUMN
-from streaming_jobs.kafka.source.kafka_options import KafkaSourceOptions, check_client_config
+from streaming_jobs.kafka.source.kafka_errors import require_client
+from streaming_jobs.kafka.source.kafka_options import (
+    DEFAULT_BROKER_TIMEOUT_MS,
+    KafkaSourceOptions,
+    check_client_config,
+)
 from streaming_jobs.kafka_routing import check_routing, upserted_tables
 
 DEFAULT_METRICS_PORT = 9408  # what monitoring/prometheus/prometheus.yml scrapes
@@ -99,6 +105,7 @@ _OPTION_KEYS = {
     "minPartitions": "kafka.min-partitions",
     "maxPartitions": "kafka.max-partitions",
     "failOnDataLoss": "kafka.fail-on-data-loss",
+    "brokerTimeoutMs": "kafka.broker-timeout-s",
 }
 _JAAS_MODULES = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
@@ -198,6 +205,11 @@ class KafkaSettings(_Section):
             :data:`SOURCE_TASKS_PER_CORE` per core of the session; Spark's connector
             (``jvm``) has no such option and reads one partition per topic-partition.
         fail_on_data_loss: Fail when records were deleted before being read (``failOnDataLoss``).
+        broker_timeout_s: Python source: how long the driver's offset queries, and a task
+            waiting for records, go without an answer from the brokers before the query fails
+            with ``ICESINK-KAFKA-SOURCE`` naming them (``brokerTimeoutMs``,
+            ``kafkaConsumer.pollTimeoutMs``), at start-up and mid-run alike, so that
+            ``max-restarts`` applies. Default 30: a missing broker is reported within a minute.
         source: ``jvm``: Spark's Kafka connector; ``python``: icesink's Python source;
             ``auto``: the connector when it is on the classpath, else the Python source.
         decode_in_source: With the Python source, decode the values inside the source's
@@ -219,6 +231,7 @@ class KafkaSettings(_Section):
     min_partitions: PositiveInt | None = None
     max_partitions: PositiveInt | None = None
     fail_on_data_loss: bool = True
+    broker_timeout_s: float = Field(default=DEFAULT_BROKER_TIMEOUT_MS / 1000, gt=0)
     source: SourceChoice = "auto"
     decode_in_source: bool = True
     write_in_source: bool = True
@@ -319,6 +332,8 @@ class KafkaSettings(_Section):
                 most = max(SOURCE_TASKS_PER_CORE * cores, self.min_partitions or 1)
             if most is not None:
                 options["maxPartitions"] = str(most)
+            timeout_ms = str(max(round(self.broker_timeout_s * 1000), 1))
+            options.update({"brokerTimeoutMs": timeout_ms, "kafkaConsumer.pollTimeoutMs": timeout_ms})
         client = {**self.security.client_options(flavor), **self.options}
         options.update({f"kafka.{k}": v for k, v in client.items()})
         return options
@@ -529,6 +544,7 @@ def _check_sink(config: JobConfig) -> None:
 
 
 def _check_python_source(config: JobConfig) -> None:
+    require_client()  # without the kafka extra: an error naming it, not a key
     try:
         check_client_config(KafkaSourceOptions.from_options(config.kafka.source_options("python"), "stream"))
     except ConfigError as e:

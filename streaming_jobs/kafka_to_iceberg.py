@@ -23,6 +23,7 @@ checkpoint, that many times at most.
 from __future__ import annotations
 
 import logging
+import re
 import signal
 import sys
 import time
@@ -34,8 +35,10 @@ from pyspark.errors import StreamingQueryException
 
 from icesink import ConfigError, IcebergSink, SinkMetrics
 from sink.config_route import RouteBy, route_label
+from sink.metrics import SinkIdentity
 from streaming_jobs.kafka.decode import DecodingSink, ValueDecoder
 from streaming_jobs.kafka.decoding_source import register_decoding_source
+from streaming_jobs.kafka.source.kafka_errors import KafkaSourceError
 from streaming_jobs.kafka.source.kafka_options import KafkaSourceOptions
 from streaming_jobs.kafka.source.kafka_sample import LatestRecords
 from streaming_jobs.kafka.source.kafka_select import JVM_FORMAT, kafka_format
@@ -49,6 +52,7 @@ _POLL_S = 2.0
 _FAILED = 1  # the exit code of a failed query
 _FIRST_RESTART_DELAY_S = 1.0
 _MAX_RESTART_DELAY_S = 30.0
+_CODED_LINE = re.compile(r"^(?:[\w.]+: )?(ICESINK-[A-Z0-9-]+: .*)$", re.MULTILINE)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -144,6 +148,7 @@ def _run_query(config: JobConfig, spark: Any, metrics: SinkMetrics | None, stop:
         writer = writer.trigger(availableNow=True)
     elif config.trigger.interval is not None:
         writer = writer.trigger(processingTime=config.trigger.interval)
+    query = None
     try:
         query = writer.start()
         logger.info("query %s reads %s into %s", query.id, fmt, decoding.label)
@@ -152,13 +157,38 @@ def _run_query(config: JobConfig, spark: Any, metrics: SinkMetrics | None, stop:
                 logger.info("stopping query %s (signal %s)", query.id, stop.requested)
                 query.stop()
     except StreamingQueryException as e:
-        logger.error("query failed: %s", e)
+        logger.error("query failed: %s", failure_summary(str(e)))
+        logger.info("the query's failure in full: %s", e)
+        if query is not None and f"ICESINK-{KafkaSourceError.code}:" in str(e):
+            _source_lost(sink, decoding.label, str(query.id))
         return _FAILED
     finally:
         _close(sink)
         if latest is not None:
             latest.close()
     return 0
+
+
+def _source_lost(sink: IcebergSink, label: str, query_id: str) -> None:
+    """No broker answered the query's source: ``icesink_source_connected`` 0, the lag unknown (NaN).
+
+    Labelled as the query's batches were, or, when it failed before its first batch, with
+    the sink id its batches would have had.
+    """
+    identity = sink.metrics.sink_of_query(query_id) or SinkIdentity(label, sink.config.sink_id or query_id)
+    sink.metrics.record_source_lost(identity)
+
+
+def failure_summary(text: str) -> str:
+    """The coded error a failure's text holds (its last ``ICESINK-...`` line), or its first line.
+
+    Spark wraps an error of the source or the sink in its own, with Python tracebacks:
+    the coded line says what failed and the fix, so it is what the job logs first.
+    """
+    coded = _CODED_LINE.findall(text)
+    if coded:
+        return str(coded[-1]).strip()
+    return text.strip().splitlines()[0] if text.strip() else text
 
 
 def _latest_records(sink: IcebergSink, flavor: Flavor, options: dict[str, str]) -> LatestRecords | None:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 DELETE_OP = "d"
+TRUNCATE_OP = "t"  # a Debezium truncate: no key, never applied (dead letter ``truncate``)
 UPSERT_OPS = ("c", "r", "u")
 DEFAULT_OP_COLUMN = "_op"
 

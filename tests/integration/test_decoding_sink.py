@@ -126,6 +126,41 @@ def test_debezium_events(spark: Any, catalog_options: dict[str, str]) -> None:
     assert [d["reason"] for d in dead] == ["type_mismatch"]
 
 
+def test_debezium_tombstones_are_skipped_and_counted_not_dead_lettered(
+    spark: Any, catalog_options: dict[str, str]
+) -> None:
+    options = {**catalog_options, "table": "db.cdc_deletes", "sink-id": "cdc-deletes"}
+    values: list[bytes | None] = []
+    for i in range(40):  # every 10th change a delete, followed by its tombstone, as Debezium sends them
+        delete = i % 10 == 9
+        image = {"id": i, "name": f"n{i}"}
+        event = {
+            "before": image if delete else None,
+            "after": None if delete else image,
+            "op": "dc"[not delete],
+        }
+        values.append(json.dumps(event).encode())
+        if delete:
+            values.append(None)
+    values.append(b"not json")  # still a dead letter
+    decoding = decoding_sink(options, DecodeOptions(format=ValueFormat.DEBEZIUM_JSON))
+    decoding(kafka_batch(spark, values), 0)
+
+    rows = read(options, "db.cdc_deletes")
+    assert sorted(r["id"] for r in rows) == list(range(40))
+    assert sorted(r["id"] for r in rows if r["_op"] == "d") == [9, 19, 29, 39]
+    assert [d["reason"] for d in read(options, "db.cdc_deletes__dlq")] == [
+        "parse_error"
+    ]  # the tombstones: none
+    registry = decoding.sink.metrics.registry
+    labels = {"table": "db.cdc_deletes", "reason": "tombstone"}
+    assert registry.get_sample_value("icesink_source_records_skipped_total", labels) == 4
+    written = registry.get_sample_value(
+        "icesink_rows_written_total", {"table": "db.cdc_deletes", "sink_id": "cdc-deletes"}
+    )
+    assert written == 40
+
+
 def test_on_bad_record_fail_fails_the_batch(spark: Any, catalog_options: dict[str, str]) -> None:
     options = {**catalog_options, "table": "db.strict", "sink-id": "strict", "on-bad-record": "fail"}
     decoding = decoding_sink(options)

@@ -52,6 +52,7 @@ BATCHES = [
         _change("users", 3, "u", "u3-older", ts=4),
         _change("users", None, "c", "no key"),  # a dead letter: null_key
         _change("users", 4, "x", "bad op"),  # a dead letter: unknown_op
+        _change("users", None, "t"),  # a Debezium truncate (no key): a dead letter, truncate
         _change("orders", 10, "d"),
         _change("orders", 12, "r", "o12"),
         _change("log", 101, "d", "kept as a row"),  # appended: the op is a column like any other
@@ -113,6 +114,7 @@ def test_changes_of_each_table_by_its_own_key_next_to_an_appended_table(
     dead = table_rows(catalog.load_table("cdc.routed__dlq"))
     assert sorted((r["source_table"], r["reason"], r["column"], r["value"]) for r in dead) == [
         ("cdc.users", "null_key", "id", None),
+        ("cdc.users", "truncate", "_op", "t"),
         ("cdc.users", "unknown_op", "_op", "x"),
     ]
     registry = sink.metrics.registry
@@ -174,7 +176,7 @@ def test_a_crash_between_two_tables_row_deltas_replays_only_the_rest(
         assert _state(table, key) == EXPECTED[name]
         assert len(table.snapshots()) == 3
         assert _parquet_files(table) == _referenced(table), name  # all there; the failed attempt's gone
-    assert len(table_rows(catalog.load_table("cdc.routed__dlq"))) == 2  # not twice
+    assert len(table_rows(catalog.load_table("cdc.routed__dlq"))) == 3  # not twice
     labels = {"table": "cdc.users", "reason": "null_key"}
     assert sink.metrics.registry.get_sample_value("icesink_dead_letter_reasons_total", labels) == 1
 

@@ -26,11 +26,16 @@ State = dict[int, tuple[str | None, int | None]]
 
 BATCHES = [
     *CHANGE_BATCHES[:2],
-    # and two changes the sink rejects to the dead-letter table: a null key, an unknown op
-    pa.concat_tables([CHANGE_BATCHES[2], changes((None, "no key", 1, "u", 2), (7, "bad op", 1, "x", 2))]),
+    # and changes the sink rejects to the dead-letter table: a null key, an unknown op, a truncate
+    pa.concat_tables(
+        [
+            CHANGE_BATCHES[2],
+            changes((None, "no key", 1, "u", 2), (7, "bad op", 1, "x", 2), (None, None, None, "t", 2)),
+        ]
+    ),
     *CHANGE_BATCHES[3:],
 ]
-REJECTED = {("null_key", "id"), ("unknown_op", "_op")}
+REJECTED = {("null_key", "id"), ("unknown_op", "_op"), ("truncate", "_op")}
 
 
 def upsert_options(catalog_options: dict[str, str], **more: str) -> dict[str, str]:

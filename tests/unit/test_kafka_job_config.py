@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,8 @@ def test_defaults_of_a_minimal_file(tmp_path: Path) -> None:
         "startingOffsets": "latest",
         "failOnDataLoss": "true",
         "kafka.security.protocol": "PLAINTEXT",
+        "brokerTimeoutMs": "30000",  # a missing broker fails the query within a minute
+        "kafkaConsumer.pollTimeoutMs": "30000",
     }
 
 
@@ -264,6 +267,22 @@ def test_main_fails_before_spark_starts(
     code = main(["--config", write(tmp_path, with_({"kafka/max-offsets-per-trigger": -1}))])
     assert code == 2
     assert "kafka.max-offsets-per-trigger" in capsys.readouterr().err
+
+
+def test_without_the_kafka_extra_the_job_names_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import streaming_jobs.kafka_to_iceberg as job
+
+    monkeypatch.setattr(job, "run", lambda *args: pytest.fail("the job went on to start Spark"))
+    for name in [m for m in sys.modules if m.split(".")[0] == "confluent_kafka"]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "confluent_kafka", None)  # as if not installed: import fails
+    assert main(["--config", write(tmp_path, MINIMAL)]) == 2
+    err = capsys.readouterr().err
+    assert "ICESINK-CONFIG" in err and "pip install 'icesink[kafka]'" in err, err
+    assert "kafka.source: jvm" in err
+    assert validate(with_({"kafka/source": "jvm"})).kafka.source == "jvm"  # Spark's connector needs none
 
 
 def test_the_config_is_frozen() -> None:

@@ -11,6 +11,8 @@ Whether a value is accepted depends on the value alone, never on its neighbours,
 a replayed micro-batch is decided exactly as before:
 
 - rejected: null (a tombstone), empty or blank, not UTF-8, not JSON, not a JSON object;
+- skipped, with ``skip_tombstones`` (Debezium: the null value that follows each delete so
+  that log compaction can drop the key): null, counted in :attr:`DecodedChunk.tombstones`;
 - accepted: everything pyarrow reads as exactly one object, and what Python's ``json``
   reads as one object where pyarrow does not (duplicate keys, numbers beyond 64 bits,
   arrays of mixed types).
@@ -73,10 +75,17 @@ class Piece:
 
 @dataclass
 class DecodedChunk:
-    """What :meth:`ChunkDecoder.decode` made of a chunk: every position is in exactly one place."""
+    """What :meth:`ChunkDecoder.decode` made of a chunk: every position is in exactly one place.
+
+    Attributes:
+        pieces: The decoded rows.
+        rejections: The values that cannot become rows.
+        tombstones: The null values skipped (``skip_tombstones``), by position.
+    """
 
     pieces: list[Piece] = field(default_factory=list)
     rejections: list[Rejection] = field(default_factory=list)
+    tombstones: list[int] = field(default_factory=list)
 
 
 class ChunkDecoder:
@@ -84,17 +93,19 @@ class ChunkDecoder:
 
     Args:
         hint: A schema to read the first chunk with (nothing by default).
+        skip_tombstones: Skip null values (see the module docstring) instead of rejecting them.
     """
 
-    def __init__(self, hint: pa.Schema | None = None) -> None:
+    def __init__(self, hint: pa.Schema | None = None, *, skip_tombstones: bool = False) -> None:
         self._hint = hint
+        self._skip_tombstones = skip_tombstones
 
     def decode(self, values: pa.Array) -> DecodedChunk:
         """Decode ``values`` (binary or string, possibly null) into pieces and rejections."""
         result = DecodedChunk()
         if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
             values = values.cast(pa.large_binary() if pa.types.is_large_string(values.type) else pa.binary())
-        candidates = _screen(values, result.rejections)
+        candidates = _screen(values, result, skip_tombstones=self._skip_tombstones)
         if len(candidates):
             _Reader(self, values, candidates, result).read_all()
         return result
@@ -251,12 +262,16 @@ class _Reader:
             self._out.pieces.append(Piece(self._candidates[line : line + 1], outcome))
 
 
-def _screen(values: pa.Array, rejections: list[Rejection]) -> np.ndarray:
-    """The positions worth parsing; the others (null, blank, not UTF-8) are rejected."""
+def _screen(values: pa.Array, result: DecodedChunk, *, skip_tombstones: bool) -> np.ndarray:
+    """The positions worth parsing; the others (null, blank, not UTF-8) are rejected, or skipped."""
+    rejections = result.rejections
     bad = np.zeros(len(values), dtype=bool)
     nulls = values.is_null().to_numpy(zero_copy_only=False)
-    for index in np.flatnonzero(nulls):
-        rejections.append(Rejection(int(index), PARSE_ERROR, "null value (a tombstone)"))
+    if skip_tombstones:
+        result.tombstones.extend(int(index) for index in np.flatnonzero(nulls))
+    else:
+        for index in np.flatnonzero(nulls):
+            rejections.append(Rejection(int(index), PARSE_ERROR, "null value (a tombstone)"))
     bad |= nulls
     blank = pc.fill_null(pc.match_substring_regex(values, r"^[ \t\r\n]*$"), False).to_numpy(
         zero_copy_only=False

@@ -36,6 +36,7 @@ from streaming_jobs.kafka.decode.task import (
     PASS_COLUMNS,
     PASS_DDL,
     REJECTED,
+    SKIPPED,
     SPEC_OPTION,
     TIMESTAMP_COLUMN,
     WRITTEN,
@@ -91,6 +92,7 @@ class DecodedBatch:
         written: The messages of the files the source's tasks wrote (with a plan of the
             sink's, :mod:`streaming_jobs.kafka.decode.written`); ``rows`` are the rest.
         written_rows: The rows in those files (counted in ``input_rows``).
+        skipped_rows: Debezium tombstones, skipped (counted in ``input_rows``).
     """
 
     rows: DataFrame
@@ -104,6 +106,7 @@ class DecodedBatch:
     _cache: DataFrame
     written: list[str]
     written_rows: int
+    skipped_rows: int = 0
 
     def release(self) -> None:
         """Drop the cached decoding output."""
@@ -200,6 +203,7 @@ class ValueDecoder:
         schemas = [pa.ipc.read_schema(pa.py_buffer(r["schema"])) for r in summary if r["kind"] == DATA]
         decoded = sum(r["num_rows"] for r in summary if r["kind"] == DATA)
         rejected = sum(r["num_rows"] for r in summary if r["kind"] == REJECTED)
+        skipped = sum(r["num_rows"] for r in summary if r["kind"] == SKIPPED)
         written = [bytes(r["payload"]).decode() for r in summary if r["kind"] == WRITTEN]
         written_rows = sum(r["num_rows"] for r in summary if r["kind"] == WRITTEN)
         target = self._target(schemas)
@@ -216,7 +220,7 @@ class ValueDecoder:
         return DecodedBatch(
             rows,
             dead_letters,
-            decoded + rejected + written_rows,
+            decoded + rejected + written_rows + skipped,
             rejected,
             bool(schemas),
             decoded_in_source,
@@ -225,6 +229,7 @@ class ValueDecoder:
             cache,
             written,
             written_rows,
+            skipped,
         )
 
     def _target(self, schemas: list[pa.Schema]) -> pa.Schema:

@@ -54,6 +54,7 @@ from icesink import ConfigError
 from sink import catalog as catalogs
 from sink.arrow_source import ArrowSource
 from sink.config_route import RouteBy, route_label
+from sink.metric_families import TOMBSTONE
 from streaming_jobs.kafka.decode.decoder import ValueDecoder
 from streaming_jobs.kafka.decode.rejects import RejectedValues
 
@@ -190,16 +191,20 @@ class DecodingSink:
             if decoded.rejected_rows:
                 with metrics.time_step(table, "decode_dead_letters"):
                     self._rejects.deliver(decoded.dead_letters, decoded.rejected_rows, sink_id, batch_id)
-            remaining = decoded.input_rows - decoded.rejected_rows - decoded.written_rows
+            if decoded.skipped_rows:
+                metrics.source_records_skipped.labels(table, TOMBSTONE).inc(decoded.skipped_rows)
+            skipped = decoded.skipped_rows
+            remaining = decoded.input_rows - decoded.rejected_rows - decoded.written_rows - skipped
             logger.info(
                 "batch %s of sink %s: %s Kafka records, %s decoded (%s written by the source's tasks), "
-                "%s dead-lettered (%s)",
+                "%s dead-lettered, %s tombstones skipped (%s)",
                 batch_id,
                 sink_id,
                 decoded.input_rows,
-                decoded.input_rows - decoded.rejected_rows,
+                decoded.input_rows - decoded.rejected_rows - skipped,
                 decoded.written_rows,
                 decoded.rejected_rows,
+                skipped,
                 table,
             )
             if by_source is not None:

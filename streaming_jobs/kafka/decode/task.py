@@ -59,6 +59,7 @@ DEAD_LETTER_COLUMN = "_kafka_value"  # the dead letter's ``column``: the whole v
 DEAD_LETTER_VALUE_MAX_CHARS = 1024  # of the value shown as text; original_row keeps all its bytes
 
 DATA, REJECTED, WRITTEN = "data", "rejected", "written"  # WRITTEN: a file's message (written.py)
+SKIPPED = "skipped"  # Debezium tombstones, only counted (num_rows)
 PASS_DDL = "kind string, num_rows bigint, schema binary, payload binary"
 PASS_COLUMNS = ("kind", "num_rows", "schema", "payload")
 SPEC_OPTION = "decode.spec"  # the option of a source that decodes as it reads: DecodeSpec.to_json()
@@ -135,7 +136,7 @@ def decode_function(spec: DecodeSpec) -> Callable[[Iterator[pa.RecordBatch]], It
     """The first pass: raw Kafka rows in, ``kind, num_rows, schema, payload`` rows out (:data:`PASS_DDL`)."""
 
     def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        decoder = ChunkDecoder()
+        decoder = ChunkDecoder(skip_tombstones=spec.debezium)
         writing = TaskWrite.in_task()  # the sink planned a write by this job's tasks
         try:
             for batch in batches:
@@ -206,6 +207,8 @@ def _decode_batch(
     if rejections:
         rejected = _rejected_table(batch, rejections)
         yield _pass_row(REJECTED, len(rejections), None, _ipc(rejected, spec.payload_compression))
+    if chunk.tombstones:
+        yield _pass_row(SKIPPED, len(chunk.tombstones), None, pa.py_buffer(b""))
     _check_accounted(batch.num_rows, chunk, by_schema, rejections)
 
 
@@ -407,7 +410,7 @@ def _base64(data: bytes | None) -> str | None:
 def _check_accounted(
     rows: int, chunk: DecodedChunk, by_schema: dict[pa.Schema, list[pa.Table]], rejections: list[Rejection]
 ) -> None:
-    decoded = sum(t.num_rows for tables in by_schema.values() for t in tables)
+    decoded = sum(t.num_rows for tables in by_schema.values() for t in tables) + len(chunk.tombstones)
     if decoded + len(rejections) != rows:  # a bug, never bad input: fail the batch, lose nothing
         raise WriteError(
             f"decoding accounted for {decoded} rows and {len(rejections)} rejections of {rows} values "

@@ -7,10 +7,12 @@ message, so an executor traceback is recognisable on the driver).
 
 from __future__ import annotations
 
+import importlib
 import logging
+from types import ModuleType
 from typing import Any
 
-from icesink import SinkError
+from icesink import ConfigError, SinkError
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +34,25 @@ class KafkaDataLossError(KafkaSourceError):
 
     code = "KAFKA-DATA-LOSS"
     retryable = False
+
+
+def require_client() -> ModuleType:
+    """confluent-kafka, the Python source's client, or a :class:`~sink.errors.ConfigError` naming the extra.
+
+    Raises:
+        ConfigError: confluent-kafka is not installed (the sink itself does not need it).
+    """
+    try:
+        return importlib.import_module("confluent_kafka")
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] != "confluent_kafka":
+            raise  # something confluent-kafka itself imports: its own error says what
+        raise ConfigError(
+            "the Python Kafka source needs confluent-kafka, which is not installed in this "
+            "Python environment",
+            hint="install icesink with its kafka extra: pip install 'icesink[kafka]' (or read with "
+            "Spark's Kafka connector: kafka.source: jvm)",
+        ) from e
 
 
 def report_data_loss(message: str, *, fail_on_data_loss: bool, **context: Any) -> None:

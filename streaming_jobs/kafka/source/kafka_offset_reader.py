@@ -54,7 +54,7 @@ class KafkaOffsetReader:
     def topic_partitions(self) -> list[TopicPartitionId]:
         """The subscribed topic-partitions that exist now, sorted."""
         metadata = self._retry(
-            "list topics", lambda: self._admin_client().list_topics(timeout=REQUEST_TIMEOUT_S)
+            "list topics", lambda timeout_s: self._admin_client().list_topics(timeout=timeout_s)
         )
         counts = {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None}
         return self._options.subscription.select(counts)
@@ -182,33 +182,46 @@ class KafkaOffsetReader:
         committed = dict(self._options.kafka_params).get("isolation.level") == "read_committed"
         isolation = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
 
-        def query() -> PartitionOffsets:
+        def query(timeout_s: float) -> PartitionOffsets:
             futures = self._admin_client().list_offsets(
                 {TopicPartition(t, p): spec for t, p in tps},
                 isolation_level=isolation,
-                request_timeout=REQUEST_TIMEOUT_S,
+                request_timeout=timeout_s,
             )
-            return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+            return {(tp.topic, tp.partition): f.result(timeout_s + 1).offset for tp, f in futures.items()}
 
         return self._retry(f"list the {what} offsets of {_names(tps)}", query)
 
-    def _retry(self, what: str, call: Callable[[], T]) -> T:
+    def _retry(self, what: str, call: Callable[[float], T]) -> T:
+        """``call(timeout_s)`` until it answers: ``fetchOffset.numRetries`` tries within ``brokerTimeoutMs``.
+
+        Each attempt gets an equal share of the time, so the last one fails by the deadline.
+        """
         from confluent_kafka import KafkaException
 
         attempts = self._options.fetch_offset_num_retries
+        budget_s = self._options.broker_timeout_ms / 1000
+        pause_s = min(self._options.fetch_offset_retry_interval_ms / 1000, budget_s / (2 * attempts))
+        deadline = time.monotonic() + budget_s
         for attempt in range(1, attempts + 1):
+            remaining = deadline - time.monotonic()
+            timeout_s = max(min(REQUEST_TIMEOUT_S, remaining / (attempts - attempt + 1) - pause_s), 0.1)
             try:
-                return call()
-            except KafkaException as e:
-                if attempt == attempts:
+                return call(timeout_s)
+            except (KafkaException, TimeoutError) as e:  # TimeoutError: a future not resolved in time
+                if attempt == attempts or time.monotonic() + pause_s >= deadline:
                     raise KafkaSourceError(
-                        f"could not {what} after {attempts} attempts: {e}",
+                        f"could not {what} after {attempt} attempts within {budget_s:g} s: {e}",
                         hint="check kafka.bootstrap.servers, the kafka.* security options and that the "
-                        "brokers are up; fetchOffset.numRetries sets the number of attempts",
+                        "brokers are up; brokerTimeoutMs (the job's kafka.broker-timeout-s) sets how long "
+                        "to try, fetchOffset.numRetries the number of attempts",
                         bootstrap_servers=self._options.bootstrap_servers,
                     ) from e
                 logger.warning("could not %s (attempt %s of %s): %s", what, attempt, attempts, e)
-                time.sleep(self._options.fetch_offset_retry_interval_ms / 1000)
+                time.sleep(pause_s)
+            finally:
+                if self._admin is not None:
+                    self._admin.poll(0)  # hand librdkafka's log lines over (ClientLog)
         raise AssertionError("unreachable")
 
     def _admin_client(self) -> Any:

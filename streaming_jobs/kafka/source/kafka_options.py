@@ -15,6 +15,13 @@ Accepted options (case-insensitive, like Spark's):
   micro-batch, small offset ranges packed together; default one per topic-partition),
   ``kafkaConsumer.pollTimeoutMs``, ``fetchOffset.numRetries``,
   ``fetchOffset.retryIntervalMs``, ``groupIdPrefix``, ``includeHeaders`` (only false).
+- ``brokerTimeoutMs`` (this source's own, default 30,000): how long the driver's offset
+  queries try, ``fetchOffset.numRetries`` attempts included, before the query fails with
+  ``ICESINK-KAFKA-SOURCE`` naming the brokers; so a missing broker ends the query in
+  seconds, at start-up or mid-run, instead of after minutes of retries.
+
+The clients log through :class:`~streaming_jobs.kafka.source.kafka_client_log.ClientLog`:
+librdkafka's repeated lines (a failed connection every 50 ms) at most once per 30 s.
 
 Anything else fails with :class:`~sink.errors.ConfigError` naming the option, the value
 and what is accepted.
@@ -29,6 +36,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from icesink import ConfigError
+from streaming_jobs.kafka.source.kafka_client_log import ClientLog
+from streaming_jobs.kafka.source.kafka_errors import require_client
 from streaming_jobs.kafka.source.kafka_offsets import (
     EARLIEST,
     LATEST,
@@ -43,6 +52,7 @@ Mode = Literal["stream", "batch"]
 DEFAULT_POLL_TIMEOUT_MS = 120_000  # Spark's default: spark.network.timeout
 DEFAULT_FETCH_OFFSET_NUM_RETRIES = 3
 DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS = 1_000
+DEFAULT_BROKER_TIMEOUT_MS = 30_000  # with Spark's start, a missing broker is reported within a minute
 DEFAULT_GROUP_ID_PREFIX = "spark-kafka-source"
 FETCH_WAIT_MAX_MS = 100  # short broker-side waits keep the end-of-range checks quick
 QUEUED_MIN_MESSAGES = 1_000_000  # prefetch bound; queued.max.messages.kbytes (64 MiB) still applies
@@ -66,6 +76,7 @@ _OPTIONS = {
         "fetchOffset.numRetries",
         "fetchOffset.retryIntervalMs",
         "groupIdPrefix",
+        "brokerTimeoutMs",
     )
 }
 # Options of Spark's Kafka source that this source does not implement.
@@ -128,6 +139,7 @@ class KafkaSourceOptions:
         fetch_offset_retry_interval_ms: Pause between those attempts.
         group_id: The consumer group id given to clients (never joined or committed).
         kafka_params: The other ``kafka.*`` options, without the prefix.
+        broker_timeout_ms: How long a driver offset query tries, its retries included.
     """
 
     bootstrap_servers: str
@@ -143,6 +155,7 @@ class KafkaSourceOptions:
     fetch_offset_retry_interval_ms: int
     group_id: str
     kafka_params: tuple[tuple[str, str], ...]
+    broker_timeout_ms: int = DEFAULT_BROKER_TIMEOUT_MS
 
     @classmethod
     def from_options(cls, options: Mapping[str, str], mode: Mode | None = None) -> KafkaSourceOptions:
@@ -241,6 +254,7 @@ class KafkaSourceOptions:
             or DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS,
             group_id=kafka_params.pop("group.id", f"{prefix}-{uuid.uuid4()}"),
             kafka_params=tuple(sorted(kafka_params.items())),
+            broker_timeout_ms=_positive_int(opts, "brokerTimeoutMs") or DEFAULT_BROKER_TIMEOUT_MS,
         )
 
     def consumer_config(self, role: str) -> dict[str, Any]:
@@ -259,6 +273,7 @@ class KafkaSourceOptions:
             "fetch.wait.max.ms": FETCH_WAIT_MAX_MS,
             # Prefetch deeper than librdkafka's default: fewer fetch round trips (benchmarks/README.md).
             "queued.min.messages": QUEUED_MIN_MESSAGES,
+            "logger": ClientLog(),
         }
         config.update(self.kafka_params)
         config.update(
@@ -273,6 +288,7 @@ class KafkaSourceOptions:
         for consumer_only in ("isolation.level", "fetch.wait.max.ms", "group.id"):
             config.pop(consumer_only, None)
         config["client.id"] = "icesink-kafka-source-admin"
+        config.setdefault("logger", ClientLog())
         return config
 
 
@@ -285,6 +301,7 @@ def check_client_config(options: KafkaSourceOptions) -> None:
     Raises:
         ConfigError: With librdkafka's message, which names the property.
     """
+    require_client()  # a ConfigError naming the kafka extra when confluent-kafka is missing
     from confluent_kafka import Consumer, KafkaException
 
     try:
