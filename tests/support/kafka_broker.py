@@ -109,9 +109,10 @@ class KafkaBroker(ServerProcess):
         config.write_text("".join(f"{k}={v}\n" for k, v in self._properties().items()))
         (self.workdir / "log4j2.properties").write_text(_LOG4J)
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        format_command = [*self._java(), "kafka.tools.StorageTool", "format", "-t", cluster_id]
+        # "=": an id may start with "-", which would otherwise be taken for an option
+        format_command = [*self._java(), "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}"]
         done = subprocess.run(
-            [*format_command, "-c", str(config)], capture_output=True, text=True, timeout=120, check=False
+            [*format_command, f"--config={config}"], capture_output=True, text=True, timeout=120, check=False
         )
         if done.returncode != 0:
             raise RuntimeError(f"formatting Kafka's log folder failed:\n{done.stdout}{done.stderr}")
