@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib.util
-import os
 import re
 import shutil
 import subprocess
@@ -101,15 +100,16 @@ def _stamp(pom: Path, properties: dict[str, str]) -> str:
 def main() -> int:
     """Fetch what is missing; print what was fetched and how long it took.
 
-    Without ``mvn`` it says so and exits 0 (``make demo`` needs none of this), but 1 in CI,
-    where ``make test`` installs Maven first and a missing one is a broken setup.
+    Without ``mvn`` it says so and exits 0: ``make demo`` and ``make lint`` need none of
+    this, and ``make test`` installs Maven before it runs ``make env`` (a test that needs the
+    jars skips without them, and fails in CI).
     """
     argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     try:
         return _fetch_all()
     except MavenMissing as e:
         print(f"Spark's Kafka source and Apache Kafka were not fetched: {e}", file=sys.stderr)
-        return 1 if os.environ.get("CI") else 0
+        return 0
 
 
 def _fetch_all() -> int:
