@@ -5,9 +5,10 @@ with ``format("kafka")``, the jars ``make env`` fetched handed to its session wi
 ``spark.jars``. The topic: 4,000 JSON messages over 4 partitions, one in 50 malformed
 (broken JSON, not JSON, not UTF-8, not an object, tombstones); a message's (partition,
 offset) tells what it holds. The job runs as a process of its own (its session needs the
-jars at start), is SIGKILLed inside a micro-batch and started again from its checkpoint:
-table rows + dead letters = messages, each (partition, offset) once. A job whose brokers
-cannot be reached fails with ``ICESINK-KAFKA-SOURCE``, naming them.
+jars at start), reports its Kafka lag from the source's progress, is SIGKILLed inside a
+micro-batch and started again from its checkpoint: table rows + dead letters = messages,
+each (partition, offset) once. A job whose brokers cannot be reached fails with
+``ICESINK-KAFKA-SOURCE``, naming them.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import signal
 from collections import Counter
 from dataclasses import dataclass
@@ -28,7 +30,7 @@ from streaming_jobs.jvm_jars import spark_kafka_jars
 from streaming_jobs.kafka_config import validate
 from tests.support.kafka_broker import KafkaBroker
 from tests.support.kafka_job import JOB_TIMEOUT_S, start_job, wait_for_batches
-from tests.support.processes import free_port
+from tests.support.processes import free_port, http_get, wait_until
 from tests.support.tables import catalog_from_options
 
 pytestmark = [pytest.mark.e2e]
@@ -37,6 +39,8 @@ MESSAGES = 4_000
 PARTITIONS = 4
 MALFORMED_EVERY = 50
 PER_BATCH = 1_000  # 4 micro-batches
+LAG_METRIC = "icesink_source_offsets_behind_latest"
+LAG_TIMEOUT_S = 120.0  # bounds a wait: Spark reports a batch's progress asynchronously
 Position = tuple[int, int]
 
 
@@ -107,6 +111,16 @@ def job_file(tmp_path: Path, bootstrap_servers: str, topic: str, table: str, **k
     return path
 
 
+def offsets_behind_latest(log: Path) -> int:
+    """``icesink_source_offsets_behind_latest`` as the job's metrics endpoint serves it; 0 while absent."""
+    served = re.search(r"metrics served at (http://127\.0\.0\.1:\d+/metrics)", log.read_text())
+    if served is None:
+        return 0
+    lines = http_get(served[1]).splitlines()
+    values = [float(line.split()[-1]) for line in lines if line.startswith(LAG_METRIC + "{")]
+    return int(sum(values))
+
+
 def test_sigkilled_job_on_sparks_source_ends_with_every_message_once(
     jars: None, apache_kafka: KafkaBroker, events: Produced, tmp_path: Path
 ) -> None:
@@ -115,6 +129,9 @@ def test_sigkilled_job_on_sparks_source_ends_with_every_message_once(
     first_log = tmp_path / "job-killed.log"
     job = start_job(config_file, first_log)
     wait_for_batches(job, tmp_path / "checkpoint" / "offsets", 2, first_log)  # batch 1 started
+    # The lag from the source's progress (latestOffset against endOffset) after some whole batches
+    lag = wait_until(lambda: offsets_behind_latest(first_log), LAG_TIMEOUT_S, "the Kafka lag of batch 0")
+    assert lag in range(MESSAGES - PER_BATCH, 0, -PER_BATCH), lag
     os.killpg(job.pid, signal.SIGKILL)  # the driver, the JVM and the Python workers at once
     assert job.wait(60) == -signal.SIGKILL
 
