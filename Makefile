@@ -10,9 +10,12 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 .PHONY: env system-deps demo demo-cluster test test-fast test-faults test-deploy lint docs format bench bench-upsert bench-routing bench-deploy bench-scale clean
 
-# The virtual environment, and the Spark driver's class archive for this Java and Spark
-# (made once, about a minute; jobs and tests then start their JVMs in about half the time).
+# The virtual environment; Spark's Kafka source for this pyspark and Apache Kafka for the tests'
+# broker, fetched with mvn into the venv (jvm/*/pom.xml, once); and the Spark driver's class
+# archive for this Java and Spark (made once, about a minute; jobs and tests then start their
+# JVMs in about half the time).
 env: $(STAMP)
+	$(PY) -m streaming_jobs.fetch_jvm_jars
 	$(PY) -m streaming_jobs.make_class_archive
 
 $(STAMP): pyproject.toml
@@ -32,7 +35,8 @@ demo-cluster: env
 	$(PY) -m streaming_jobs.demo_cluster
 
 # pytest exits 5 when it collects no test; make (and so CI) fails on that as on any failure.
-test: env system-deps
+# system-deps first: make env fetches with its Maven.
+test: system-deps env
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 test-fast: env
@@ -40,12 +44,12 @@ test-fast: env
 
 # Every fault of tests/faults/harness.py in both commit modes at every batch (a seeded
 # selection of them runs in make test), and the SIGKILL runs kept out of make test.
-test-faults: env system-deps
+test-faults: system-deps env
 	$(PY) -m pytest -q -m faults_full tests $(PYTEST_ARGS)
 
 # Real servers on loopback: SeaweedFS (S3 + REST catalog), PostgreSQL, Spark cluster, Spark Connect;
 # with the Spark cluster's own checks, which make test leaves to the sink's cluster test.
-test-deploy: env system-deps
+test-deploy: system-deps env
 	$(PY) -m pytest -q -m "deploy or cluster_full" tests/deploy $(PYTEST_ARGS)
 
 # ruff, mypy (strict on the library; jobs, benchmarks, tests and scripts with the config's

@@ -210,7 +210,9 @@ class KafkaSettings(_Section):
             with ``ICESINK-KAFKA-SOURCE`` naming them (``brokerTimeoutMs``,
             ``kafkaConsumer.pollTimeoutMs``), at start-up and mid-run alike, so that
             ``max-restarts`` applies. Default 30: a missing broker is reported within a minute.
-        source: ``jvm``: Spark's Kafka connector; ``python``: icesink's Python source;
+        source: ``jvm``: Spark's Kafka connector (a session the job starts gets the jars
+            ``make env`` fetched, :mod:`streaming_jobs.jvm_jars`, unless ``spark.jars`` or
+            ``spark.jars.packages`` name one); ``python``: icesink's Python source;
             ``auto``: the connector when it is on the classpath, else the Python source.
         decode_in_source: With the Python source, decode the values inside the source's
             tasks (``icesink-kafka-decoded``), so that they cross to the JVM once, decoded;
@@ -220,7 +222,9 @@ class KafkaSettings(_Section):
             to the JVM. False: every row goes through the sink's own write.
         security: Authentication and encryption.
         options: Other client properties, without the ``kafka.`` prefix, in the names of the
-            client the source uses (librdkafka for ``python``, Java's for ``jvm``).
+            client the source uses (librdkafka for ``python``, Java's for ``jvm``; there
+            ``default.api.timeout.ms`` is 10000 unless set, so that unreachable brokers fail
+            the query in under a minute: :mod:`streaming_jobs.kafka.jvm_source`).
     """
 
     bootstrap_servers: str = Field(min_length=1)

@@ -11,7 +11,10 @@
 The configuration (:mod:`streaming_jobs.kafka_config`, read by
 :mod:`streaming_jobs.kafka_cli`; routing: :mod:`streaming_jobs.kafka_routing`) is
 validated before Spark starts. Then: the Kafka source (Spark's connector, or
-``icesink-kafka-decoded``: ``icesink-kafka`` decoding the values where it reads them), a
+``icesink-kafka-decoded``: ``icesink-kafka`` decoding the values where it reads them;
+``kafka.source: jvm`` hands the session the connector's jars that ``make env`` fetched,
+:mod:`streaming_jobs.jvm_jars`, and a failure of the connector is reported as
+``ICESINK-KAFKA-SOURCE``, :mod:`streaming_jobs.kafka.jvm_source`), a
 :class:`~streaming_jobs.kafka.decode.sink.DecodingSink` (JSON or Debezium values into typed rows,
 undecodable values to the dead-letter table) over an
 :class:`~sink.sink.IcebergSink`, and the checkpoint. SIGTERM and SIGINT stop the
@@ -36,8 +39,10 @@ from pyspark.errors import StreamingQueryException
 from icesink import ConfigError, IcebergSink, SinkMetrics
 from sink.config_route import RouteBy, route_label
 from sink.metrics import SinkIdentity
+from streaming_jobs.jvm_jars import with_spark_kafka_jars
 from streaming_jobs.kafka.decode import DecodingSink, ValueDecoder
 from streaming_jobs.kafka.decoding_source import register_decoding_source
+from streaming_jobs.kafka.jvm_source import jvm_source_options, source_failure
 from streaming_jobs.kafka.source.kafka_errors import KafkaSourceError
 from streaming_jobs.kafka.source.kafka_options import KafkaSourceOptions
 from streaming_jobs.kafka.source.kafka_sample import LatestRecords
@@ -77,7 +82,10 @@ def run(config: JobConfig, spark: Any = None, metrics: SinkMetrics | None = None
     """
     if spark is not None:
         return _run(config, spark, metrics)
-    spark = get_spark(config.spark.app_name, config.spark.master, config.spark.conf)
+    conf = dict(config.spark.conf)
+    if config.kafka.source == "jvm":
+        conf = with_spark_kafka_jars(conf)
+    spark = get_spark(config.spark.app_name, config.spark.master, conf)
     try:
         return _run(config, spark, metrics)
     finally:
@@ -122,6 +130,8 @@ def _run_query(config: JobConfig, spark: Any, metrics: SinkMetrics | None, stop:
         flavor: Flavor = "jvm" if fmt == JVM_FORMAT else "python"
         decoder = ValueDecoder(config.value.decode_options())
         options = config.kafka.source_options(flavor, spark.sparkContext.defaultParallelism)
+        if flavor == "jvm":
+            options = jvm_source_options(options)
         kafka_options = dict(options)  # without the decoding source's
         if flavor == "python" and config.kafka.decode_in_source:
             fmt = register_decoding_source(spark)  # the values cross to the JVM once, decoded
@@ -157,9 +167,11 @@ def _run_query(config: JobConfig, spark: Any, metrics: SinkMetrics | None, stop:
                 logger.info("stopping query %s (signal %s)", query.id, stop.requested)
                 query.stop()
     except StreamingQueryException as e:
-        logger.error("query failed: %s", failure_summary(str(e)))
+        failure = source_failure(e, options) if flavor == "jvm" else None
+        logger.error("query failed: %s", failure or failure_summary(str(e)))
         logger.info("the query's failure in full: %s", e)
-        if query is not None and f"ICESINK-{KafkaSourceError.code}:" in str(e):
+        lost = failure is not None or f"ICESINK-{KafkaSourceError.code}:" in str(e)
+        if query is not None and lost:
             _source_lost(sink, decoding.label, str(query.id))
         return _FAILED
     finally:

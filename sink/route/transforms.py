@@ -191,7 +191,7 @@ def partition_value_column(
         return truncate_column(source, source_type, transform.width)
     if isinstance(transform, HourTransform):
         _require(str(transform), source_type, _HOUR_TYPES)
-        return _floor_div(_epoch_micros(source), _MICROS_PER_HOUR).cast("int")
+        return _floor_div(_epoch_micros(source, source_type), _MICROS_PER_HOUR).cast("int")
     if isinstance(transform, DayTransform):
         _require(str(transform), source_type, _DATE_PART_TYPES)
         return _epoch_days(source, source_type)
@@ -249,20 +249,28 @@ def _require(transform_name: str, source_type: IcebergType, accepted: _TypeSet) 
     )
 
 
-def _epoch_micros(source: Column) -> Column:
+def _epoch_micros(source: Column, source_type: IcebergType) -> Column:
     """Microseconds since the epoch: UTC for timestamptz, the wall clock for timestamp.
 
-    ``unix_micros`` takes both timestamp types and returns the stored value, with no
-    time zone involved. (``timestamp_diff`` from an NTZ epoch does not do: it resolves
-    NTZ values through the session time zone and shifts those in a DST gap.)
+    No time zone is involved. ``unix_micros`` returns a timestamptz's stored value; for
+    timestamp (Spark's ``TIMESTAMP_NTZ``, which Spark 4.2's ``unix_micros`` refuses) the
+    value is added up from its date and its time of day, none of which depends on the
+    session time zone. (Casting to a timestamptz, or ``timestamp_diff`` from an NTZ epoch,
+    would resolve the values through the session time zone and shift those in a DST gap.)
     """
-    return F.unix_micros(source)
+    if not isinstance(source_type, TimestampType):
+        return F.unix_micros(source)
+    day_micros = F.unix_date(source.cast("date")).cast("long") * _MICROS_PER_DAY
+    second_micros = (F.date_part(F.lit("SECOND"), source) * 1_000_000).cast("long")  # with its fraction
+    return (
+        day_micros + (F.hour(source) * 3_600 + F.minute(source) * 60).cast("long") * 1_000_000 + second_micros
+    )
 
 
 def _epoch_days(source: Column, source_type: IcebergType) -> Column:
     if isinstance(source_type, DateType):
         return F.unix_date(source)
-    return _floor_div(_epoch_micros(source), _MICROS_PER_DAY).cast("int")
+    return _floor_div(_epoch_micros(source, source_type), _MICROS_PER_DAY).cast("int")
 
 
 def _floor_div(value: Column, divisor: int) -> Column:
@@ -280,7 +288,7 @@ def _native_hash(source: Column, source_type: IcebergType) -> Column | None:
     if isinstance(source_type, TimeType):
         return murmur3.murmur3_long(F.time_to_micros(source))  # type: ignore[attr-defined,unused-ignore]
     if isinstance(source_type, (TimestampType, TimestamptzType)):
-        return murmur3.murmur3_long(_epoch_micros(source))
+        return murmur3.murmur3_long(_epoch_micros(source, source_type))
     if isinstance(source_type, StringType):
         return murmur3.murmur3_bytes(source.cast("binary"))
     if isinstance(source_type, (BinaryType, FixedType)):

@@ -2,8 +2,9 @@
 
 The root ``tests/conftest.py`` lists this module in ``pytest_plugins``: a server starts on
 the first test that asks for it, at most once per run, and stops with its scope (and with
-the test process, whatever kills it). SeaweedFS (S3 and an Iceberg REST catalog) and
-PostgreSQL are shared by the whole run, and so is the Spark Connect server (two modules use
+the test process, whatever kills it). SeaweedFS (S3 and an Iceberg REST catalog),
+PostgreSQL and Apache Kafka (a KRaft broker and controller, about 5 s to start) are shared
+by the whole run, and so is the Spark Connect server (two modules use
 it). The Spark cluster is JVMs holding memory while they idle, and one module uses it: it
 stops at the end of that module (scope it by session when a second module needs it). Start
 times are printed in the test summary.
@@ -22,6 +23,7 @@ from typing import Any, Literal, Protocol, TypeVar
 
 import pytest
 
+from tests.support.kafka_broker import KafkaBroker
 from tests.support.postgres import PostgresServer
 from tests.support.seaweedfs import SeaweedFS
 from tests.support.spark_cluster import SparkCluster
@@ -91,6 +93,12 @@ postgres = server_fixture(
     PostgresServer,
     title="postgresql",
     doc="One PostgreSQL for the run (initdb included); its ``sqlalchemy_uri()`` is a SQL catalog's ``uri``.",
+)
+apache_kafka = server_fixture(
+    "apache_kafka",
+    KafkaBroker,
+    title="apache kafka (KRaft broker + controller)",
+    doc="One Apache Kafka broker and controller for the run (``bootstrap_servers``, ``produce``, ...).",
 )
 spark_cluster = server_fixture(
     "spark_cluster",

@@ -2,7 +2,8 @@
 
 Both take the same options and return the same columns, so a job changes nothing but
 the format name. Spark's connector (``spark-sql-kafka-0-10``, added with
-``--packages`` or ``spark.jars.packages``) is the first choice; the Python source
+``--packages``, ``spark.jars.packages`` or ``spark.jars``: ``make env`` fetches its jars,
+:mod:`streaming_jobs.jvm_jars`) is the first choice; the Python source
 (:mod:`streaming_jobs.kafka.source.kafka`) stands in where it cannot be installed. A checkpoint keeps
 the offsets of the source that wrote it: keep one source per checkpoint.
 """
@@ -53,7 +54,8 @@ def kafka_format(spark: Any, choice: Choice = "auto") -> str:
         raise ConfigError(
             f"Spark's Kafka connector ({JVM_PROVIDER_CLASS}) is not on the classpath",
             hint=f"add it with --packages org.apache.spark:spark-sql-kafka-0-10_2.13:{version} (or "
-            "spark.jars.packages), or use the Python source: kafka.source=python",
+            "spark.jars.packages, or spark.jars: make env fetches the jars into the virtual environment), "
+            "or use the Python source: kafka.source=python",
         )
     if available:
         logger.info("reading Kafka with Spark's connector (%s)", JVM_PROVIDER_CLASS)
