@@ -309,6 +309,8 @@ class RoutedStep:
             if table is None:
                 table = catalogs.create_table(self._catalog, config, offered)
             self._recover(config, table, sink_id)
+            # upserted: v2, with its keys; appended: no keys (unless allowed); before anything is written
+            UpsertStep(config, self._metrics).check_table(table)
             target = RoutedTarget(name, config, table, columns, values)
             if ledger.is_committed(table, sink_id, batch_id):
                 logger.info("batch %s of sink %s already committed to %s: skipped", batch_id, sink_id, name)
@@ -329,7 +331,6 @@ class RoutedStep:
                     .table
                 )
         check_keys_in_task(target.table, name)
-        UpsertStep(config, self._metrics).check_table(target.table)  # upserted: v2, with its key columns
         return target, False
 
     def _recover(self, config: SinkConfig, table: Table, sink_id: str) -> None:

@@ -52,10 +52,14 @@ def _in_thread(work: Callable[[], Any]) -> Any:
 
 
 class Appender:
-    """A second sink, append mode, writing rows of keys the change batches never use (1000 and up)."""
+    """A second sink, append mode, writing rows of keys the change batches never use (1000 and up).
+
+    The table is keyed: the sink is told to append to it all the same (the keys are new).
+    """
 
     def __init__(self, spark: Any, catalog_options: dict[str, str], state: State) -> None:
-        self.sink = IcebergSink.from_options({**catalog_options, "table": "db.items", "sink-id": "appender"})
+        options = {**catalog_options, "table": "db.items", "sink-id": "appender"}
+        self.sink = IcebergSink.from_options({**options, "write.allow-append-to-keyed-table": "true"})
         self._spark = spark
         self._state = state
         self._batch_id = 0
