@@ -107,3 +107,24 @@ def test_two_upserters_in_threads_at_once_never_store_a_key_twice(tmp_path: Path
     rows = _read_back(table)
     ids = rows.column("id").to_pylist()
     assert sorted(ids) == list(range(200))  # every key once
+
+
+def test_a_plain_append_of_a_batch_key_by_another_engine_is_deleted_by_the_redone_lookup(
+    tmp_path: Path,
+) -> None:
+    table = create_table(sql_catalog(tmp_path))
+    a = UpsertDriver(table, sink_id="A")
+    a.apply(_inserts(range(50), "a"))
+    other = table.catalog.load_table(table.name())
+    appended = pa.table(
+        {"id": pa.array([7, 70], pa.int64()), "name": ["x7", "x70"], "v": pa.array([0, 0], pa.int64())},
+        schema=other.schema().as_arrow(),
+    )
+    _inside_commit(lambda: other.append(appended))  # an "append" snapshot: key 7 updated, 70 inserted
+    outcome = a.apply(changes((7, "a7-v2", 2, "u", 1), (70, "a70", 70, "c", 1)))
+
+    state: State = {}
+    expected_state(state, _inserts(range(50), "a"))
+    expected_state(state, changes((7, "a7-v2", 2, "u", 1), (70, "a70", 70, "c", 1)))
+    assert rows_of(_read_back(table)) == state  # one row of 7 and of 70, A's
+    assert outcome.redos == 1
