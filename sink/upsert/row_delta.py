@@ -223,7 +223,7 @@ class RowDeltaCommitter:
         if check.snapshots:
             logger.info(
                 "batches %s of sink %s: %s snapshots committed to %s since %s added %s data files; "
-                "%s read by key, %s hold keys of the batch",
+                "%s read by key, %s found holding keys of the batch",
                 batches,
                 self._sink_id,
                 check.snapshots,
@@ -245,8 +245,8 @@ class RowDeltaCommitter:
             )
         if check.files:
             raise RowDeltaConflictError(
-                f"{check.files_with_keys} data files committed since snapshot {start_snapshot_id} hold "
-                f"rows of keys the batch changes, which its lookup did not see: {list(check.files[:5])}",
+                f"data file {check.files[0]} committed since snapshot {start_snapshot_id} holds rows of "
+                "keys the batch changes, which its lookup did not see",
                 files=check.files,
                 table=self._name,
                 batches=str(batches),

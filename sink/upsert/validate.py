@@ -24,27 +24,21 @@ committed since the lookup's, the manifests those snapshots wrote (cached across
 commit's attempts), and, for each data file they added whose partition and key-column
 bounds admit one of the batch's keys (:class:`~sink.upsert.candidates.KeyCandidates`),
 one read of the file's key columns, skipping row groups whose statistics exclude every
-key (:func:`~sink.upsert.lookup.find_rows`). A file whose bounds exclude every key is
-never opened; each file is read at most once per batch. Nothing is read when no other
-writer committed.
+key (:func:`~sink.upsert.lookup.find_rows`), until one holds a key. A file whose bounds
+exclude every key is never opened; each snapshot's manifests and each file are read at
+most once per batch (a later attempt only walks the snapshot ids). Nothing is read
+when no other writer committed. Measured in :mod:`benchmarks.upsert_key_check`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
 from pyiceberg.io import FileIO
-from pyiceberg.manifest import (
-    DataFile,
-    DataFileContent,
-    ManifestContent,
-    ManifestEntry,
-    ManifestEntryStatus,
-    ManifestFile,
-)
+from pyiceberg.manifest import DataFile, DataFileContent, ManifestContent, ManifestEntry, ManifestEntryStatus
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Operation, Snapshot
 
@@ -129,10 +123,11 @@ class KeyCheck:
 
     Attributes:
         snapshots: Snapshots committed since (``replace`` ones included, not read).
-        files_added: Data files they added (rewrites left out).
+        files_added: Data files they added (rewrites left out), up to the first holding a key.
         files_read: Of those, files whose partition and key bounds admit a key: their key
             columns were read (files read for an earlier attempt of the batch included).
-        files: The added data files holding a row of one of the batch's keys.
+        files: The first added data file found holding a row of one of the batch's keys
+            (the lookup is redone: the other files need not be read).
         history_lost: The lookup's snapshot is no longer an ancestor of the current one
             (rolled back or expired): nothing can be proven, the lookup must be redone.
     """
@@ -156,8 +151,8 @@ class KeyCheck:
 class ConcurrentKeys:
     """Finds rows of one batch's keys in the data files committed after its lookup's snapshot.
 
-    Data files and manifests never change once written: what was read is kept for the
-    batch's later attempts.
+    Data files and manifests never change once written: what was read, and each file's
+    verdict, is kept for the batch's later attempts and lookups.
 
     Args:
         io: The table's file system.
@@ -169,8 +164,9 @@ class ConcurrentKeys:
         self._io = io
         self._key_columns = tuple(key_columns)
         self._keys = keys
-        self._entries: dict[str, list[ManifestEntry]] = {}  # manifest path -> its entries
-        self._holds: dict[str, bool] = {}  # data file path -> holds one of the keys
+        self._added: dict[int, list[DataFile]] = {}  # snapshot id -> the data files it added
+        self._verdicts: dict[str, tuple[bool, bool]] = {}  # data file -> (bounds admit a key, holds one)
+        self._candidates: KeyCandidates | None = None
 
     def check(self, metadata: TableMetadata, start_snapshot_id: int | None) -> KeyCheck:
         """The data files committed to ``metadata``'s table after ``start_snapshot_id`` holding a key."""
@@ -179,53 +175,56 @@ class ConcurrentKeys:
         snapshots = snapshots_since(metadata, start_snapshot_id)
         if snapshots is None:
             return KeyCheck(history_lost=True)
-        if not snapshots:
-            return KeyCheck()
-        candidates = KeyCandidates.of(metadata, self._key_columns, self._keys)
         added = read = 0
-        found: list[str] = []
         for snapshot in snapshots:
             for data_file in self._added_data_files(snapshot):
                 added += 1
-                subset = candidates.for_data_file(data_file)
-                if subset.num_rows == 0:
-                    continue  # its partition or its key bounds exclude every key: not opened
-                read += 1
-                if self._holds_any(data_file, candidates.key_ids, subset):
-                    found.append(data_file.file_path)
-        return KeyCheck(len(snapshots), added, read, tuple(found))
+                admits, holds = self._verdict(data_file, metadata)
+                read += admits
+                if holds:  # one file is enough to redo the lookup: the rest need not be read
+                    return KeyCheck(len(snapshots), added, read, (data_file.file_path,))
+        return KeyCheck(len(snapshots), added, read)
 
-    def _added_data_files(self, snapshot: Snapshot) -> Iterator[DataFile]:
+    def _added_data_files(self, snapshot: Snapshot) -> list[DataFile]:
+        found = self._added.get(snapshot.snapshot_id)
+        if found is not None:
+            return found
+        found = self._added[snapshot.snapshot_id] = []
         if snapshot.summary is not None and snapshot.summary.operation == Operation.REPLACE:
-            return  # rows moved, none changed: covered by the check of removed files
+            return found  # rows moved, none changed: covered by the check of removed files
         for manifest in snapshot.manifests(self._io):
             if manifest.added_snapshot_id != snapshot.snapshot_id or manifest.content != ManifestContent.DATA:
                 continue  # carried over from an earlier snapshot, or deletes
-            for entry in self._manifest_entries(manifest):
-                if entry.snapshot_id == snapshot.snapshot_id and entry.status == ManifestEntryStatus.ADDED:
-                    yield entry.data_file
+            found += [
+                entry.data_file
+                for entry in manifest.fetch_manifest_entry(self._io, discard_deleted=False)
+                if entry.snapshot_id == snapshot.snapshot_id and entry.status == ManifestEntryStatus.ADDED
+            ]
+        return found
 
-    def _manifest_entries(self, manifest: ManifestFile) -> list[ManifestEntry]:
-        entries = self._entries.get(manifest.manifest_path)
-        if entries is None:
-            entries = self._entries[manifest.manifest_path] = manifest.fetch_manifest_entry(
-                self._io, discard_deleted=False
-            )
-        return entries
+    def _verdict(self, data_file: DataFile, metadata: TableMetadata) -> tuple[bool, bool]:
+        """Whether the file's partition and bounds admit a key, and whether it has a row of one.
 
-    def _holds_any(self, data_file: DataFile, key_ids: tuple[int, ...], keys: pa.Table) -> bool:
-        """Whether ``data_file`` has a row of one of ``keys`` (rows deleted since count too)."""
+        Only a file whose bounds admit a key is opened; rows deleted since count too.
+        """
         path = data_file.file_path
-        if path not in self._holds:
+        verdict = self._verdicts.get(path)
+        if verdict is not None:
+            return verdict
+        if self._candidates is None:
+            self._candidates = KeyCandidates.of(metadata, self._key_columns, self._keys)
+        subset = self._candidates.for_data_file(data_file)
+        holds = False
+        if subset.num_rows:
             task = LookupTask(
                 index=0,
                 data_file=path,
                 spec_id=data_file.spec_id,
                 partition=tuple(data_file.partition[i] for i in range(len(data_file.partition))),
                 record_count=data_file.record_count,
-                key_field_ids=key_ids,
-                keys=keys,
+                key_field_ids=self._candidates.key_ids,
+                keys=subset,
             )
-            rows, _ = find_rows(task, self._io)
-            self._holds[path] = rows.num_rows > 0
-        return self._holds[path]
+            holds = find_rows(task, self._io)[0].num_rows > 0
+        verdict = self._verdicts[path] = (subset.num_rows > 0, holds)
+        return verdict
