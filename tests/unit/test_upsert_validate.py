@@ -15,6 +15,7 @@ import pytest
 from pyiceberg.table import Table
 
 from sink import failpoints
+from tests.support.duckdb_reader import duckdb_read
 from tests.support.upserts import UpsertDriver, changes, create_table, expected_state, rows_of, sql_catalog
 
 State = dict[int, tuple[str | None, int | None]]
@@ -57,6 +58,7 @@ def test_two_upserters_inserting_the_same_new_keys_store_each_key_once(tmp_path:
         assert (len(ids), len(set(ids))) == (len(state), len(state)), f"round {round_no}: keys stored twice"
         assert rows_of(rows) == state
         assert outcome.redos == 1  # B's new rows of A's keys: A's lookup redone, B's rows deleted
+    assert rows_of(duckdb_read(table.metadata_location)) == state  # another engine reads the same
 
 
 def test_concurrent_rows_of_other_keys_redo_nothing_and_bounds_spare_the_reads(tmp_path: Path) -> None:
