@@ -130,3 +130,25 @@ def test_a_plain_append_of_a_batch_key_by_another_engine_is_deleted_by_the_redon
     expected_state(state, changes((7, "a7-v2", 2, "u", 1), (70, "a70", 70, "c", 1)))
     assert rows_of(_read_back(table)) == state  # one row of 7 and of 70, A's
     assert outcome.redos == 1
+
+
+def test_a_rollback_past_the_lookups_snapshot_redoes_the_lookup(tmp_path: Path) -> None:
+    table = create_table(sql_catalog(tmp_path))
+    a = UpsertDriver(table, sink_id="A")
+    b = UpsertDriver(table.catalog.load_table(table.name()), sink_id="B")
+    a.apply(_inserts(range(50), "a"))
+    table.refresh()
+    loaded = table.metadata.current_snapshot_id
+    assert loaded is not None
+    b.apply(_inserts(range(100, 110), "b"))  # A's next lookup plans on this snapshot
+
+    def roll_back_then_insert() -> None:
+        other = table.catalog.load_table(table.name())
+        other.manage_snapshots().rollback_to_snapshot(loaded).commit()
+        b.apply(_inserts(range(50, 60), "b", 1))  # on the rolled-back branch: history A cannot walk
+
+    _inside_commit(roll_back_then_insert)
+    outcome = a.apply(_inserts(range(50, 60), "a", 1))
+
+    assert rows_of(_read_back(table)) == {k: (f"a{k}", k) for k in range(60)}  # B's 100-109 rolled back
+    assert outcome.redos == 1
