@@ -10,7 +10,7 @@ from icesink import ConfigError, IcebergSink
 from sink.errors import UpsertError
 from tests.integration.test_upsert_sink import upsert_options
 from tests.support.tables import catalog_from_options
-from tests.support.upserts import rows_of
+from tests.support.upserts import UpsertDriver, changes, create_table, rows_of
 
 
 def _rows(keys: range, name: str, **more: Any) -> list[dict[str, Any]]:
@@ -28,9 +28,11 @@ def _appender_options(catalog_options: dict[str, str], routed: bool, **more: str
 def test_an_append_sink_is_refused_on_an_upserted_table_unless_told_to_append(
     spark: Any, catalog_options: dict[str, str], routed: bool
 ) -> None:
-    upserts = IcebergSink.from_options(upsert_options(catalog_options))
-    upserts(spark.createDataFrame(_rows(range(200), "u", _op="c", seq=0)), 0)
-    table = catalog_from_options(catalog_options).load_table("db.items")
+    catalog = catalog_from_options(catalog_options)
+    catalog.create_namespace_if_not_exists("db")
+    table = create_table(catalog)  # keyed by id
+    UpsertDriver(table).apply(changes(*[(k, f"u{k}", k, "c", 0) for k in range(200)]))
+    table.refresh()
     snapshots = len(table.snapshots())
     appended = spark.createDataFrame(_rows(range(200), "a", **({"kind": "items"} if routed else {})))
 
@@ -61,18 +63,22 @@ def test_the_keyed_table_option_takes_true_or_false(catalog_options: dict[str, s
 def test_an_upsert_batch_without_its_key_column_names_the_column_and_the_option(
     spark: Any, catalog_options: dict[str, str]
 ) -> None:
+    catalog = catalog_from_options(catalog_options)
+    catalog.create_namespace_if_not_exists("db")
+    UpsertDriver(create_table(catalog), sink_id="loader").apply(
+        changes(*[(k, f"u{k}", k, "c", 0) for k in range(10)])
+    )
     upserts = IcebergSink.from_options(upsert_options(catalog_options))
-    upserts(spark.createDataFrame(_rows(range(10), "u", _op="c", seq=0)), 0)
     keyless = spark.createDataFrame([{"name": "x", "v": 1, "_op": "u", "seq": 1}])
 
     with pytest.raises(UpsertError) as raised:
-        upserts(keyless, 1)
+        upserts(keyless, 0)
     message = str(raised.value)
     assert message.startswith(
         "ICESINK-UPSERT: the batch has no key column ['id'] of option 'upsert.key-columns'"
     )
     assert "its columns are ['_op', 'name', 'seq', 'v']" in message and "hint: " in message
-    table = catalog_from_options(catalog_options).load_table("db.items")
+    table = catalog.load_table("db.items")
     assert rows_of(table.scan().to_arrow()) == {k: (f"u{k}", k) for k in range(10)}
     # the stream goes on: the same sink takes the next batch that has its keys
     upserts(spark.createDataFrame(_rows(range(5), "v", _op="u", seq=1)), 1)
