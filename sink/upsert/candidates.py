@@ -73,6 +73,7 @@ class KeyCandidates:
         self._types = [schema.find_field(fid).field_type for fid in key_ids]
         self._comparable = [_comparable(keys.column(i), t) for i, t in enumerate(self._types)]
         self._specs = specs
+        self._spec_ids = frozenset(specs)
         self._groups: dict[int, tuple[list[int], dict[tuple[Any, ...], pa.Table]]] = {}
         self._in_partition: dict[tuple[int, tuple[Any, ...]], pa.Table] = {}
 
@@ -93,6 +94,11 @@ class KeyCandidates:
     def key_ids(self) -> tuple[int, ...]:
         """The key columns' field ids."""
         return self._key_ids
+
+    @property
+    def spec_ids(self) -> frozenset[int]:
+        """The partition specs whose files these candidates can be asked about."""
+        return self._spec_ids
 
     def for_data_file(self, data_file: DataFile) -> pa.Table:
         """The keys ``data_file`` can hold, by its partition and its key columns' bounds."""

@@ -211,8 +211,8 @@ class ConcurrentKeys:
         verdict = self._verdicts.get(path)
         if verdict is not None:
             return verdict
-        if self._candidates is None:
-            self._candidates = KeyCandidates.of(metadata, self._key_columns, self._keys)
+        if self._candidates is None or data_file.spec_id not in self._candidates.spec_ids:
+            self._candidates = KeyCandidates.of(metadata, self._key_columns, self._keys)  # a new spec
         subset = self._candidates.for_data_file(data_file)
         holds = False
         if subset.num_rows:
