@@ -15,6 +15,8 @@ import pytest
 from pyiceberg.table import Table
 
 from sink import failpoints
+from sink.upsert.lookup import LookupResult, LookupSpec, run_lookup_locally
+from sink.upsert.messages import LookupTask
 from tests.support.duckdb_reader import duckdb_read
 from tests.support.upserts import UpsertDriver, changes, create_table, expected_state, rows_of, sql_catalog
 
@@ -151,4 +153,35 @@ def test_a_rollback_past_the_lookups_snapshot_redoes_the_lookup(tmp_path: Path) 
     outcome = a.apply(_inserts(range(50, 60), "a", 1))
 
     assert rows_of(_read_back(table)) == {k: (f"a{k}", k) for k in range(60)}  # B's 100-109 rolled back
+    assert outcome.redos == 1
+
+
+def test_a_file_of_a_partition_spec_added_between_two_attempts_is_checked_too(tmp_path: Path) -> None:
+    table = create_table(sql_catalog(tmp_path))
+    UpsertDriver(table, sink_id="loader").apply(_inserts(range(0, 100, 2), "a"))
+    b = UpsertDriver(table.catalog.load_table(table.name()), sink_id="B")
+
+    def evolve_then_append(_point: str) -> None:  # between A's two attempts: a new spec, A's key 10
+        other = table.catalog.load_table(table.name())
+        with other.update_spec() as spec:
+            spec.add_identity("v")
+        row = {"id": pa.array([10], pa.int64()), "name": ["x10"], "v": pa.array([0], pa.int64())}
+        other.append(pa.table(row, schema=other.schema().as_arrow()))
+
+    def lookup_then_b_commits(tasks: list[LookupTask], spec: LookupSpec) -> LookupResult:
+        result = run_lookup_locally(tasks, spec)
+        if not b_committed:  # B's odd keys: read by A's first check (none is A's), with the spec of then
+            b.apply(_inserts(range(1, 101, 2), "b"))
+            b_committed.append(True)
+            failpoints.arm("commit.before", "call", call=evolve_then_append)
+        return result
+
+    b_committed: list[bool] = []
+    outcome = UpsertDriver(table, lookup_then_b_commits, "A").apply(changes((10, "a10-v2", 10, "u", 1)))
+
+    state: State = {}
+    for batch in (_inserts(range(0, 100, 2), "a"), _inserts(range(1, 101, 2), "b")):
+        expected_state(state, batch)
+    expected_state(state, changes((10, "a10-v2", 10, "u", 1)))
+    assert rows_of(_read_back(table)) == state
     assert outcome.redos == 1
