@@ -15,12 +15,7 @@ driver, the Spark JVM, the Python workers; not the broker, whose CPU is shown ap
 
 The last line is the result as JSON.
 
-Measured (pyspark 4.2.0, Apache Kafka 4.1.1, 100,000 messages over 4 partitions, one
-micro-batch a run, 1 warm-up and 3 runs a source, on a 2-core machine shared with other
-work, load average 15-18): Spark's source 11,926 messages/s and 19,048 messages per CPU
-second (medians), the Python source 9,271 messages/s and 18,975 messages per CPU second.
-On CPU the two are even within the runs' spread (18,692-23,419 against 18,868-23,202);
-the wall-clock rates depend on the load more than on the source.
+The figures: benchmarks/README.md, "Spark's Kafka source against the Python source".
 """
 
 from __future__ import annotations

@@ -294,7 +294,7 @@ def _accepted_hint(loc: tuple[str, ...]) -> str:
         return f"use one of {[m.value for m in SchemaEvolution]}"
     if loc and loc[-1] == "on_bad_record":
         return f"use one of {[m.value for m in BadRecordPolicy]}"
-    if loc and loc[-1] == "case_sensitive":
+    if loc and loc[-1] in ("case_sensitive", "allow_append_to_keyed_table"):
         return "use true or false"
     if loc == ("dead_letter", "table"):
         return "set 'dead-letter.table' to 'namespace.table'"

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sink.errors import ConfigError
 
 DEFAULT_OP_COLUMN = "_op"
+DEFAULT_ALLOW_APPEND_TO_KEYED_TABLE = False
 
 
 class WriteMode(StrEnum):
@@ -35,6 +36,8 @@ class UpsertConfig(BaseModel):
             insert or replace, ``d`` deletes; a batch without it is all insert-or-replace.
         order_column: Orders the changes of one key within a batch (``upsert.order-column``);
             without it the last row in the batch's order wins.
+        allow_append_to_keyed_table: Whether an append-mode sink may write to a table with
+            identifier fields (``write.allow-append-to-keyed-table``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -43,6 +46,19 @@ class UpsertConfig(BaseModel):
     key_columns: tuple[str, ...] = ()
     op_column: str = Field(default=DEFAULT_OP_COLUMN, min_length=1)
     order_column: str | None = Field(default=None, min_length=1)
+    allow_append_to_keyed_table: bool = Field(
+        default=DEFAULT_ALLOW_APPEND_TO_KEYED_TABLE,
+        description=(
+            "Let a sink in write.mode=append write to a table that has identifier fields (a keyed "
+            "table, such as one a write.mode=upsert sink created and upserts by key). Appended rows "
+            "are added as they are, never looked up: a row whose key the table already holds stores "
+            "that key twice, and a later upsert of the key does not tell the copies apart. Off by "
+            "default: such a sink fails its first batch (and prepare()) with ICESINK-KEYED-TABLE, "
+            "naming the table and its identifier fields, before writing anything. Set it to true "
+            "only when the appended rows' keys are known to be new to the table or duplicates are "
+            "wanted; to change rows by key, use write.mode=upsert with upsert.key-columns instead."
+        ),
+    )
 
     @field_validator("key_columns", mode="before")
     @classmethod

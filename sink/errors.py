@@ -125,6 +125,12 @@ class UpsertError(SinkError):
     code = "UPSERT"
 
 
+class KeyedTableError(ConfigError):
+    """An append-mode sink would write to a table with identifier fields (keys could be stored twice)."""
+
+    code = "KEYED-TABLE"
+
+
 class RowDeltaConflictError(SinkError):
     """A concurrent commit removed, or added deletes to, data files a batch's position deletes point at.
 

@@ -180,6 +180,8 @@ class RoutedTables:
         self._metrics.start_sink(name, sink_id)
         with self._metrics.time_step(name, "schema"):
             self.recover(config, table, sink_id)
+            # upserted: v2, with its keys; appended: no keys (unless allowed); before anything is written
+            UpsertStep(config, self._metrics).check_table(table)
             target = RoutedTarget(name, config, table, columns, values)
             if ledger.is_committed(table, sink_id, batch_id):
                 logger.info("batch %s of sink %s already committed to %s: skipped", batch_id, sink_id, name)
@@ -200,7 +202,6 @@ class RoutedTables:
                     .table
                 )
         check_keys_in_task(target.table, name)
-        UpsertStep(config, self._metrics).check_table(target.table)  # upserted: v2, with its key columns
         return target, False, refused
 
     def recover(self, config: SinkConfig, table: Table, sink_id: str) -> None:

@@ -34,7 +34,7 @@ from sink.catalog import executor_io_properties
 from sink.commit.recovery import delete_leftovers
 from sink.commit.snapshot import require_format_v2
 from sink.config import SinkConfig
-from sink.errors import UpsertError
+from sink.errors import KeyedTableError, UpsertError
 from sink.metrics import SinkMetrics
 from sink.normalize import BAD_ROW_COLUMN, NormalizedBatch
 from sink.type_mapping import iceberg_to_spark_type
@@ -112,12 +112,15 @@ class UpsertStep:
         return st.StructType([f for f in schema.fields if f.name not in dropped])
 
     def check_table(self, table: Table) -> None:
-        """An upserted table is of format v2 and has the key columns (before anything is written).
+        """Before anything is written: an upserted table is of format v2 and has the key columns;
+        an appended one has no identifier fields, unless ``write.allow-append-to-keyed-table``.
 
         Raises:
             UpsertError: Naming the table and what is missing.
+            KeyedTableError: Append mode, and the table has identifier fields.
         """
         if not self.enabled:
+            self._check_append(table)
             return
         require_format_v2(table)
         names = set(table.schema().column_names)
@@ -129,10 +132,49 @@ class UpsertStep:
                 hint="set upsert.key-columns to columns of the table",
             )
 
+    def _check_append(self, table: Table) -> None:
+        schema = table.schema()
+        if not schema.identifier_field_ids or self.config.upsert.allow_append_to_keyed_table:
+            return
+        keys = [schema.find_column_name(i) for i in schema.identifier_field_ids]
+        raise KeyedTableError(
+            f"table {self.config.table} has identifier fields {keys} (a table upserted by key) but this "
+            "sink appends (write.mode=append): a row whose key the table holds would store it twice",
+            table=self.config.table,
+            hint=f"upsert into it with write.mode=upsert and upsert.key-columns={','.join(map(str, keys))}, "
+            "or set write.allow-append-to-keyed-table=true if the appended rows' keys are new to the "
+            "table or duplicates are wanted",
+        )
+
+    def check_keys(self, columns: Sequence[str]) -> None:
+        """Upsert mode: ``columns`` (a batch's) include every key column.
+
+        Raises:
+            UpsertError: Naming the missing key columns, the batch's columns and the option.
+        """
+        if not self.enabled:
+            return
+        case_sensitive = self.config.table_schema.case_sensitive
+        present = set(columns) if case_sensitive else {c.lower() for c in columns}
+        missing = [k for k in self._keys if (k if case_sensitive else k.lower()) not in present]
+        if missing:
+            raise UpsertError(
+                f"the batch has no key column {missing} of option 'upsert.key-columns' "
+                f"({','.join(self._keys)}); its columns are {list(columns)}",
+                table=self.config.table,
+                hint="give every change row its key columns, or set upsert.key-columns to the "
+                "batch's key column(s) (those of the table's identifier fields)",
+            )
+
     def split(self, batch_df: DataFrame) -> ChangeBatch:
-        """The last change per key and the rejected rows (append mode: the batch as it is)."""
+        """The last change per key and the rejected rows (append mode: the batch as it is).
+
+        Raises:
+            UpsertError: The batch lacks a key column.
+        """
         if not self.enabled:
             return ChangeBatch(batch_df)
+        self.check_keys(batch_df.columns)
         op, order = self.config.upsert.op_column, self.config.upsert.order_column
         has_op = op in batch_df.columns
         null_key = functools.reduce(lambda a, b: a | b, [F.col(k).isNull() for k in self._keys])

@@ -4,11 +4,14 @@ The building blocks, in the order a batch uses them:
 
 1. :mod:`sink.upsert.changes` keeps the last change of every key of the batch;
 2. :mod:`sink.upsert.plan` (driver) finds, from the table's manifests alone, the data
-   files that can hold those keys, and the delete files that already apply to them;
+   files that can hold those keys (:mod:`sink.upsert.candidates`: by partition and key
+   bounds), and the delete files that already apply to them;
 3. :mod:`sink.upsert.lookup` (executors) reads the key columns of those files, finds the
    rows holding the keys and writes position delete files for them
    (:mod:`sink.write.position_deletes`);
 4. :mod:`sink.upsert.row_delta` (driver) commits the new data files and the delete files
    in one ``overwrite`` snapshot (:mod:`sink.commit.snapshot`), after checking
-   (:mod:`sink.upsert.validate`) that no concurrent commit removed a file they point at.
+   (:mod:`sink.upsert.validate`) that no concurrent commit removed a file they point at
+   or added rows of the batch's keys; if one did, the lookup is redone
+   (:mod:`sink.upsert.batch`).
 """

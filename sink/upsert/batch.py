@@ -3,7 +3,8 @@
 The batch's new data files are written by the caller (the sink's usual write step, with
 the rows of :class:`~sink.upsert.changes.ChangeSet`); this module finds and deletes the
 rows they replace. A :class:`~sink.errors.RowDeltaConflictError` (a concurrent commit
-removed or changed a data file the deletes point at) is handled here: the delete files
+removed or changed a data file the deletes point at, or added rows of the batch's keys)
+is handled here: the delete files
 of the attempt are removed, the lookup is planned again on the refreshed table and the
 commit retried; the data files stay as they are.
 """
@@ -25,6 +26,7 @@ from sink.upsert.lookup import LookupResult, LookupSpec
 from sink.upsert.messages import LookupReport, LookupTask
 from sink.upsert.plan import LookupPlan, LookupPlanner
 from sink.upsert.row_delta import RowDeltaCommitter, RowDeltaOutcome, delete_uncommitted
+from sink.upsert.validate import ConcurrentKeys
 from sink.write.messages import DataFileMessage
 
 logger = logging.getLogger(__name__)
@@ -91,6 +93,7 @@ class UpsertApplier:
     ) -> None:
         self._committer = RowDeltaCommitter(table, sink_id, commit_config)
         self._planner = LookupPlanner(table.io, key_columns, lookup_spec.table)
+        self._key_columns = tuple(key_columns)
         self._sink_id = sink_id
         self._spec = lookup_spec
         self._run_lookup = run_lookup
@@ -144,7 +147,8 @@ class UpsertApplier:
                 (its result ``None`` when the plan is); ``None``: planned and run here.
                 Redos after a conflict always run here.
         """
-        batches = BatchRange(batch_id, batch_id)
+        batches, attempts = BatchRange(batch_id, batch_id), {batch_id: attempt}
+        concurrent = ConcurrentKeys(self.table.io, self._key_columns, keys)  # one per batch: reads cached
         for redo in range(self._redos + 1):
             if redo == 0 and first is not None:
                 planned, result = first
@@ -158,7 +162,7 @@ class UpsertApplier:
             plan = planned.plan
             try:
                 outcome = self._committer.commit(
-                    data_files, result.delete_files, plan.snapshot_id, batches, {batch_id: attempt}
+                    data_files, result.delete_files, plan.snapshot_id, batches, attempts, concurrent
                 )
             except RowDeltaConflictError as e:
                 delete_uncommitted(self.table, result.delete_files)

@@ -6,11 +6,14 @@ same atomic update, so a replayed batch is recognised and never deletes twice.
 
 Before every attempt the table is refreshed and checked from the snapshot the batch's
 lookup started on (:mod:`sink.upsert.validate`): if a concurrent commit removed a data
-file the deletes point at, or added deletes to one, the commit refuses with a retryable
+file the deletes point at, added deletes to one, or added a data file holding a row of
+one of the batch's keys (another writer inserted or changed the same key: committing
+would store it twice), the commit refuses with a retryable
 :class:`~sink.errors.RowDeltaConflictError` naming the files: the caller redoes the lookup
-of the keys found in them and commits again. Any other concurrent commit (a plain
-append) only makes the catalog refuse the attempt; the snapshot is then rebuilt on the
-new metadata and committed again, with backoff.
+on the current snapshot and commits again. Any other concurrent commit (rows of other
+keys, a compaction of files the deletes do not point at) only makes the catalog refuse
+the attempt; the snapshot is then rebuilt on the new metadata and committed again, with
+backoff.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from sink.commit.ledger import BatchRange
 from sink.commit.snapshot import SnapshotProducer, require_format_v2
 from sink.config import CommitConfig
 from sink.errors import CommitConflictError, CommitError, RowDeltaConflictError
-from sink.upsert.validate import conflicting_data_files
+from sink.upsert.validate import ConcurrentKeys, KeyCheck, conflicting_data_files
 from sink.write.manifest_entry import data_file_from_message, encoded_entry
 from sink.write.messages import CONTENT_POSITION_DELETES, DataFileMessage
 from sink.write.position_deletes import FILE_PATH_FIELD_ID
@@ -48,12 +51,15 @@ class RowDeltaOutcome:
         attempts: Commit attempts made.
         conflicts: Attempts the catalog refused because of a concurrent commit.
         skipped_replay: The batches were found already committed.
+        key_check: What the last attempt's check of the batch's keys against concurrent
+            commits read (``None``: not checked).
     """
 
     snapshot_id: int | None
     attempts: int
     conflicts: int
     skipped_replay: bool = False
+    key_check: KeyCheck | None = None
 
 
 class RowDeltaCommitter:
@@ -85,6 +91,7 @@ class RowDeltaCommitter:
         start_snapshot_id: int | None,
         batches: BatchRange,
         attempts: Mapping[int, str],
+        keys: ConcurrentKeys | None = None,
     ) -> RowDeltaOutcome:
         """Commit ``data_files`` and ``delete_files`` as the data of ``batches``.
 
@@ -95,10 +102,13 @@ class RowDeltaCommitter:
             start_snapshot_id: The snapshot the lookup planned from.
             batches: The micro-batches committed.
             attempts: Each batch's write attempt (for the ledger).
+            keys: Every key the batch changes, checked against the data files committed
+                since ``start_snapshot_id`` (``None``: not checked).
 
         Raises:
             RowDeltaConflictError: A concurrent commit removed, or added deletes to, a
-                referenced data file (retryable: redo the lookup of its keys).
+                referenced data file, or added rows of one of ``keys`` (retryable: redo
+                the lookup).
             CommitConflictError: The catalog kept refusing after every retry.
             CommitError: The commit failed otherwise; its outcome may be unknown.
         """
@@ -112,7 +122,7 @@ class RowDeltaCommitter:
         for message in [*data_files, *delete_files]:
             producer.add_file(data_file_from_message(message), encoded_entry(message))
         try:
-            return self._commit_with_retries(producer, referenced, start_snapshot_id, batches)
+            return self._commit_with_retries(producer, referenced, start_snapshot_id, batches, keys)
         except (RowDeltaConflictError, CommitConflictError):
             producer.clean_up()  # certainly not committed; any other failure keeps what may be referenced
             raise
@@ -123,6 +133,7 @@ class RowDeltaCommitter:
         referenced: set[str],
         start_snapshot_id: int | None,
         batches: BatchRange,
+        keys: ConcurrentKeys | None,
     ) -> RowDeltaOutcome:
         for attempt_no in self._backoff.attempts():
             conflicts = attempt_no - 1  # every earlier attempt was refused by the catalog
@@ -140,8 +151,9 @@ class RowDeltaCommitter:
                 producer.clean_up()
                 return RowDeltaOutcome(None, attempt_no, conflicts, skipped_replay=True)
             self._validate(referenced, start_snapshot_id, batches)
+            key_check = self._validate_keys(keys, start_snapshot_id, batches)
             if self._try_commit(producer, batches, attempt_no):
-                return RowDeltaOutcome(producer.snapshot_id, attempt_no, conflicts)
+                return RowDeltaOutcome(producer.snapshot_id, attempt_no, conflicts, key_check=key_check)
         raise CommitConflictError(
             f"row delta still conflicting after {self._backoff.tries} attempts",
             table=self._name,
@@ -201,6 +213,47 @@ class RowDeltaCommitter:
                 sink_id=self._sink_id,
                 hint="look the keys of these files up again in the current snapshot and commit again",
             )
+
+    def _validate_keys(
+        self, keys: ConcurrentKeys | None, start_snapshot_id: int | None, batches: BatchRange
+    ) -> KeyCheck | None:
+        if keys is None:
+            return None
+        check = keys.check(self.table.metadata, start_snapshot_id)
+        if check.snapshots:
+            logger.info(
+                "batches %s of sink %s: %s snapshots committed to %s since %s added %s data files; "
+                "%s read by key, %s found holding keys of the batch",
+                batches,
+                self._sink_id,
+                check.snapshots,
+                self._name,
+                start_snapshot_id,
+                check.files_added,
+                check.files_read,
+                check.files_with_keys,
+            )
+        if check.history_lost:
+            raise RowDeltaConflictError(
+                f"the lookup's snapshot {start_snapshot_id} is no longer an ancestor of the table's "
+                "current snapshot (rolled back or expired): concurrent rows of the batch's keys "
+                "cannot be ruled out",
+                table=self._name,
+                batches=str(batches),
+                sink_id=self._sink_id,
+                hint="look the batch's keys up again in the current snapshot and commit again",
+            )
+        if check.files:
+            raise RowDeltaConflictError(
+                f"data file {check.files[0]} committed since snapshot {start_snapshot_id} holds rows of "
+                "keys the batch changes, which its lookup did not see",
+                files=check.files,
+                table=self._name,
+                batches=str(batches),
+                sink_id=self._sink_id,
+                hint="look the batch's keys up again in the current snapshot and commit again",
+            )
+        return check
 
     @property
     def _name(self) -> str:

@@ -10,12 +10,15 @@ commit again. Between batches, a compaction runs in another thread too.
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from pyiceberg.manifest import DataFileContent
 from pyiceberg.table import Table
 
@@ -23,7 +26,9 @@ from icesink import IcebergSink, compact
 from sink import failpoints
 from sink.maintenance import CompactionReport
 from tests.integration.test_upsert_sink import State, assert_reads, upsert_options
-from tests.support.upserts import CHANGE_BATCHES, expected_state
+from tests.support.scripts import script_result, start_script
+from tests.support.tables import catalog_from_options
+from tests.support.upserts import CHANGE_BATCHES, create_table, expected_state, rows_of, sql_catalog
 
 APPENDED_PER_CALL = 8
 
@@ -48,10 +53,14 @@ def _in_thread(work: Callable[[], Any]) -> Any:
 
 
 class Appender:
-    """A second sink, append mode, writing rows of keys the change batches never use (1000 and up)."""
+    """A second sink, append mode, writing rows of keys the change batches never use (1000 and up).
+
+    The table is keyed: the sink is told to append to it all the same (the keys are new).
+    """
 
     def __init__(self, spark: Any, catalog_options: dict[str, str], state: State) -> None:
-        self.sink = IcebergSink.from_options({**catalog_options, "table": "db.items", "sink-id": "appender"})
+        options = {**catalog_options, "table": "db.items", "sink-id": "appender"}
+        self.sink = IcebergSink.from_options({**options, "write.allow-append-to-keyed-table": "true"})
         self._spark = spark
         self._state = state
         self._batch_id = 0
@@ -115,3 +124,81 @@ def test_upserts_with_a_concurrent_compaction_and_appender_end_exact(
 
     appended = {k for k in state if k >= 1000}  # every appended row is read back by assert_reads
     assert len(appended) == APPENDED_PER_CALL * 2 * (len(CHANGE_BATCHES) - 1)
+
+
+WRITER_JOB = Path(__file__).resolve().parent.parent / "support" / "upsert_writer_job.py"
+
+
+def test_two_upserting_processes_inserting_the_same_new_keys_store_each_key_once(tmp_path: Path) -> None:
+    table = create_table(sql_catalog(tmp_path))
+    catalog = {"type": "sql", "uri": f"sqlite:///{tmp_path / 'catalog.db'}"}
+    fifos = {name: tmp_path / name for name in ("to_outside", "to_inside")}
+    for fifo in fifos.values():
+        os.mkfifo(fifo)
+    rounds, keys = 3, 200
+    shared = {
+        "catalog_name": table.catalog.name,
+        "catalog": catalog,
+        "table": "db.items",
+        "rounds": rounds,
+        "keys": keys,
+    }
+    shared.update({name: str(path) for name, path in fifos.items()})
+    processes = [
+        start_script(WRITER_JOB, {**shared, "sink_id": sink_id, "role": role})
+        for sink_id, role in (("A", "inside"), ("B", "outside"))
+    ]
+    inside, _ = (script_result(p, timeout_s=240) for p in processes)
+
+    rows = table.catalog.load_table("db.items").scan().to_arrow()
+    ids = rows.column("id").to_pylist()
+    assert (len(ids), len(set(ids))) == (rounds * keys, rounds * keys), "keys stored twice"
+    # A committed last every round: its rows stay, B's were deleted by A's redone lookup
+    assert rows_of(rows) == {k: (f"A{k}", k // keys) for k in range(rounds * keys)}
+    assert inside["redos"] == [1] * rounds
+
+
+def _new_keys(spark: Any, keys: range, name: str, routed: bool) -> Any:
+    """A batch inserting ``keys`` (named ``name<key>``); routed: to the table of its ``kind`` column."""
+    rows = [{"id": k, "name": f"{name}{k}", "v": k, "_op": "c", "seq": 0} for k in keys]
+    return spark.createDataFrame([{**r, "kind": "items"} if routed else r for r in rows])
+
+
+def _sink_options(catalog_options: dict[str, str], sink_id: str, routed: bool) -> dict[str, str]:
+    options = upsert_options(catalog_options, **{"sink-id": sink_id})
+    if not routed:
+        return options
+    del options["table"], options["write.mode"], options["upsert.key-columns"]
+    per_table = {"db.items": {"write.mode": "upsert", "upsert.key-columns": "id"}}
+    return {
+        **options,
+        "route.by": "field",
+        "route.field": "kind",
+        "route.table-template": "db.{value}",
+        "route.table-options": json.dumps(per_table),
+    }
+
+
+@pytest.mark.parametrize("routed", [False, True], ids=["one-table", "routed"])
+def test_two_upserting_sinks_inserting_the_same_new_keys_store_each_key_once(
+    spark: Any, catalog_options: dict[str, str], routed: bool
+) -> None:
+    catalog = catalog_from_options(catalog_options)
+    catalog.create_namespace_if_not_exists("db")
+    table = create_table(catalog)  # keyed by id, bucket(4, id)
+    a = IcebergSink.from_options(_sink_options(catalog_options, "A", routed))
+    b = IcebergSink.from_options(_sink_options(catalog_options, "B", routed))
+    keys = range(300)
+    # B's batch of the same new keys commits inside A's commit: A's lookup did not see B's rows
+    failpoints.arm("commit.before", "call", call=lambda _point: b(_new_keys(spark, keys, "b", routed), 0))
+    try:
+        a(_new_keys(spark, keys, "a", routed), 0)
+    finally:
+        failpoints.disarm_all()
+
+    table.refresh()
+    rows = table.scan().to_arrow()
+    ids = rows.column("id").to_pylist()
+    assert (len(ids), len(set(ids))) == (300, 300), "keys stored twice"
+    assert rows_of(rows) == {k: (f"a{k}", k) for k in keys}  # A committed last: its rows stay
+    assert [s.summary["icesink.sink-id"] for s in table.snapshots() if s.summary] == ["B", "A"]
