@@ -104,5 +104,42 @@ def test_a_cycle_through_three_packages_and_relative_imports(tmp_path: Path) -> 
     assert check_layout.check(root) == ["import cycle between packages: sink.a -> sink.b -> sink.c -> sink.a"]
 
 
+def test_a_cycle_inside_a_package_fails_naming_its_modules(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "sink/__init__.py": "",
+            "sink/write/__init__.py": "",
+            "sink/write/task.py": "from sink.write.table_files import TableFiles\n",
+            "sink/write/table_files.py": "from typing import TYPE_CHECKING\n"
+            + "if TYPE_CHECKING:\n    from sink.write.task import WriteSpec\n",
+            "sink/route/__init__.py": "",
+            "sink/route/a.py": "from . import b\n",
+            "sink/route/b.py": "from .c import f\n",
+            "sink/route/c.py": "import sink.route.a\n",
+        },
+    )
+    assert check_layout.check(root) == [
+        "import cycle inside sink.route: sink.route.a -> sink.route.b -> sink.route.c -> sink.route.a",
+        "import cycle inside sink.write: sink.write.table_files -> sink.write.task -> sink.write.table_files",
+    ]
+
+
+def test_an_import_inside_a_function_or_of_the_package_makes_no_cycle_inside_it(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "sink/__init__.py": "",
+            "sink/write/__init__.py": "",
+            "sink/write/spec.py": "class WriteSpec: ...\n",
+            "sink/write/task.py": "from sink.write import spec\n"
+            + "from sink.write.table_files import TableFiles\n",
+            "sink/write/table_files.py": "from sink.write.spec import WriteSpec\n"
+            + "def run():\n    from sink.write.task import run_write\n",
+        },
+    )
+    assert check_layout.check(root) == []
+
+
 def test_the_checkout_passes() -> None:
     assert check_layout.check(ROOT) == []
