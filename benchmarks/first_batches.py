@@ -25,7 +25,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame
 
 from benchmarks._contenders import Layout, icesink_options
-from benchmarks.run import _session, _stream
+from benchmarks._session import _session, _stream
 from icesink import IcebergSink
 
 LOG4J = """\

@@ -41,7 +41,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.kafka_throughput import MESSAGE_BYTES, job_config, job_cpu_seconds, produce, timed_run
+from benchmarks._kafka_messages import MESSAGE_BYTES, produce
+from benchmarks._process_cpu import job_cpu_seconds
+from benchmarks.kafka_throughput import job_config, timed_run
 from tests.support.tansu import TansuBroker
 
 SINGLE_TOPIC = "single-events"
