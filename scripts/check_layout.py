@@ -33,8 +33,11 @@ MAX_MODULE_LINES = 350
 MAX_FUNCTION_LINES = 60
 LIBRARY = "sink"
 # The folders whose modules' sizes and import cycles are checked (the library's imports from
-# above too); a further folder is one more name here.
-CHECKED = (LIBRARY,)
+# above too); a further folder is one more line here.
+CHECKED = (
+    LIBRARY,
+    "benchmarks",
+)
 # Packages that import the library (icesink: its public face); the library must never import them.
 ABOVE_LIBRARY = ("icesink", "streaming_jobs", "benchmarks", "tests")
 

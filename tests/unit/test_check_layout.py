@@ -141,5 +141,23 @@ def test_an_import_inside_a_function_or_of_the_package_makes_no_cycle_inside_it(
     assert check_layout.check(root) == []
 
 
+def test_the_benchmarks_sizes_and_cycles_are_checked_but_they_may_import_the_jobs(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "sink/__init__.py": "",
+            "benchmarks/__init__.py": "",
+            "benchmarks/run.py": "import streaming_jobs.spark\nfrom benchmarks._fresh import run_fresh\n"
+            + "x = 1\n" * 349,
+            "benchmarks/_fresh.py": "from benchmarks.run import _session\n" + _function("run_fresh", 60),
+        },
+    )
+    assert check_layout.check(root) == [
+        "benchmarks/_fresh.py:2: function run_fresh of 61 lines (at most 60)",
+        "benchmarks/run.py: module of 351 lines (at most 350)",
+        "import cycle between packages: benchmarks._fresh -> benchmarks.run -> benchmarks._fresh",
+    ]
+
+
 def test_the_checkout_passes() -> None:
     assert check_layout.check(ROOT) == []
