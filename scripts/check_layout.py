@@ -95,9 +95,9 @@ def check_folder(root: Path, folder: str) -> list[str]:
             if target.split(".")[0] in ABOVE_LIBRARY:
                 problems.append(f"{where}:{line}: the library imports {target}")
     for cycle in package_cycles(modules, folder):
-        problems.append("import cycle between packages: " + " -> ".join([*cycle, cycle[0]]))
+        problems.append("import cycle between packages: " + cycle)
     for cycle in module_cycles(modules):
-        problems.append(f"import cycle inside {package_of(cycle[0])}: " + " -> ".join([*cycle, cycle[0]]))
+        problems.append(f"import cycle inside {package_of(cycle.split()[0])}: {cycle}")
     return problems
 
 
@@ -168,7 +168,7 @@ def package_of(name: str) -> str:
     return ".".join(name.split(".")[:2])
 
 
-def package_cycles(modules: list[Module], folder: str) -> list[list[str]]:
+def package_cycles(modules: list[Module], folder: str) -> list[str]:
     """The import cycles between the packages of ``folder``, one per strongly connected component."""
     known = {m.name for m in modules}
     graph: dict[str, set[str]] = {package_of(m.name): set() for m in modules}
@@ -177,10 +177,10 @@ def package_cycles(modules: list[Module], folder: str) -> list[list[str]]:
         for _, target in imports(module):
             if target in known and package_of(target) != source and package_of(target) != folder:
                 graph[source].add(package_of(target))
-    return [sorted(c) for c in _strongly_connected(graph) if len(c) > 1]
+    return _cycles(graph)
 
 
-def module_cycles(modules: list[Module]) -> list[list[str]]:
+def module_cycles(modules: list[Module]) -> list[str]:
     """The import cycles between the modules of one package, one per strongly connected component.
 
     Only the imports outside functions count (see the module docstring); ``from p import m``
@@ -192,7 +192,30 @@ def module_cycles(modules: list[Module]) -> list[list[str]]:
         for target in _loaded_modules(module, known):
             if target != module.name and package_of(target) == package_of(module.name):
                 graph[module.name].add(target)
-    return [sorted(c) for c in _strongly_connected(graph) if len(c) > 1]
+    return _cycles(graph)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[str]:
+    """One line per strongly connected component of ``graph``: its shortest cycle through its
+    first member (``a -> b -> a``), and the other members, if any, after a semicolon."""
+    lines = []
+    for component in sorted(sorted(c) for c in _strongly_connected(graph) if len(c) > 1):
+        start, members = component[0], set(component)
+        paths = {start: [start]}
+        queue = [start]
+        while start not in paths or len(paths[start]) == 1:  # breadth first, back to start
+            node = queue.pop(0)
+            for child in sorted(graph[node] & members):
+                if child == start:
+                    paths[start] = [*paths[node], start]
+                    break
+                if child not in paths:
+                    paths[child] = [*paths[node], child]
+                    queue.append(child)
+        cycle = paths[start]
+        others = [m for m in component if m not in cycle]
+        lines.append(" -> ".join(cycle) + (f"; with {', '.join(others)}" if others else ""))
+    return lines
 
 
 def _loaded_modules(module: Module, known: set[str]) -> Iterator[str]:

@@ -114,13 +114,19 @@ def test_a_cycle_inside_a_package_fails_naming_its_modules(tmp_path: Path) -> No
             "sink/write/table_files.py": "from typing import TYPE_CHECKING\n"
             + "if TYPE_CHECKING:\n    from sink.write.task import WriteSpec\n",
             "sink/route/__init__.py": "",
-            "sink/route/a.py": "from . import b\n",
-            "sink/route/b.py": "from .c import f\n",
-            "sink/route/c.py": "import sink.route.a\n",
+            "sink/route/a.py": "from . import c\n",
+            "sink/route/c.py": "from .b import f\n",
+            "sink/route/b.py": "import sink.route.a\n",
+            "sink/commit/__init__.py": "",
+            "sink/commit/a.py": "from sink.commit import b, c\n",
+            "sink/commit/b.py": "from sink.commit.a import x\n",
+            "sink/commit/c.py": "from sink.commit.a import y\n",
         },
     )
     assert check_layout.check(root) == [
-        "import cycle inside sink.route: sink.route.a -> sink.route.b -> sink.route.c -> sink.route.a",
+        "import cycle inside sink.commit: sink.commit.a -> sink.commit.b -> sink.commit.a"
+        "; with sink.commit.c",
+        "import cycle inside sink.route: sink.route.a -> sink.route.c -> sink.route.b -> sink.route.a",
         "import cycle inside sink.write: sink.write.table_files -> sink.write.task -> sink.write.table_files",
     ]
 
