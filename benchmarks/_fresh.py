@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._contenders import CONTENDERS, Layout
-from benchmarks.run import REFERENCE, _jvm_pid, _log, _machine, _run_in_process, _session, _stream, summarize
+from benchmarks._session import _jvm_pid, _log, _machine, _run_in_process, _session, _stream
+from benchmarks._summary import REFERENCE, summarize
 
 
 def shape_options(args: argparse.Namespace) -> list[str]:

@@ -37,7 +37,7 @@ from pyspark.sql import functions as F
 from benchmarks._contenders import Layout
 from benchmarks._probes import cpu_seconds
 from benchmarks._spark_jobs import SparkJobs
-from benchmarks.commit_scaling import fill_history
+from benchmarks._synthetic_files import fill_history
 from icesink import IcebergSink
 from sink.write.messages import DataFileMessage
 from streaming_jobs.taxi_workload import write_files

@@ -39,33 +39,20 @@ import statistics
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog, load_catalog
-from pyiceberg.table import Table
-from pyiceberg.table.snapshots import Operation
-from pyiceberg.table.update import TableRequirement, TableUpdate, update_table_metadata
 from pyiceberg.transforms import BucketTransform
 
 from benchmarks._legacy_commit import CatalogCommitter, TransactionCommitter
+from benchmarks._synthetic_files import BUCKETS, _synthetic_files, _template_file, fill_history
 from benchmarks._write_specs import table_write_spec
 from icesink import CommitConfig, expire_snapshots
-from sink._pyiceberg import commit_table_updates
 from sink.catalog import CREATED_TABLE_PROPERTIES
 from sink.commit.committer import Committer
 from sink.commit.ledger import BatchRange
-from sink.commit.snapshot import SnapshotProducer
 from sink.type_mapping import iceberg_to_arrow_schema
-from sink.write.manifest_entry import (
-    EntryEncoding,
-    data_file_from_message,
-    encoded_entry,
-    manifest_codec,
-    sync_marker,
-)
-from sink.write.messages import DataFileMessage
 from sink.write.task import DataTaskWriter
 from streaming_jobs.local_servers.seaweedfs import SeaweedFS
 
@@ -122,73 +109,6 @@ def _quantiles_ms(samples: list[float]) -> dict[str, float]:
     p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
     return {"p50_ms": round(statistics.median(ordered) * 1000, 1), "p95_ms": round(p95 * 1000, 1)}
 
-
-def _synthetic_files(
-    table: Table, template: DataFileMessage, count: int, tag: str, encode: bool = True
-) -> list[DataFileMessage]:
-    """``count`` file entries like ``template`` under fresh paths (never opened by a commit).
-
-    With ``encode``, each carries its manifest entry as a write task encodes it (the
-    write's sync marker from ``tag``); without, the committer encodes the entries.
-    """
-    folder = f"{table.location()}/data/{tag}"
-    plain = template  # its statistics in the message, no entry
-    messages = [
-        replace(plain, path=f"{folder}/f{i:06d}.parquet", partition=(i % BUCKETS,) if plain.partition else ())
-        for i in range(count)
-    ]
-    if not encode:
-        return messages
-    codec = manifest_codec(table.metadata.properties)
-    encoding = EntryEncoding(table.spec(), table.schema(), codec, sync_marker(tag))
-    return [encoding.with_entry(m) for m in messages]
-
-
-def _template_file(table: Table, root: Path) -> DataFileMessage:
-    """A real file of ``table``'s columns: an id, a string, then doubles (the wide commits' columns)."""
-    spec = table_write_spec(
-        table,
-        "template",
-        target_file_size_bytes=1 << 20,
-        row_group_size_bytes=1 << 20,
-        memory_budget_bytes=64 << 20,
-        name="bench.compare",
-    )
-    file_schema = iceberg_to_arrow_schema(table.schema())
-    doubles = [pa.array([i * 0.5 + c for i in range(100)]) for c in range(len(file_schema) - 2)]
-    rows = pa.RecordBatch.from_arrays(
-        [pa.array(range(100)), pa.array([str(i) for i in range(100)]), *doubles], schema=file_schema
-    )
-    written = DataTaskWriter(spec, 0, 0).write_all(iter([rows]))[0]
-    codec = manifest_codec(table.metadata.properties)
-    return EntryEncoding(table.spec(), table.schema(), codec, b"").without_entry(written)
-
-
-def fill_history(table: Table, template: DataFileMessage, target: int, per_call: int = 100) -> None:
-    """Add one-file append snapshots to ``table`` until it keeps ``target``, ``per_call`` per catalog call.
-
-    Each snapshot adds one synthetic entry like ``template`` (never opened) and is built by
-    the sink's producer on the metadata the previous one made (applied locally), so the
-    history is what single commits leave, only quicker made.
-    """
-    table.refresh()
-    while len(table.snapshots()) < target:
-        base = table.metadata
-        updates: list[TableUpdate] = []
-        first: tuple[TableRequirement, ...] | None = None
-        for _ in range(min(per_call, target - len(base.snapshots))):
-            producer = SnapshotProducer(table, Operation.APPEND)
-            message = _synthetic_files(table, template, 1, f"fill{len(base.snapshots)}")[0]
-            producer.add_file(data_file_from_message(message), encoded_entry(message))
-            pending = producer.build(base)
-            first = first or pending.requirements
-            updates += pending.updates
-            base = update_table_metadata(base, pending.updates)
-        commit_table_updates(table, tuple(updates), first or ())
-
-
-# ``--partitioned``: a wide commit's file i is in bucket i of id (mod BUCKETS).
-BUCKETS = 16384
 
 PATHS = {
     "transaction": TransactionCommitter,

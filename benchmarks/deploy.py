@@ -50,7 +50,7 @@ from typing import Any
 from benchmarks._contenders import Layout
 from benchmarks._deploy_report import markdown, summarize
 from benchmarks._deploy_runs import WARM_UP_BATCHES, WARM_UP_ROWS, Target, run_target, target_json
-from benchmarks.run import _jvm_pid, _log, _machine, _session, _stream
+from benchmarks._session import _jvm_pid, _log, _machine, _session, _stream
 from streaming_jobs.local_servers.processes import die_with_parent
 from streaming_jobs.local_servers.seaweedfs import WAREHOUSE_BUCKET, SeaweedFS
 from streaming_jobs.local_servers.spark_cluster import SparkCluster

@@ -23,7 +23,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from benchmarks.kafka_throughput import message
+from benchmarks._kafka_messages import message
 
 
 def events(rows: int) -> pa.Table:

@@ -24,7 +24,8 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from benchmarks.commit_scaling import _Comparison, _synthetic_files
+from benchmarks._synthetic_files import _synthetic_files
+from benchmarks.commit_scaling import _Comparison
 from sink.write.manifest_entry import EntryEncoding, manifest_codec, sync_marker
 from sink.write.messages import DataFileMessage, WriteResult
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame
 
 from benchmarks._contenders import Layout, icesink_options
-from benchmarks.run import _session, _stream
+from benchmarks._session import _session, _stream
 from icesink import IcebergSink
 
 LOG4J = """\
@@ -87,7 +87,7 @@ def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -102,8 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--log", type=Path, help="keep Spark's scheduler log here (else in a temporary folder)"
     )
-    args = parser.parse_args(argv)
+    return parser
 
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="icesink-first-batches-") as work:
         run_dir = Path(work)
         log = args.log.resolve() if args.log else run_dir / "spark.log"

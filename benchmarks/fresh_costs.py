@@ -38,7 +38,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
-from benchmarks.run import _session
+from benchmarks._session import _session
 from streaming_jobs.taxi_workload import taxi_rows
 
 #: What a write task's ``mapInArrow`` function imports when it is unpickled in a worker.

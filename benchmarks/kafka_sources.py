@@ -88,7 +88,7 @@ def run_source(
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -99,8 +99,58 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-offsets-per-trigger", type=int, default=0, help="0: one micro-batch per run")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--driver-memory", default="3g")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
+
+def measured_runs(spark: Any, broker: Any, root: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The warm-up runs, then ``args.runs`` rounds of every source taking turns; the counted runs."""
+    max_offsets = args.max_offsets_per_trigger or None
+    for warmup in range(args.warmup_runs):
+        for source in SOURCES:
+            result = run_source(spark, broker, root, source, -1 - warmup, max_offsets)
+            print(f"warm-up ({source}): {args.messages / result['seconds']:,.0f} messages/s", flush=True)
+    results = []
+    for run in range(args.runs):
+        for source in SOURCES:
+            load = os.getloadavg()[0]
+            result = run_source(spark, broker, root, source, run, max_offsets)
+            if result["rows"] != args.messages:
+                raise RuntimeError(
+                    f"{source} run {run + 1} wrote {result['rows']:,} rows, not {args.messages:,}"
+                )
+            result.update(
+                load_average=load,
+                messages_per_s=args.messages / result["seconds"],
+                messages_per_cpu_s=args.messages / result["cpu_seconds"],
+            )
+            results.append(result)
+            print(
+                f"run {run + 1} ({source}): {result['seconds']:.1f} s = {result['messages_per_s']:,.0f} "
+                f"messages/s; {result['cpu_seconds']:.1f} CPU s = {result['messages_per_cpu_s']:,.0f} "
+                f"messages per CPU second (broker {result['broker_cpu_seconds']:.1f} CPU s; "
+                f"load average {load:.1f})",
+                flush=True,
+            )
+    return results
+
+
+def summarize(results: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Each source's median messages per second and per CPU second."""
+    return {
+        source: {
+            "median_messages_per_s": round(
+                statistics.median(r["messages_per_s"] for r in results if r["source"] == source)
+            ),
+            "median_messages_per_cpu_s": round(
+                statistics.median(r["messages_per_cpu_s"] for r in results if r["source"] == source)
+            ),
+        }
+        for source in SOURCES
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from streaming_jobs.jvm_jars import with_spark_kafka_jars
     from streaming_jobs.spark import get_spark
@@ -119,64 +169,18 @@ def main(argv: list[str] | None = None) -> int:
         spark = get_spark("icesink-kafka-sources", args.master, with_spark_kafka_jars(conf))
         spark.sparkContext.setLogLevel("ERROR")
         BatchTimes().listen(spark)  # as in benchmarks.kafka_throughput: the same listeners run
-        max_offsets = args.max_offsets_per_trigger or None
-        for warmup in range(args.warmup_runs):
-            for source in SOURCES:
-                result = run_source(spark, broker, root, source, -1 - warmup, max_offsets)
-                print(f"warm-up ({source}): {args.messages / result['seconds']:,.0f} messages/s", flush=True)
-        results = []
-        for run in range(args.runs):
-            for source in SOURCES:
-                load = os.getloadavg()[0]
-                result = run_source(spark, broker, root, source, run, max_offsets)
-                if result["rows"] != args.messages:
-                    raise RuntimeError(
-                        f"{source} run {run + 1} wrote {result['rows']:,} rows, not {args.messages:,}"
-                    )
-                result.update(
-                    load_average=load,
-                    messages_per_s=args.messages / result["seconds"],
-                    messages_per_cpu_s=args.messages / result["cpu_seconds"],
-                )
-                results.append(result)
-                print(
-                    f"run {run + 1} ({source}): {result['seconds']:.1f} s = {result['messages_per_s']:,.0f} "
-                    f"messages/s; {result['cpu_seconds']:.1f} CPU s = {result['messages_per_cpu_s']:,.0f} "
-                    f"messages per CPU second (broker {result['broker_cpu_seconds']:.1f} CPU s; "
-                    f"load average {load:.1f})",
-                    flush=True,
-                )
+        results = measured_runs(spark, broker, root, args)
         spark.stop()
     finally:
         broker.stop()
-    summary = {
-        source: {
-            "median_messages_per_s": round(
-                statistics.median(r["messages_per_s"] for r in results if r["source"] == source)
-            ),
-            "median_messages_per_cpu_s": round(
-                statistics.median(r["messages_per_cpu_s"] for r in results if r["source"] == source)
-            ),
-        }
-        for source in SOURCES
-    }
+    summary = summarize(results)
     for source, figures in summary.items():
         print(
             f"median ({source}): {figures['median_messages_per_s']:,} messages/s, "
             f"{figures['median_messages_per_cpu_s']:,} messages per CPU second on {args.master}"
         )
-    print(
-        json.dumps(
-            {
-                "benchmark": "kafka_sources",
-                "messages": args.messages,
-                "partitions": args.partitions,
-                "master": args.master,
-                "sources": summary,
-                "runs": results,
-            }
-        )
-    )
+    report = {"benchmark": "kafka_sources", "messages": args.messages, "partitions": args.partitions}
+    print(json.dumps({**report, "master": args.master, "sources": summary, "runs": results}))
     return 0
 
 

@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import statistics
 import sys
 import tempfile
@@ -44,16 +43,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks._batch_times import BatchTimes
+from benchmarks._kafka_messages import MESSAGE_BYTES, TOPIC, produce
+from benchmarks._process_cpu import job_cpu_seconds, tree_cpu_seconds
 from tests.support.tansu import TansuBroker
 
-MESSAGE_BYTES = 1024
-TOPIC = "bench-events"
-EVENT_TYPES = ("view", "click", "add_to_cart", "remove", "checkout", "purchase", "refund", "search")
-_WORDS = [
-    "".join(random.Random(n).choice("abcdefghijklmnopqrstuvwxyz") for _ in range(2 + n % 9))
-    for n in range(2000)
-]
-BROKER_PROCESS = "tansu"  # its CPU is the broker's, not the job's
 WRITTEN, IN_SOURCE, APART = "written", "in-source", "apart"  # see the module docstring
 _KAFKA_OPTIONS = {
     WRITTEN: {},
@@ -61,48 +55,6 @@ _KAFKA_OPTIONS = {
     APART: {"decode-in-source": False},
 }
 _STEPS = ("decode", "decode_dead_letters", "schema", "normalize", "route", "write", "commit")
-
-
-def message(i: int, rng: random.Random) -> bytes:
-    """One event of about :data:`MESSAGE_BYTES` bytes (deterministic for ``i`` and the generator).
-
-    The free text is random words, so it compresses like real text, not like a repeated filler.
-    """
-    event: dict[str, Any] = {
-        "event_id": i,
-        "user_id": rng.randrange(1_000_000),
-        "session_id": f"{rng.getrandbits(128):032x}",
-        "type": EVENT_TYPES[i % len(EVENT_TYPES)],
-        "ts": f"2024-05-{1 + i % 28:02d}T{i % 24:02d}:{i % 60:02d}:{(i * 7) % 60:02d}.{i % 1000:03d}Z",
-        "amount": round(rng.random() * 500, 2),
-        "currency": "EUR",
-        "country": ("DE", "FR", "NL", "PL", "ES")[i % 5],
-        "device": {"os": ("ios", "android", "web")[i % 3], "version": f"{i % 17}.{i % 5}", "model": "m" * 12},
-        "tags": ["promo", "returning"] if i % 2 else ["new"],
-        "page": f"/products/{rng.randrange(50_000)}",
-        "referrer": "https://www.example.com/search?q=" + rng.choice(_WORDS),
-        "text": "",
-    }
-    room = MESSAGE_BYTES - len(json.dumps(event, separators=(",", ":")))
-    words: list[str] = []
-    while sum(len(w) + 1 for w in words) < room:
-        words.append(rng.choice(_WORDS))
-    event["text"] = " ".join(words)[: max(0, room)]
-    return json.dumps(event, separators=(",", ":")).encode()
-
-
-def produce(broker: TansuBroker, messages: int, partitions: int, topic: str = TOPIC, seed: int = 42) -> float:
-    """Create ``topic`` and produce ``messages`` events, round robin over its partitions; seconds taken."""
-    rng = random.Random(seed)
-    broker.create_topic(topic, partitions)
-    start = time.perf_counter()
-    chunk = 50_000
-    for first in range(0, messages, chunk):
-        records = [
-            (i % partitions, None, message(i, rng)) for i in range(first, min(messages, first + chunk))
-        ]
-        broker.produce(topic, records, linger_ms=20)
-    return time.perf_counter() - start
 
 
 def job_config(
@@ -150,48 +102,6 @@ def job_config(
             "checkpoint-location": str(root / f"checkpoint-{name}"),
         }
     )
-
-
-class BatchTimes:
-    """Spark's own time of each micro-batch (``triggerExecution``), from the query progress events.
-
-    A run's wall-clock time also holds the query's start (the Python source's planning
-    process, the first offsets) and end; the micro-batches' time is what a stream that
-    runs for days spends per message. Register once per session with :meth:`listen`.
-    """
-
-    def __init__(self) -> None:
-        self.seconds: list[float] = []
-
-    def listen(self, spark: Any) -> BatchTimes:
-        from pyspark.sql.streaming import StreamingQueryListener
-
-        times = self
-
-        class _Listener(StreamingQueryListener):
-            def onQueryStarted(self, event: Any) -> None:
-                pass
-
-            def onQueryProgress(self, event: Any) -> None:
-                times.seconds.append(event.progress.durationMs.get("triggerExecution", 0) / 1000)
-
-            def onQueryIdle(self, event: Any) -> None:
-                pass
-
-            def onQueryTerminated(self, event: Any) -> None:
-                pass
-
-        spark.streams.addListener(_Listener())
-        return self
-
-    def take(self, wait_s: float = 5.0) -> float:
-        """The seconds of the micro-batches since the last call (events arrive asynchronously)."""
-        deadline = time.monotonic() + wait_s
-        while not self.seconds and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.2)  # the last batch's event follows the query's end
-        taken, self.seconds = sum(self.seconds), []
-        return taken
 
 
 def timed_run(spark: Any, config: Any, metrics: Any = None) -> tuple[float, dict[str, float]]:
@@ -277,41 +187,7 @@ def _is_mode(mode: str) -> bool:
     return True
 
 
-def tree_cpu_seconds() -> dict[str, float]:
-    """CPU seconds of this process (the driver), the JVM, Spark's Python workers (reaped ones
-    too) and the broker (started by this process, but not the job's: see :func:`job_cpu_seconds`)."""
-    import psutil
-
-    totals = {"driver": 0.0, "jvm": 0.0, "python_workers": 0.0, "broker": 0.0}
-    me = psutil.Process()
-    for process in [me, *me.children(recursive=True)]:
-        try:
-            times = process.cpu_times()
-            name = process.name()
-        except psutil.Error:  # ended meanwhile
-            continue
-        kind = (
-            "driver"
-            if process.pid == me.pid
-            else "jvm"
-            if name == "java"
-            else "broker"
-            if name == BROKER_PROCESS
-            else "python_workers"
-        )
-        if kind == "driver":
-            totals[kind] += times.user + times.system  # its children are the JVM: counted below
-        else:
-            totals[kind] += times.user + times.system + times.children_user + times.children_system
-    return totals
-
-
-def job_cpu_seconds(cpu: dict[str, float]) -> float:
-    """The job's CPU seconds of :func:`tree_cpu_seconds`: the driver, the JVM and the Python workers."""
-    return sum(seconds for kind, seconds in cpu.items() if kind != "broker")
-
-
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -337,6 +213,11 @@ def main(argv: list[str] | None = None) -> int:
         default="existing",
         help="append to a table with the messages' type (as a running stream), or create one per run",
     )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
     if not args.decode or not all(_is_mode(mode) for mode in args.decode):
         parser.error(f"--decode: some of {sorted(_KAFKA_OPTIONS)} (each maybe /<tasks>), separated by commas")
@@ -365,38 +246,51 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"warm-up run: {args.messages / result['seconds']:,.0f} messages/s (not counted)", flush=True
             )
-        results = []
-        for run in range(args.runs):
-            for decode in args.decode:
-                load = os.getloadavg()[0]
-                result = run_once(
-                    spark, broker, root, run, args.max_offsets_per_trigger or None, decode, fresh, batch_times
-                )
-                if result["rows"] != args.messages:
-                    raise RuntimeError(f"run {run + 1} wrote {result['rows']:,} rows, not {args.messages:,}")
-                result.update(
-                    decode=decode,
-                    load_average=load,
-                    rate=args.messages / result["seconds"],
-                    per_cpu_second=args.messages / result["cpu_seconds"],
-                    batch_rate=args.messages / result["batches_seconds"]
-                    if result["batches_seconds"]
-                    else 0.0,
-                )
-                results.append(result)
-                steps = ", ".join(f"{s} {result['steps'].get(s, 0.0):.1f}" for s in _STEPS)
-                cpu = ", ".join(f"{k} {v:.1f}" for k, v in result["cpu"].items())
-                print(
-                    f"run {run + 1} (decoded {decode}): {result['rows']:,} rows in "
-                    f"{result['seconds']:.1f} s = {result['rate']:,.0f} messages/s "
-                    f"(micro-batches {result['batches_seconds']:.1f} s = "
-                    f"{result['batch_rate']:,.0f} messages/s); "
-                    f"{result['cpu_seconds']:.1f} CPU s = {result['per_cpu_second']:,.0f} messages per CPU "
-                    f"second ({cpu}; load average {load:.1f}); "
-                    f"steps (s): {steps}",
-                    flush=True,
-                )
+        results = _counted_runs(spark, broker, root, args, batch_times)
         spark.stop()
+    _report(args, results)
+    return 0
+
+
+def _counted_runs(
+    spark: Any, broker: TansuBroker, root: Path, args: argparse.Namespace, batch_times: BatchTimes
+) -> list[dict[str, Any]]:
+    """``--runs`` rounds of every ``--decode`` mode, taking turns; each run's figures, printed as it ends."""
+    fresh = args.table == "fresh"
+    results = []
+    for run in range(args.runs):
+        for decode in args.decode:
+            load = os.getloadavg()[0]
+            result = run_once(
+                spark, broker, root, run, args.max_offsets_per_trigger or None, decode, fresh, batch_times
+            )
+            if result["rows"] != args.messages:
+                raise RuntimeError(f"run {run + 1} wrote {result['rows']:,} rows, not {args.messages:,}")
+            result.update(
+                decode=decode,
+                load_average=load,
+                rate=args.messages / result["seconds"],
+                per_cpu_second=args.messages / result["cpu_seconds"],
+                batch_rate=args.messages / result["batches_seconds"] if result["batches_seconds"] else 0.0,
+            )
+            results.append(result)
+            steps = ", ".join(f"{s} {result['steps'].get(s, 0.0):.1f}" for s in _STEPS)
+            cpu = ", ".join(f"{k} {v:.1f}" for k, v in result["cpu"].items())
+            print(
+                f"run {run + 1} (decoded {decode}): {result['rows']:,} rows in "
+                f"{result['seconds']:.1f} s = {result['rate']:,.0f} messages/s "
+                f"(micro-batches {result['batches_seconds']:.1f} s = "
+                f"{result['batch_rate']:,.0f} messages/s); "
+                f"{result['cpu_seconds']:.1f} CPU s = {result['per_cpu_second']:,.0f} messages per CPU "
+                f"second ({cpu}; load average {load:.1f}); "
+                f"steps (s): {steps}",
+                flush=True,
+            )
+    return results
+
+
+def _report(args: argparse.Namespace, results: list[dict[str, Any]]) -> None:
+    """The medians of each mode, then every run as one line of JSON."""
     for decode in args.decode:
         mine = [r for r in results if r["decode"] == decode]
         print(
@@ -419,7 +313,6 @@ def main(argv: list[str] | None = None) -> int:
             }
         )
     )
-    return 0
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from benchmarks._probes import rss_bytes
-from benchmarks.run import _jvm_pid, _session
+from benchmarks._session import _jvm_pid, _session
 from icesink import IcebergSink, expire_snapshots
 
 TABLE = "bench.creep"

@@ -23,7 +23,7 @@ import time
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from benchmarks.run import _session
+from benchmarks._session import _session
 from icesink import IcebergSink
 
 

@@ -41,7 +41,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.kafka_throughput import MESSAGE_BYTES, job_config, job_cpu_seconds, produce, timed_run
+from benchmarks._kafka_messages import MESSAGE_BYTES, produce
+from benchmarks._process_cpu import job_cpu_seconds
+from benchmarks.kafka_throughput import job_config, timed_run
 from tests.support.tansu import TansuBroker
 
 SINGLE_TOPIC = "single-events"
@@ -177,7 +179,7 @@ def describe(kind: str, result: dict[str, Any], load: float, max_offsets: int) -
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -211,13 +213,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--contenders: 'single' plus any of 'routed', 'unpacked', 'routed-sink'")
     if args.topics < 10 or args.topics > 1000:
         parser.error("--topics must be between 10 and 1000")
+    return args
 
+
+def main(argv: list[str] | None = None) -> int:
+    args = _arguments(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from streaming_jobs.spark import get_spark
 
     root = Path(tempfile.mkdtemp(prefix="icesink-routing-bench-"))
     (root / "warehouse").mkdir()
-    results: list[dict[str, Any]] = []
     with TansuBroker(log_dir=root) as broker:
         produced_s = produce_all(broker, args.topics, args.messages_per_topic, args.single_messages)
         print(
@@ -238,38 +243,43 @@ def main(argv: list[str] | None = None) -> int:
             f"(not counted), {warm['jobs_per_batch']:.1f} Spark jobs per micro-batch",
             flush=True,
         )
-        for round_ in range(args.rounds):
-            rates: dict[str, float] = {}
-            for kind in args.contenders:
-                load = os.getloadavg()[0]
-                name = f"{kind}_{round_}"
-                if kind == "single":
-                    result = single_run(spark, broker, root, name, args)
-                else:
-                    packed, in_source = kind != "unpacked", kind != "routed-sink"
-                    result = routed_run(
-                        spark,
-                        broker,
-                        root,
-                        name.replace("-", "_"),
-                        args.topics,
-                        args,
-                        packed=packed,
-                        in_source=in_source,
-                    )
-                print(f"round {round_ + 1} {describe(kind, result, load, args.max_offsets)}", flush=True)
-                results.append({"round": round_ + 1, "kind": kind, **result})
-                rates[kind] = result["rate"]
-            print(
-                f"round {round_ + 1}: "
-                + ", ".join(
-                    f"{k} / single = {rates[k] / rates['single']:.2f}" for k in rates if k != "single"
-                ),
-                flush=True,
-            )
+        results = _rounds(spark, broker, root, args)
         spark.stop()
     summarize(results, warm, args)
     return 0
+
+
+def _rounds(spark: Any, broker: TansuBroker, root: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """``--rounds`` rounds of the contenders, in order; each run's figures, printed as it ends."""
+    results: list[dict[str, Any]] = []
+    for round_ in range(args.rounds):
+        rates: dict[str, float] = {}
+        for kind in args.contenders:
+            load = os.getloadavg()[0]
+            name = f"{kind}_{round_}"
+            if kind == "single":
+                result = single_run(spark, broker, root, name, args)
+            else:
+                packed, in_source = kind != "unpacked", kind != "routed-sink"
+                result = routed_run(
+                    spark,
+                    broker,
+                    root,
+                    name.replace("-", "_"),
+                    args.topics,
+                    args,
+                    packed=packed,
+                    in_source=in_source,
+                )
+            print(f"round {round_ + 1} {describe(kind, result, load, args.max_offsets)}", flush=True)
+            results.append({"round": round_ + 1, "kind": kind, **result})
+            rates[kind] = result["rate"]
+        print(
+            f"round {round_ + 1}: "
+            + ", ".join(f"{k} / single = {rates[k] / rates['single']:.2f}" for k in rates if k != "single"),
+            flush=True,
+        )
+    return results
 
 
 def summarize(results: list[dict[str, Any]], warm: dict[str, Any], args: argparse.Namespace) -> None:

@@ -15,7 +15,7 @@ the files). Axes:
 * ``tables``: tables each batch is routed to (``route.by=field``, ``--table-points``);
 * ``tasks``: tasks that read each batch (the bucket shuffle's map tasks; ``--task-points``);
 * ``snapshots``: snapshots the table keeps before the first batch, one synthetic data
-  file each (``--snapshot-points``; made by :func:`benchmarks.commit_scaling.fill_history`);
+  file each (``--snapshot-points``; made by :func:`benchmarks._synthetic_files.fill_history`);
 * ``executors``: a driver process per point (``--executor-points``): ``local`` is
   ``local[2]``, a number N a Spark standalone cluster of N one-core Workers started for
   that point (``streaming_jobs/local_servers``), the warehouse on the local disk.
@@ -39,8 +39,8 @@ from typing import Any
 
 from benchmarks._scale_points import Point, input_folder, measure, warm_up_session
 from benchmarks._scale_report import markdown
+from benchmarks._session import _jvm_pid, _log, _machine, _session
 from benchmarks.deploy import _driver
-from benchmarks.run import _jvm_pid, _log, _machine, _session
 from streaming_jobs.local_servers.spark_cluster import SparkCluster
 from streaming_jobs.local_servers.spark_home import spark_environment
 

@@ -31,7 +31,8 @@ from pyspark.sql import SparkSession
 
 from benchmarks._write_specs import table_write_spec
 from sink.partitioning import build_partition_spec, parse_partition_by
-from sink.write.task import DataTaskWriter, WriteSpec
+from sink.write.spec import WriteSpec
+from sink.write.task import DataTaskWriter
 from streaming_jobs.taxi_workload import PARTITION_BY, write_files
 
 

@@ -44,7 +44,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from benchmarks._probes import python_workers, rss_bytes
-from benchmarks.run import _jvm_pid, _machine, _session
+from benchmarks._session import _jvm_pid, _machine, _session
 from icesink import IcebergSink
 from sink.config import DEFAULT_MEMORY_BUDGET_BYTES
 from streaming_jobs.taxi_workload import taxi_rows

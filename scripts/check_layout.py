@@ -1,12 +1,21 @@
 """Check the shape of the code: module and function sizes, and the direction of imports.
 
-Prints, one per line, every problem it finds and exits 1 when there is one:
+Prints, one per line, every problem it finds and exits 1 when there is one. In each folder
+of :data:`CHECKED`:
 
-- a module of the library over :data:`MAX_MODULE_LINES` lines;
-- a function (or method) of the library over :data:`MAX_FUNCTION_LINES` lines;
-- an import cycle between the library's packages (a subpackage such as ``sink.route``, or
-  a top-level module such as ``sink.errors``, is one node of the graph);
-- an import of the public package, the jobs, the benchmarks or the tests from the library.
+- a module over :data:`MAX_MODULE_LINES` lines;
+- a function (or method) over :data:`MAX_FUNCTION_LINES` lines;
+- an import cycle between packages (a subpackage such as ``sink.route``, or a top-level
+  module such as ``sink.errors``, is one node of the graph), counting imports at any depth;
+- an import cycle between the modules of one package (``sink.write.task`` and
+  ``sink.write.table_files``), counting the imports outside functions, those under
+  ``if TYPE_CHECKING:`` included: a type one module needs from the other is a seam to cut
+  (the type moves to a module both import) even if Python would load them both. An import
+  inside a function is left out: it runs once both modules are loaded, and it is how a
+  module loads a heavy or optional dependency only where it runs.
+
+And in the library alone: an import of the public package, the jobs, the benchmarks or the
+tests.
 
 Usage: ``python scripts/check_layout.py [ROOT]`` (ROOT: the checkout, by default the parent
 of this script's folder). Standard library only, so it runs before anything is installed.
@@ -23,13 +32,19 @@ from pathlib import Path
 MAX_MODULE_LINES = 350
 MAX_FUNCTION_LINES = 60
 LIBRARY = "sink"
+# The folders whose modules' sizes and import cycles are checked (the library's imports from
+# above too); a further folder is one more line here.
+CHECKED = (
+    LIBRARY,
+    "benchmarks",
+)
 # Packages that import the library (icesink: its public face); the library must never import them.
 ABOVE_LIBRARY = ("icesink", "streaming_jobs", "benchmarks", "tests")
 
 
 @dataclass(frozen=True)
 class Module:
-    """One Python file of the library.
+    """One Python file of a checked folder.
 
     Attributes:
         name: Its dotted module name (``sink.route.router``).
@@ -57,8 +72,16 @@ def main(argv: list[str]) -> int:
 
 
 def check(root: Path) -> list[str]:
-    """Every problem of the library under ``root``, as printable lines."""
-    modules = list(load_modules(root, LIBRARY))
+    """Every problem of the checked folders under ``root``, as printable lines."""
+    problems: list[str] = []
+    for folder in CHECKED:
+        problems.extend(check_folder(root, folder))
+    return problems
+
+
+def check_folder(root: Path, folder: str) -> list[str]:
+    """Every problem of the modules under ``root / folder``, as printable lines."""
+    modules = list(load_modules(root, folder))
     problems: list[str] = []
     for module in modules:
         where = module.path.relative_to(root)
@@ -68,11 +91,13 @@ def check(root: Path) -> list[str]:
             problems.append(
                 f"{where}:{line}: function {name} of {length} lines (at most {MAX_FUNCTION_LINES})"
             )
-        for line, target in imports(module):
+        for line, target in imports(module) if folder == LIBRARY else ():
             if target.split(".")[0] in ABOVE_LIBRARY:
                 problems.append(f"{where}:{line}: the library imports {target}")
-    for cycle in package_cycles(modules):
-        problems.append("import cycle between packages: " + " -> ".join([*cycle, cycle[0]]))
+    for cycle in package_cycles(modules, folder):
+        problems.append("import cycle between packages: " + cycle)
+    for cycle in module_cycles(modules):
+        problems.append(f"import cycle inside {package_of(cycle.split()[0])}: {cycle}")
     return problems
 
 
@@ -122,6 +147,14 @@ def imports(module: Module) -> Iterator[tuple[int, str]]:
                 yield node.lineno, f"{base}.{alias.name}"
 
 
+def _outside_functions(tree: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of ``tree`` that are not inside a function (or lambda)."""
+    for child in ast.iter_child_nodes(tree):
+        if not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            yield child
+            yield from _outside_functions(child)
+
+
 def _resolve(node: ast.ImportFrom, package: str) -> str:
     if not node.level:
         return node.module or ""
@@ -135,16 +168,68 @@ def package_of(name: str) -> str:
     return ".".join(name.split(".")[:2])
 
 
-def package_cycles(modules: list[Module]) -> list[list[str]]:
-    """The import cycles between the library's packages, one per strongly connected component."""
+def package_cycles(modules: list[Module], folder: str) -> list[str]:
+    """The import cycles between the packages of ``folder``, one per strongly connected component."""
     known = {m.name for m in modules}
     graph: dict[str, set[str]] = {package_of(m.name): set() for m in modules}
     for module in modules:
         source = package_of(module.name)
         for _, target in imports(module):
-            if target in known and package_of(target) != source and package_of(target) != LIBRARY:
+            if target in known and package_of(target) != source and package_of(target) != folder:
                 graph[source].add(package_of(target))
-    return [sorted(c) for c in _strongly_connected(graph) if len(c) > 1]
+    return _cycles(graph)
+
+
+def module_cycles(modules: list[Module]) -> list[str]:
+    """The import cycles between the modules of one package, one per strongly connected component.
+
+    Only the imports outside functions count (see the module docstring); ``from p import m``
+    of a module ``m`` is an import of ``p.m``, not of the package's ``__init__``.
+    """
+    known = {m.name for m in modules}
+    graph: dict[str, set[str]] = {m.name: set() for m in modules}
+    for module in modules:
+        for target in _loaded_modules(module, known):
+            if target != module.name and package_of(target) == package_of(module.name):
+                graph[module.name].add(target)
+    return _cycles(graph)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[str]:
+    """One line per strongly connected component of ``graph``: its shortest cycle through its
+    first member (``a -> b -> a``), and the other members, if any, after a semicolon."""
+    lines = []
+    for component in sorted(sorted(c) for c in _strongly_connected(graph) if len(c) > 1):
+        start, members = component[0], set(component)
+        paths = {start: [start]}
+        queue = [start]
+        while start not in paths or len(paths[start]) == 1:  # breadth first, back to start
+            node = queue.pop(0)
+            for child in sorted(graph[node] & members):
+                if child == start:
+                    paths[start] = [*paths[node], start]
+                    break
+                if child not in paths:
+                    paths[child] = [*paths[node], child]
+                    queue.append(child)
+        cycle = paths[start]
+        others = [m for m in component if m not in cycle]
+        lines.append(" -> ".join(cycle) + (f"; with {', '.join(others)}" if others else ""))
+    return lines
+
+
+def _loaded_modules(module: Module, known: set[str]) -> Iterator[str]:
+    """The modules of ``known`` that ``module`` imports outside its functions."""
+    package = module.name if module.path.name == "__init__.py" else module.name.rpartition(".")[0]
+    for node in _outside_functions(module.tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names if alias.name in known)
+        elif isinstance(node, ast.ImportFrom):
+            base = _resolve(node, package)
+            for alias in node.names:
+                target = f"{base}.{alias.name}"
+                if target in known or base in known:
+                    yield target if target in known else base
 
 
 def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:

@@ -51,7 +51,8 @@ from sink.route.routed import RoutedBatch
 from sink.route.router import BucketRouter
 from sink.type_mapping import iceberg_to_spark_type
 from sink.write.messages import DataFileMessage, RowCounts
-from sink.write.task import WriteSpec, run_write
+from sink.write.spec import WriteSpec
+from sink.write.task import run_write
 
 logger = batch_logger(__name__)
 

@@ -41,11 +41,11 @@ from pyspark.sql import types as st
 from sink.arrow_source import ArrowSource
 from sink.config import SchemaEvolution, SinkConfig
 from sink.deadletter import DeadLetterQueue
+from sink.destinations.destination_table import DestinationTable
 from sink.destinations.naming import DestinationNames, dead_letter_reason
 from sink.destinations.projection import (
     NULL_VALUE_REASON,
     SKIPPED,
-    DestinationTable,
     ProjectionOptions,
     RoutedProjection,
     project,

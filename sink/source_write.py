@@ -46,7 +46,7 @@ from sink.type_mapping import iceberg_to_spark_schema
 from sink.write.keys import arrow_key_functions
 from sink.write.messages import DataFileMessage
 from sink.write.source_task import TASK_PROPERTY, SourceTable, SourceWritePlan
-from sink.write.task import WriteSpec
+from sink.write.spec import WriteSpec
 
 SOURCE_FILE_SUFFIX = "-s"  # after the attempt's file prefix: its write tasks' names stay apart
 

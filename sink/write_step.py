@@ -1,7 +1,7 @@
 """Step 4 on the driver: the write spec of a batch, its attempt record, and the write job.
 
 The executors' side is :mod:`sink.write.task`; this module decides what they are told
-(:class:`~sink.write.task.WriteSpec`), records the attempt first (so a crash leaves
+(:class:`~sink.write.spec.WriteSpec`), records the attempt first (so a crash leaves
 files a restart can find, :mod:`sink.commit.recovery`), runs the job and turns its
 failure into an error of the sink.
 """
@@ -28,7 +28,8 @@ from sink.route.routed import RoutedBatch
 from sink.source_write import SourceWrite
 from sink.worker_python import worker_import_error
 from sink.write.messages import DataFileMessage, RowCounts, WriteResult
-from sink.write.task import ArrowFunction, WriteSpec, run_write
+from sink.write.spec import WriteSpec
+from sink.write.task import ArrowFunction, run_write
 
 if TYPE_CHECKING:
     from sink.route.skew import BatchProfile

@@ -24,12 +24,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from pyiceberg.schema import Schema
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as st
 
 from sink.config import BadRecordPolicy
+from sink.destinations.destination_table import DestinationTable
 from sink.destinations.resolve import SOURCE_PREFIX, destination_value, positional
 from sink.destinations.slots import Shape, Slots, shape_of
 from sink.normalize import first_problem
@@ -42,23 +42,6 @@ SKIPPED = -2
 DEST_INDEX = "__icesink_dest_index"
 BAD_ROW = "__icesink_bad_row"
 _PROBLEM = "__icesink_problem"
-
-
-@dataclass(frozen=True)
-class DestinationTable:
-    """One table a batch's rows go to.
-
-    Attributes:
-        index: The index its rows carry.
-        table: The table's identifier.
-        schema: The table's schema (after the batch's schema step).
-        columns: Positions of the batch columns offered to it (non-null in its rows).
-    """
-
-    index: int
-    table: str
-    schema: Schema
-    columns: tuple[int, ...]
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from sink.schema.diff import match_fields
 from sink.type_mapping import iceberg_to_spark_type
 
 if TYPE_CHECKING:
-    from sink.destinations.projection import DestinationTable
+    from sink.destinations.destination_table import DestinationTable
 
 SLOT_PREFIX = "__icesink_slot_"
 

@@ -40,7 +40,8 @@ from sink.errors import RewriteConflictError, UpsertError
 from sink.upsert.validate import conflicting_data_files
 from sink.write.manifest_entry import data_file_from_message, encoded_entry
 from sink.write.messages import DataFileMessage
-from sink.write.task import DataTaskWriter, WriteSpec
+from sink.write.spec import WriteSpec
+from sink.write.task import DataTaskWriter
 
 logger = logging.getLogger(__name__)
 

@@ -24,9 +24,10 @@ from sink.errors import WriteError
 from sink.write.arrow_input import byte_check_skipped
 from sink.write.messages import MESSAGE_DDL, DataFileMessage, TaskReport, WriteResult
 from sink.write.rolling import RollingFileWriter
+from sink.write.spec import WriteSpec
 from sink.write.split import arrow_bytes, split_by_key
 from sink.write.table_files import TableFiles
-from sink.write.task import ArrowFunction, RowTally, WriteSpec, task_function
+from sink.write.task import ArrowFunction, RowTally, task_function
 from sink.write.task_fanout import TaskFanout, in_parts
 
 if TYPE_CHECKING:

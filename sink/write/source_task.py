@@ -30,7 +30,7 @@ from sink import failpoints
 
 if TYPE_CHECKING:  # imported where first needed: a task without a plan loads nothing of the write
     from sink.write.messages import DataFileMessage
-    from sink.write.task import WriteSpec
+    from sink.write.spec import WriteSpec
 
 TASK_PROPERTY = "icesink.source-write.secret"
 """The Spark local property holding a batch's :class:`SourceWritePlan` (see the module)."""

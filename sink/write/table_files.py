@@ -3,7 +3,7 @@
 A write task of a single table has one of these (:class:`~sink.write.task.DataTaskWriter`);
 a routed task, one per destination table, all feeding one fanout
 (:mod:`sink.write.routed_task`). Built from the table's
-:class:`~sink.write.task.WriteSpec` inside the task; opens the file system, and builds the
+:class:`~sink.write.spec.WriteSpec` inside the task; opens the file system, and builds the
 file schema and statistics plan, when the first rows need them: a task without rows
 (Spark hands one to a write job for every empty input split) then never loads the
 modules behind them (pyiceberg's Arrow file IO, and pandas with it).
@@ -31,7 +31,7 @@ from sink.write.parquet import CompressionEstimator, ParquetFileWriter
 from sink.write.rolling import RollingFileWriter
 
 if TYPE_CHECKING:
-    from sink.write.task import WriteSpec
+    from sink.write.spec import WriteSpec
 
 
 class TableFiles:

@@ -26,7 +26,8 @@ from sink.upsert.batch import LookupRunner, UpsertApplier, UpsertOutcome
 from sink.upsert.changes import change_set
 from sink.upsert.lookup import LookupSpec, run_lookup_locally
 from sink.write.messages import DataFileMessage
-from sink.write.task import DataTaskWriter, WriteSpec
+from sink.write.spec import WriteSpec
+from sink.write.task import DataTaskWriter
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=True),

@@ -22,7 +22,8 @@ from sink.commit.recovery import attempt_location
 from sink.commit.staging import StagedBatch
 from sink.config import CatalogConfig, CommitConfig, SinkConfig
 from sink.type_mapping import iceberg_to_arrow_schema
-from sink.write.task import DataTaskWriter, WriteSpec
+from sink.write.spec import WriteSpec
+from sink.write.task import DataTaskWriter
 
 SINK_ID = "unit"
 TABLE = "db.t"

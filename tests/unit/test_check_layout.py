@@ -104,5 +104,66 @@ def test_a_cycle_through_three_packages_and_relative_imports(tmp_path: Path) -> 
     assert check_layout.check(root) == ["import cycle between packages: sink.a -> sink.b -> sink.c -> sink.a"]
 
 
+def test_a_cycle_inside_a_package_fails_naming_its_modules(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "sink/__init__.py": "",
+            "sink/write/__init__.py": "",
+            "sink/write/task.py": "from sink.write.table_files import TableFiles\n",
+            "sink/write/table_files.py": "from typing import TYPE_CHECKING\n"
+            + "if TYPE_CHECKING:\n    from sink.write.task import WriteSpec\n",
+            "sink/route/__init__.py": "",
+            "sink/route/a.py": "from . import c\n",
+            "sink/route/c.py": "from .b import f\n",
+            "sink/route/b.py": "import sink.route.a\n",
+            "sink/commit/__init__.py": "",
+            "sink/commit/a.py": "from sink.commit import b, c\n",
+            "sink/commit/b.py": "from sink.commit.a import x\n",
+            "sink/commit/c.py": "from sink.commit.a import y\n",
+        },
+    )
+    assert check_layout.check(root) == [
+        "import cycle inside sink.commit: sink.commit.a -> sink.commit.b -> sink.commit.a"
+        "; with sink.commit.c",
+        "import cycle inside sink.route: sink.route.a -> sink.route.c -> sink.route.b -> sink.route.a",
+        "import cycle inside sink.write: sink.write.table_files -> sink.write.task -> sink.write.table_files",
+    ]
+
+
+def test_an_import_inside_a_function_or_of_the_package_makes_no_cycle_inside_it(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "sink/__init__.py": "",
+            "sink/write/__init__.py": "",
+            "sink/write/spec.py": "class WriteSpec: ...\n",
+            "sink/write/task.py": "from sink.write import spec\n"
+            + "from sink.write.table_files import TableFiles\n",
+            "sink/write/table_files.py": "from sink.write.spec import WriteSpec\n"
+            + "def run():\n    from sink.write.task import run_write\n",
+        },
+    )
+    assert check_layout.check(root) == []
+
+
+def test_the_benchmarks_sizes_and_cycles_are_checked_but_they_may_import_the_jobs(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "sink/__init__.py": "",
+            "benchmarks/__init__.py": "",
+            "benchmarks/run.py": "import streaming_jobs.spark\nfrom benchmarks._fresh import run_fresh\n"
+            + "x = 1\n" * 349,
+            "benchmarks/_fresh.py": "from benchmarks.run import _session\n" + _function("run_fresh", 60),
+        },
+    )
+    assert check_layout.check(root) == [
+        "benchmarks/_fresh.py:2: function run_fresh of 61 lines (at most 60)",
+        "benchmarks/run.py: module of 351 lines (at most 350)",
+        "import cycle between packages: benchmarks._fresh -> benchmarks.run -> benchmarks._fresh",
+    ]
+
+
 def test_the_checkout_passes() -> None:
     assert check_layout.check(ROOT) == []

@@ -33,7 +33,8 @@ from sink.write.manifest_entry import (
     sync_marker,
 )
 from sink.write.messages import DataFileMessage
-from sink.write.task import DataTaskWriter, WriteSpec
+from sink.write.spec import WriteSpec
+from sink.write.task import DataTaskWriter
 from tests.support.duckdb_reader import duckdb_read
 from tests.support.tables import check_data_files
 

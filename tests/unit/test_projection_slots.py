@@ -8,7 +8,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.schema import Schema
 from pyiceberg.types import ListType, LongType, NestedField, StringType, StructType
 
-from sink.destinations.projection import DestinationTable
+from sink.destinations.destination_table import DestinationTable
 from sink.destinations.slots import shape_of
 
 SCHEMA = Schema(

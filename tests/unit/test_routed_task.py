@@ -17,7 +17,7 @@ from pyspark.sql import types as st
 from sink.config import SinkConfig
 from sink.destinations.resolve import route_column
 from sink.write.routed_task import DestinationSpec, RoutedTaskWriter, RoutedWriteSpec
-from sink.write.task import WriteSpec
+from sink.write.spec import WriteSpec
 from tests.unit.writer_fixtures import task_spec
 
 CLICKS = Schema(

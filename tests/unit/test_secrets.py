@@ -38,7 +38,7 @@ def test_the_write_spec_shipped_to_executors_does_not_show_its_credentials() -> 
     from pyiceberg.partitioning import PartitionSpec
     from pyiceberg.schema import Schema
 
-    from sink.write.task import WriteSpec
+    from sink.write.spec import WriteSpec
 
     spec = WriteSpec(
         table="db.t",

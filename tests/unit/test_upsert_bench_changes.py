@@ -7,7 +7,7 @@ from collections import Counter
 import pyarrow as pa
 
 from benchmarks._upsert_changes import ChangeStream, rows, same_rows
-from benchmarks.upsert import summarize
+from benchmarks._upsert_report import summarize
 
 
 def _apply(state: dict[int, int], batch: pa.Table) -> None:

@@ -23,7 +23,8 @@ from sink.errors import WriteError, find_error_code
 from sink.type_mapping import iceberg_to_arrow_schema
 from sink.write import task_clock
 from sink.write.messages import WriteResult
-from sink.write.task import DataTaskWriter, WriteSpec, write_function
+from sink.write.spec import WriteSpec
+from sink.write.task import DataTaskWriter, write_function
 from tests.unit.writer_fixtures import task_spec
 
 BUCKETS = 4

@@ -15,7 +15,7 @@ from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 
 from sink.type_mapping import iceberg_to_arrow_schema
 from sink.write.parquet import CompressionEstimator, ParquetFileWriter
-from sink.write.task import WriteSpec
+from sink.write.spec import WriteSpec
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=False),
