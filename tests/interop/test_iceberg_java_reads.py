@@ -104,19 +104,21 @@ def java_rows(java: IcebergJavaReader, options: dict[str, str], table: str) -> l
 
 
 def _check_partitions_are_javas(java: IcebergJavaReader, options: dict[str, str], table: Table) -> None:
-    name = f"{options['catalog.name']}.{table.name()[-2]}.{table.name()[-1]}"
+    """Every row's partition value, as icesink wrote it, is what Java's own function gives (one query)."""
+    catalog = options["catalog.name"]
     schema = table.schema()
+    counts = ["count(*) AS n"]
     for field in table.spec().fields:
         column = schema.find_column_name(field.source_id)
         assert column is not None
-        java_value = _java_function(options["catalog.name"], field.transform, column)
-        result = java.sql(
-            f"SELECT count(*) AS n, count_if(NOT (_partition.{field.name} <=> {java_value})) AS wrong,"
-            f" count(DISTINCT _partition.{field.name}) AS values FROM {name}",
-            options,
-        ).to_pylist()[0]
-        assert result["wrong"] == 0, (field.name, java_value, result)
-        assert result["n"] == ROWS and result["values"] > 1, (field.name, result)
+        javas = _java_function(catalog, field.transform, column)
+        counts.append(f"count_if(NOT (_partition.{field.name} <=> {javas})) AS `{field.name} wrong`")
+        counts.append(f"count(DISTINCT _partition.{field.name}) AS `{field.name} values`")
+    namespace, name = table.name()[-2:]
+    result = java.sql(f"SELECT {', '.join(counts)} FROM {catalog}.{namespace}.{name}", options).to_pylist()[0]
+    assert result["n"] == ROWS, result
+    for field in table.spec().fields:
+        assert result[f"{field.name} wrong"] == 0 and result[f"{field.name} values"] > 1, (field.name, result)
 
 
 @pytest.mark.parametrize("partition_by", SPECS)
@@ -168,7 +170,8 @@ def test_upserts_read_as_the_last_change_of_every_key(
     for batch_id, batch in enumerate(CHANGE_BATCHES):
         sink(spark.createDataFrame(batch), batch_id)
         expected_state(state, batch)
-        assert rows_of(iceberg_java.sql("SELECT * FROM test.db.items", options)) == state, batch_id
+        if batch_id in (1, len(CHANGE_BATCHES) - 1):  # deletes of the first rows; the last change
+            assert rows_of(iceberg_java.sql("SELECT * FROM test.db.items", options)) == state, batch_id
     deletes = iceberg_java.sql("SELECT DISTINCT content FROM test.db.items.delete_files", options)
     assert deletes.to_pylist() == [{"content": 1}]  # position deletes, no equality delete
     assert rows_of(sink.catalog.load_table("db.items").scan().to_arrow()) == state
