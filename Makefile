@@ -20,9 +20,10 @@ env: $(STAMP)
 # folder's pom.xml (Iceberg's Spark runtime, the SQLite JDBC driver), made once.
 ICEBERG_JAVA := $(VENV)/share/icesink/iceberg-java
 ICEBERG_JAVA_PYSPARK := 4.1.1
-env: $(ICEBERG_JAVA)/.installed
+env: $(ICEBERG_JAVA)/.installed-$(ICEBERG_JAVA_PYSPARK)
 
-$(ICEBERG_JAVA)/.installed: tests/support/iceberg_java/pom.xml
+$(ICEBERG_JAVA)/.installed-$(ICEBERG_JAVA_PYSPARK): tests/support/iceberg_java/pom.xml
+	@command -v mvn >/dev/null || { echo "make env needs Maven (mvn) for Iceberg Java's jars: apt-get install maven" >&2; exit 1; }
 	mkdir -p $(ICEBERG_JAVA)
 	test -x $(ICEBERG_JAVA)/venv/bin/python || $(PYTHON) -m venv $(ICEBERG_JAVA)/venv
 	$(ICEBERG_JAVA)/venv/bin/python -m pip install -q 'pyspark[sql]==$(ICEBERG_JAVA_PYSPARK)'

@@ -74,6 +74,7 @@ class IcebergJavaReader(ServerProcess):
             str(self.install / "venv" / "bin" / "python"),
             str(script),
             *("--port", str(self.port), "--jars", str(self.install / "jars")),
+            *("--scratch", str(self.workdir / "local")),
         ]
 
     def _environment(self) -> Mapping[str, str]:

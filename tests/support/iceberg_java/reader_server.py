@@ -16,7 +16,7 @@ same name: the rows pyiceberg's SQL catalog keeps for that name are Java's rows 
 table cache is off, so a snapshot pyiceberg commits between two requests is seen by the
 second.
 
-Usage: ``python reader_server.py --port P --jars DIR``.
+Usage: ``python reader_server.py --port P --jars DIR --scratch DIR``.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ ERROR_CHARS = 4000
 """How much of an error's message travels back."""
 
 
-def build_session(jars: Path) -> SparkSession:
+def build_session(jars: Path, scratch: Path) -> SparkSession:
     """The one local session, with Iceberg's runtime and the SQLite JDBC driver on its class path."""
     paths = ",".join(str(jar) for jar in sorted(jars.glob("*.jar")))
     session = (
@@ -50,6 +50,8 @@ def build_session(jars: Path) -> SparkSession:
         .config("spark.driver.memory", "1g")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.warehouse.dir", str(scratch / "spark-warehouse"))
+        .config("spark.local.dir", str(scratch))
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
@@ -113,6 +115,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--jars", type=Path, required=True)
+    parser.add_argument("--scratch", type=Path, required=True, help="Spark's scratch space and warehouse")
     args = parser.parse_args(argv)
     runtimes = sorted(args.jars.glob("iceberg-spark-runtime-*_*.jar"))
     spark = runtimes[0].name.removeprefix("iceberg-spark-runtime-").split("_")[0] if runtimes else "?"
@@ -123,7 +126,7 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
-    reader = Reader(build_session(args.jars))
+    reader = Reader(build_session(args.jars, args.scratch))
     reader.root.sql("SELECT 1").toArrow()  # ready means a query has run
     serve(reader, args.port)
     return 0
