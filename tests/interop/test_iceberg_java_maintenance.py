@@ -144,8 +144,10 @@ def test_upserts_go_on_after_javas_maintenance_with_the_last_change_of_every_key
     _remove_orphans(iceberg_java, options, "db.items", sink.catalog.load_table("db.items").location())
     assert iceberg_java.sql("SELECT * FROM test.db.items.delete_files", options).num_rows == 0
 
+    snapshots = len(sink.catalog.load_table("db.items").snapshots())
     restarted = IcebergSink.from_options(options)
     restarted(spark.createDataFrame(UPSERT_BATCHES[2]), 2)  # replayed after its snapshot expired: skipped
+    assert len(sink.catalog.load_table("db.items").snapshots()) == snapshots
     apply(restarted, 3)
     assert rows_of(iceberg_java.sql("SELECT * FROM test.db.items", options)) == state  # no key twice
     assert rows_of(sink.catalog.load_table("db.items").scan().to_arrow()) == state
