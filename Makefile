@@ -18,6 +18,27 @@ env: $(STAMP)
 	$(PY) -m streaming_jobs.fetch_jvm_jars
 	$(PY) -m streaming_jobs.make_class_archive
 
+# Iceberg Java, the tests' second reader of icesink's tables (tests/support/iceberg_java/): the
+# Spark its runtime jar is built for, in a virtual environment of its own, and the jars of that
+# folder's pom.xml (Iceberg's Spark runtime, the SQLite JDBC driver), made once.
+ICEBERG_JAVA := $(VENV)/share/icesink/iceberg-java
+ICEBERG_JAVA_PYSPARK := 4.1.1
+env: $(ICEBERG_JAVA)/.installed-$(ICEBERG_JAVA_PYSPARK)
+
+$(ICEBERG_JAVA)/.installed-$(ICEBERG_JAVA_PYSPARK): tests/support/iceberg_java/pom.xml
+	@if ! command -v mvn >/dev/null; then \
+		echo "no Maven (mvn): Iceberg Java's reader not installed (make test installs Maven first)" >&2; \
+	else \
+		set -ex; \
+		mkdir -p $(ICEBERG_JAVA); \
+		test -x $(ICEBERG_JAVA)/venv/bin/python || $(PYTHON) -m venv $(ICEBERG_JAVA)/venv; \
+		$(ICEBERG_JAVA)/venv/bin/python -m pip install -q 'pyspark[sql]==$(ICEBERG_JAVA_PYSPARK)'; \
+		rm -rf $(ICEBERG_JAVA)/jars; \
+		mvn -q -f tests/support/iceberg_java/pom.xml dependency:copy-dependencies \
+			-DexcludeTransitive=true -DoutputDirectory=$(abspath $(ICEBERG_JAVA))/jars; \
+		touch $@; \
+	fi
+
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip

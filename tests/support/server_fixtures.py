@@ -23,6 +23,7 @@ from typing import Any, Literal, Protocol, TypeVar
 
 import pytest
 
+from tests.support.iceberg_java.reader import IcebergJavaReader
 from tests.support.kafka_broker import KafkaBroker
 from tests.support.postgres import PostgresServer
 from tests.support.seaweedfs import SeaweedFS
@@ -112,6 +113,13 @@ spark_connect = server_fixture(
     SparkConnectServer,
     title="spark connect",
     doc="One Spark Connect server on ``local[2]`` for the run; clients run as subprocesses.",
+)
+
+iceberg_java = server_fixture(
+    "iceberg_java",
+    IcebergJavaReader,
+    title="iceberg java (spark 4.1 reader)",
+    doc="One Spark with Iceberg's runtime for the run, a second reader: ``.sql(query, catalog_options)``.",
 )
 
 

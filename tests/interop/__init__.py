@@ -1,0 +1,1 @@
+"""Other engines (Iceberg Java) reading and maintaining the tables icesink writes."""
