@@ -126,7 +126,8 @@ def test_upserts_with_a_concurrent_compaction_and_appender_end_exact(
     assert len(appended) == APPENDED_PER_CALL * 2 * (len(CHANGE_BATCHES) - 1)
 
 
-WRITER_JOB = Path(__file__).resolve().parent.parent / "support" / "upsert_writer_job.py"
+REPO = Path(__file__).resolve().parents[2]
+WRITER_JOB = REPO / "tests" / "support" / "upsert_writer_job.py"
 
 
 def test_two_upserting_processes_inserting_the_same_new_keys_store_each_key_once(tmp_path: Path) -> None:
@@ -144,8 +145,10 @@ def test_two_upserting_processes_inserting_the_same_new_keys_store_each_key_once
         "keys": keys,
     }
     shared.update({name: str(path) for name, path in fifos.items()})
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
     processes = [
-        start_script(WRITER_JOB, {**shared, "sink_id": sink_id, "role": role})
+        # the script imports tests.support: the checkout on its path, as the other scripts of tests
+        start_script(WRITER_JOB, {**shared, "sink_id": sink_id, "role": role}, env=env)
         for sink_id, role in (("A", "inside"), ("B", "outside"))
     ]
     inside, _ = (script_result(p, timeout_s=240) for p in processes)

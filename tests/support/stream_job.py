@@ -45,10 +45,12 @@ def _install_crash(point: str, batch: int) -> None:
 
     real_row_delta = row_delta.RowDeltaCommitter.commit
 
-    def commit(self: Any, data_files: Any, delete_files: Any, start: Any, batches: Any, attempts: Any) -> Any:
+    def commit(
+        self: Any, data_files: Any, delete_files: Any, start: Any, batches: Any, attempts: Any, *rest: Any
+    ) -> Any:
         if point == "after-write" and batches.last >= batch:
             os.kill(os.getpid(), signal.SIGKILL)  # data files and position deletes written, not committed
-        outcome = real_row_delta(self, data_files, delete_files, start, batches, attempts)
+        outcome = real_row_delta(self, data_files, delete_files, start, batches, attempts, *rest)
         if point == "after-commit" and batches.last >= batch:
             os.kill(os.getpid(), signal.SIGKILL)
         return outcome
