@@ -268,7 +268,7 @@ def _check_unrouted(route: RouteConfig, table: str) -> None:
             ("route.table-template", route.table_template),
             ("route.tables", route.tables),
             ("route.table-options", route.table_options or None),
-            ("route.max-tables", route.max_tables if "max_tables" in route.model_fields_set else None),
+            ("route.max-tables", route.max_tables if route.max_tables != DEFAULT_MAX_TABLES else None),
         )
         if value is not None
     ]

@@ -2,7 +2,8 @@
 
 A real admin client against a port where no broker listens; the test records the timeout
 each attempt is given and the pauses between them, and checks their sum against the
-budget instead of timing the call (about 3 s).
+budget instead of timing the call (about 3 s). The reader's clock is one the test moves by
+exactly those timeouts and pauses, so a loaded machine cannot change the attempts.
 """
 
 from __future__ import annotations
@@ -18,16 +19,30 @@ from streaming_jobs.kafka.source.kafka_offset_reader import KafkaOffsetReader
 from streaming_jobs.kafka.source.kafka_options import DEFAULT_BROKER_TIMEOUT_MS, KafkaSourceOptions
 
 
-class RecordingAdmin:
-    """The real admin client, with the timeouts it was given noted."""
+class Clock:
+    """Seconds that pass only when the test says so."""
 
-    def __init__(self, admin: Any) -> None:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+class RecordingAdmin:
+    """The real admin client, noting the timeout of each call and moving the clock by it."""
+
+    def __init__(self, admin: Any, clock: Clock) -> None:
         self.admin = admin
+        self.clock = clock
         self.timeouts: list[float] = []
 
     def list_topics(self, timeout: float) -> Any:
         self.timeouts.append(timeout)
-        return self.admin.list_topics(timeout=timeout)
+        try:
+            return self.admin.list_topics(timeout=timeout)
+        finally:
+            self.clock.now += timeout
 
     def poll(self, timeout: float) -> int:
         return int(self.admin.poll(timeout))
@@ -40,16 +55,17 @@ def test_the_attempts_and_their_pauses_fit_in_the_broker_timeout(monkeypatch: py
         address = f"127.0.0.1:{s.getsockname()[1]}"
     options = {"kafka.bootstrap.servers": address, "subscribe": "orders", "brokerTimeoutMs": "3000"}
     reader = KafkaOffsetReader(KafkaSourceOptions.from_options(options, "stream"))
-    admin = RecordingAdmin(reader._admin_client())
+    clock = Clock()
+    admin = RecordingAdmin(reader._admin_client(), clock)
     reader._admin = admin
     pauses: list[float] = []
-    sleep = kafka_offset_reader.time.sleep
 
     def pause(seconds: float) -> None:
         pauses.append(seconds)
-        sleep(seconds)
+        clock.now += seconds
 
     monkeypatch.setattr(kafka_offset_reader.time, "sleep", pause)
+    monkeypatch.setattr(kafka_offset_reader.time, "monotonic", clock.monotonic)
 
     with pytest.raises(KafkaSourceError, match=r"could not list topics after 3 attempts within 3 s") as info:
         reader.topic_partitions()
