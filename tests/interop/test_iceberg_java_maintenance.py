@@ -19,6 +19,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from icesink import IcebergSink
+from tests.integration.test_upsert_sink import upsert_options
 from tests.support.iceberg_java.reader import IcebergJavaReader
 from tests.support.tables import row_multiset, table_rows
 from tests.support.upserts import CHANGE_BATCHES, changes, expected_state, rows_of
@@ -110,15 +111,7 @@ def test_appends_go_on_after_javas_maintenance_and_replays_stay_skipped(
 def test_upserts_go_on_after_javas_maintenance_with_the_last_change_of_every_key(
     spark: SparkSession, catalog_options: dict[str, str], iceberg_java: IcebergJavaReader
 ) -> None:
-    options = {
-        **catalog_options,
-        "table": "db.items",
-        "partition-by": "bucket(4, id)",
-        "write.mode": "upsert",
-        "upsert.key-columns": "id",
-        "upsert.order-column": "seq",
-        "sink-id": "items",
-    }
+    options = upsert_options(catalog_options, **{"sink-id": "items"})
     sink = IcebergSink.from_options(options)
     state: dict[int, tuple[str | None, int | None]] = {}
 

@@ -29,6 +29,7 @@ from pyspark.sql import types as st
 from icesink import IcebergSink, compact
 from tests.integration.test_schema_evolution import BATCHES as DRIFT_BATCHES
 from tests.integration.test_schema_evolution import _expected as drift_expected
+from tests.integration.test_upsert_sink import upsert_options
 from tests.support.duckdb_reader import duckdb_read
 from tests.support.iceberg_java.reader import IcebergJavaReader
 from tests.support.tables import catalog_from_options, row_multiset, table_rows
@@ -156,15 +157,7 @@ def test_an_evolved_schema_reads_the_same(
 def test_upserts_read_as_the_last_change_of_every_key(
     spark: SparkSession, catalog_options: dict[str, str], iceberg_java: IcebergJavaReader
 ) -> None:
-    options = {
-        **catalog_options,
-        "table": "db.items",
-        "partition-by": "bucket(4, id)",
-        "write.mode": "upsert",
-        "upsert.key-columns": "id",
-        "upsert.order-column": "seq",
-        "sink-id": "items",
-    }
+    options = upsert_options(catalog_options, **{"sink-id": "items"})
     sink = IcebergSink.from_options(options)
     state: dict[int, tuple[str | None, int | None]] = {}
     for batch_id, batch in enumerate(CHANGE_BATCHES):
