@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import logging
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
+from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyspark.sql import types as st
@@ -152,15 +153,30 @@ def create_table(catalog: Catalog, config: SinkConfig, spark_schema: st.StructTy
             table=config.table,
             hint="set partition-by with a bucket(N, col) term, or leave distribution-mode unset",
         )
-    ensure_namespace(catalog, config.table.rsplit(".", 1)[0])
     properties = {**CREATED_TABLE_PROPERTIES, **config.table_properties}
     if config.upsert.enabled:
         properties["format-version"] = "2"
+    return _create(catalog, config.table, schema, spec, properties)
+
+
+def load_or_create(
+    catalog: Catalog, name: str, schema: Schema, spec: PartitionSpec, properties: Mapping[str, str]
+) -> Table:
+    """Table ``name``, created with this schema, spec and properties when missing (a fixed-schema table's)."""
+    table = load_table(catalog, name)
+    return table if table is not None else _create(catalog, name, schema, spec, properties)
+
+
+def _create(
+    catalog: Catalog, name: str, schema: Schema, spec: PartitionSpec, properties: Mapping[str, str]
+) -> Table:
+    """Create table ``name`` and its namespace; the table another writer created first, if one did."""
+    ensure_namespace(catalog, name.rsplit(".", 1)[0])
     try:
-        table = catalog.create_table(config.table, schema=schema, partition_spec=spec, properties=properties)
+        table = catalog.create_table(name, schema=schema, partition_spec=spec, properties=dict(properties))
     except TableAlreadyExistsError:
-        return catalog.load_table(config.table)
-    logger.info("created table %s (spec %s, schema id %s)", config.table, spec, table.schema().schema_id)
+        return catalog.load_table(name)
+    logger.info("created table %s (spec %s, schema id %s)", name, spec, table.schema().schema_id)
     return table
 
 

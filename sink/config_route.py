@@ -179,7 +179,8 @@ def check_route(
     Args:
         route: The routing section.
         table: The ``table`` option ('' when not given).
-        staged_commits: The commit cadence fields that were set (``interval_s`` ...).
+        staged_commits: The commit cadence fields that were set (``interval_s`` ...): every
+            appended table stages its batches; an upserted one cannot.
         distribution: The ``distribution-mode`` that was set, if any.
         upsert: The sink's upsert section (the default of every routed table).
 
@@ -207,12 +208,6 @@ def check_route(
         )
     if route.table_template is not None:
         check_template(route.table_template)
-    if staged_commits:
-        keys = sorted("commit." + name.replace("_", "-") for name in staged_commits)
-        raise ConfigError(
-            f"options {keys} cannot be used with route.by={route.by.value}",
-            hint="remove the commit cadence options: a routed sink commits every table once per batch",
-        )
     mode = getattr(distribution, "value", distribution)
     if mode in ("bucket", "hash"):
         raise ConfigError(
@@ -220,11 +215,14 @@ def check_route(
             hint="remove distribution-mode (or set it to none) when route.by is set",
         )
     for pattern, options in route.table_options:
-        _check_upserted_pattern(pattern, options, upsert)
+        _check_upserted_pattern(pattern, options, upsert, staged_commits)
 
 
-def _check_upserted_pattern(pattern: str, options: dict[str, str], upsert: UpsertConfig) -> None:
-    """A pattern that upserts has key columns (its own or the sink's), none of them a change column."""
+def _check_upserted_pattern(
+    pattern: str, options: dict[str, str], upsert: UpsertConfig, staged_commits: set[str]
+) -> None:
+    """A pattern that upserts has key columns (its own or the sink's), none of them a change column,
+    and no commit cadence (an upserted table commits every batch)."""
     try:
         table = with_table_options(upsert, options)
     except ValidationError as e:
@@ -234,6 +232,13 @@ def _check_upserted_pattern(pattern: str, options: dict[str, str], upsert: Upser
             hint="give a comma-separated list of column names, e.g. 'id' or 'tenant,id'",
         ) from e
     names = set(table.key_columns)
+    if table.enabled and staged_commits:
+        keys = sorted("commit." + name.replace("_", "-") for name in staged_commits)
+        raise ConfigError(
+            f"route.table-options pattern {pattern!r} upserts (write.mode=upsert), which options {keys} "
+            "cannot hold: an upserted table's lookups see committed snapshots only",
+            hint="remove the commit cadence options, or upsert these tables with a sink of their own",
+        )
     if table.enabled:
         if not names:
             raise ConfigError(

@@ -20,13 +20,10 @@ the dead-letter ledger has it, so its dead letters are not. Exactly once on both
 from __future__ import annotations
 
 import datetime as dt
-import threading
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyiceberg.catalog import Catalog
-from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
@@ -35,12 +32,14 @@ from pyiceberg.types import LongType, NestedField, StringType, TimestamptzType
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
+from sink import catalog as catalogs
 from sink import failpoints
-from sink.catalog import CREATED_TABLE_PROPERTIES, ensure_namespace, executor_io_properties
-from sink.commit import ledger
+from sink.batch.commits import AppendCommits, Written
+from sink.batch.key import BatchKey
+from sink.batch.states import TableStates
+from sink.batch.table_batch import TableBatch
+from sink.catalog import CREATED_TABLE_PROPERTIES
 from sink.commit.committer import Committer
-from sink.commit.ledger import BatchRange
-from sink.commit.recovery import AttemptLog, AttemptRecord, attempt_location
 from sink.config import SinkConfig
 from sink.config_route import default_dead_letter_table, route_label
 from sink.errors import ConfigError, SchemaError, WriteError
@@ -50,9 +49,9 @@ from sink.normalize import BadRecordReason
 from sink.route.routed import RoutedBatch
 from sink.route.router import BucketRouter
 from sink.type_mapping import iceberg_to_spark_type
-from sink.write.messages import DataFileMessage, RowCounts
-from sink.write.spec import WriteSpec
+from sink.write.messages import RowCounts
 from sink.write.task import run_write
+from sink.write_step import write_failure
 
 logger = batch_logger(__name__)
 
@@ -68,7 +67,6 @@ DEAD_LETTER_SCHEMA = Schema(
     NestedField(8, "failed_at", TimestamptzType(), required=True),
 )
 DEAD_LETTER_SPEC = PartitionSpec(PartitionField(8, 1000, DayTransform(), "failed_at_day"))
-_TARGET_FILE_SIZE_BYTES = 128 * 1024 * 1024
 
 
 def dead_letter_table_name(config: SinkConfig) -> str:
@@ -110,7 +108,9 @@ class DeadLetterQueue:
         ConfigError: The dead-letter table is the sink's own table.
     """
 
-    def __init__(self, config: SinkConfig, catalog: Catalog, metrics: SinkMetrics) -> None:
+    def __init__(
+        self, config: SinkConfig, catalog: Catalog, metrics: SinkMetrics, states: TableStates | None = None
+    ) -> None:
         self.table_name = dead_letter_table_name(config)
         if not config.table:  # a routed sink: its rows' tables come with them (column source_table)
             config = config.model_copy(update={"table": route_label(config.route)})
@@ -122,16 +122,11 @@ class DeadLetterQueue:
         self._config = config
         self._catalog = catalog
         self._metrics = metrics
-        self._recovered: set[str] = set()
-        self._lock = threading.Lock()
+        self._states = states or TableStates(metrics)
+        self._commits = AppendCommits(metrics)
 
     def deliver(
-        self,
-        dead_letters: Callable[[], DataFrame],
-        sink_id: str,
-        batch_id: int,
-        rows_written: int,
-        counts: RowCounts,
+        self, dead_letters: Callable[[], DataFrame], key: BatchKey, rows_written: int, counts: RowCounts
     ) -> DeadLetterOutcome:
         """Commit a batch's dead letters: after its good rows were written, before they commit.
 
@@ -139,8 +134,7 @@ class DeadLetterQueue:
             dead_letters: Builds the batch's bad rows (see
                 :attr:`~sink.normalize.NormalizedBatch.dead_letters`); called only when
                 ``counts`` has bad rows.
-            sink_id: The sink id (the dead-letter table's ledger key).
-            batch_id: The micro-batch.
+            key: The batch attempt (its sink id is the dead-letter table's ledger key).
             rows_written: Good rows the write step wrote: with the dead letters, they must
                 account for every input row.
             counts: The batch's rows and bad rows, as the write step counted them.
@@ -153,58 +147,60 @@ class DeadLetterQueue:
             raise WriteError(
                 f"{counts.input_rows} input rows, {counts.bad_rows} bad, but {rows_written} written",
                 table=self._config.table,
-                batch_id=batch_id,
+                batch_id=key.batch_id,
                 hint="the plan of the batch ran differently from how it was counted; please report this",
             )
         bad_rows = counts.bad_rows
         if bad_rows == 0:
             return DeadLetterOutcome()
         failpoints.hit("deadletter")
-        table = self._table()
-        self._recover(table, sink_id)
-        if ledger.is_committed(table, sink_id, batch_id):
+        table = catalogs.load_or_create(
+            self._catalog, self.table_name, DEAD_LETTER_SCHEMA, DEAD_LETTER_SPEC, CREATED_TABLE_PROPERTIES
+        )
+        state = self._states.get(self.table_name, self._config, table, key.sink_id)
+        batch = TableBatch(self.table_name, self._config, table, key, state)
+        if batch.has_batch():
             logger.info(
                 "dead letters of batch %s of sink %s already in %s: not written again",
-                batch_id,
-                sink_id,
+                key.batch_id,
+                key.sink_id,
                 self.table_name,
             )
             return DeadLetterOutcome(skipped_replay=True)
-        return self._write_and_commit(dead_letters, table, sink_id, batch_id, bad_rows)
+        return self._write_and_commit(dead_letters, batch, bad_rows)
 
     def _write_and_commit(
-        self, dead_letters: Callable[[], DataFrame], table: Table, sink_id: str, batch_id: int, bad_rows: int
+        self, dead_letters: Callable[[], DataFrame], batch: TableBatch, bad_rows: int
     ) -> DeadLetterOutcome:
         """Write the batch's ``bad_rows`` dead letters and commit them under its batch id."""
         observation = Observation()
-        rows = self._frame(dead_letters(), table, sink_id, batch_id, observation)
-        attempt = uuid.uuid4().hex[:16]
-        spec = self._write_spec(table, sink_id, batch_id, attempt, rows)
-        attempts = AttemptLog.for_sink(self._config, table, sink_id)
-        attempts.begin(AttemptRecord(sink_id, batch_id, attempt, spec.file_prefix, spec.data_location))
-        files = self._write(rows.df, spec, batch_id, in_driver=rows.in_driver)
+        key = batch.key
+        rows = self._frame(dead_letters(), batch.table, key, observation)
+        spec = batch.begin(rows.task_options())
+        try:
+            files = run_write(rows.df, spec, in_driver=rows.in_driver).files
+        except Exception as e:
+            raise write_failure(
+                e, rows.df, self.table_name, key.batch_id, spec.file_prefix, "dead-letter write"
+            ) from e
         written = sum(f.record_count for f in files)
-        committer = Committer(table, sink_id, self._config.commit)
         if written != bad_rows:
-            committer.delete_files(files)
-            attempts.end(batch_id, attempt)
+            Committer(batch.table, key.sink_id, self._config.commit).delete_files(files)
+            batch.end()
             raise WriteError(
                 f"{written} dead letters written where {bad_rows} rows were found bad",
                 table=self.table_name,
-                batch_id=batch_id,
+                batch_id=key.batch_id,
                 hint="the batch's input changed between two runs of its plan (a non-deterministic source?)",
             )
-        outcome = committer.commit(files, BatchRange(batch_id, batch_id), {batch_id: attempt})
-        if outcome.skipped_replay:
-            committer.delete_files(files)
-            attempts.end(batch_id, attempt)
+        outcome = self._commits.commit_one(Written(batch, files), record=False)
+        if outcome is None or outcome.skipped_replay:
             return DeadLetterOutcome(skipped_replay=True)
-        attempts.end(batch_id, attempt)
-        self._count(sink_id, written, observation)
+        self._count(key.sink_id, written, observation)
         logger.warning(
             "batch %s of sink %s: %s rows could not be written to %s; committed to %s as snapshot %s",
-            batch_id,
-            sink_id,
+            key.batch_id,
+            key.sink_id,
             written,
             self._config.table,
             self.table_name,
@@ -213,14 +209,14 @@ class DeadLetterQueue:
         return DeadLetterOutcome(written, snapshot_id=outcome.snapshot_id)
 
     def _frame(
-        self, dead_letters: DataFrame, table: Table, sink_id: str, batch_id: int, observation: Observation
+        self, dead_letters: DataFrame, table: Table, key: BatchKey, observation: Observation
     ) -> RoutedBatch:
         values = {
             "source_table": F.col("source_table")
             if "source_table" in dead_letters.columns
             else F.lit(self._config.table),
-            "sink_id": F.lit(sink_id),
-            "batch_id": F.lit(batch_id),
+            "sink_id": F.lit(key.sink_id),
+            "batch_id": F.lit(key.batch_id),
             "column": F.col("column"),
             "reason": F.col("reason"),
             "value": F.col("value"),
@@ -263,71 +259,3 @@ class DeadLetterQueue:
         for reason, n in by_reason.items():
             if n:
                 self._metrics.dead_letter_reasons.labels(name, reason).inc(n)
-
-    def _table(self) -> Table:
-        try:
-            return self._catalog.load_table(self.table_name)
-        except NoSuchTableError:
-            pass
-        ensure_namespace(self._catalog, self.table_name.rsplit(".", 1)[0])
-        try:
-            table = self._catalog.create_table(
-                self.table_name,
-                schema=DEAD_LETTER_SCHEMA,
-                partition_spec=DEAD_LETTER_SPEC,
-                properties=dict(CREATED_TABLE_PROPERTIES),
-            )
-        except TableAlreadyExistsError:  # created concurrently
-            return self._catalog.load_table(self.table_name)
-        logger.info("created dead-letter table %s for %s", self.table_name, self._config.table)
-        return table
-
-    def _recover(self, table: Table, sink_id: str) -> None:
-        """Delete the files of crashed dead-letter attempts of ``sink_id`` (once per process)."""
-        with self._lock:
-            if sink_id in self._recovered:
-                return
-            self._recovered.add(sink_id)
-        report = AttemptLog.for_sink(self._config, table, sink_id).recover(table)
-        if report.deleted_files:
-            self._metrics.orphan_files.labels(self.table_name, "deleted").inc(len(report.deleted_files))
-        if report.kept_files:
-            self._metrics.orphan_files.labels(self.table_name, "kept").inc(len(report.kept_files))
-
-    def _write_spec(
-        self, table: Table, sink_id: str, batch_id: int, attempt: str, routed: RoutedBatch
-    ) -> WriteSpec:
-        properties = table.metadata.properties
-        write = self._config.write
-        return WriteSpec(
-            table=self.table_name,
-            schema=table.schema(),
-            partition_spec=table.spec(),
-            data_location=attempt_location(
-                properties.get("write.data.path", f"{table.location().rstrip('/')}/data"),
-                f"{sink_id.replace('-', '')[:12]}-b{batch_id}-{attempt}",
-            ),
-            io_properties=executor_io_properties(self._config, table),
-            table_properties=dict(properties),
-            file_prefix=f"{sink_id.replace('-', '')[:12]}-b{batch_id}-{attempt}",
-            target_file_size_bytes=int(
-                properties.get("write.target-file-size-bytes", _TARGET_FILE_SIZE_BYTES)
-            ),
-            row_group_size_bytes=write.row_group_size_bytes,
-            memory_budget_bytes=write.memory_budget_bytes,
-            compression=properties.get("write.parquet.compression-codec", write.compression_codec),
-            **routed.task_options(),
-        )
-
-    def _write(
-        self, df: DataFrame, spec: WriteSpec, batch_id: int, *, in_driver: bool
-    ) -> list[DataFileMessage]:
-        try:
-            return run_write(df, spec, in_driver=in_driver).files
-        except Exception as e:
-            raise WriteError(
-                f"writing dead letters of batch {batch_id} failed: {str(e).splitlines()[0]}",
-                table=self.table_name,
-                batch_id=batch_id,
-                file_prefix=spec.file_prefix,
-            ) from e

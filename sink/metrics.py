@@ -275,6 +275,13 @@ class SinkMetrics(MetricFamilies):
         self.replays_skipped.labels(table, sink_id).inc()
         self.batches.labels(table, sink_id, "replay_skipped").inc()
 
+    def record_orphans(self, table: str, deleted: Sequence[str], kept: Sequence[str]) -> None:
+        """What a recovery found of crashed attempts' files on ``table``: deleted, or kept (referenced)."""
+        if deleted:
+            self.orphan_files.labels(table, "deleted").inc(len(deleted))
+        if kept:
+            self.orphan_files.labels(table, "kept").inc(len(kept))
+
     def record_staged(self, table: str, sink_id: str, files: Sequence[DataFileMessage]) -> None:
         """What is staged but not yet committed for ``(table, sink_id)`` (replaces the last value)."""
         self.staged_bytes.labels(table, sink_id).set(sum(m.file_size_bytes for m in files))

@@ -23,30 +23,27 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-import uuid
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyiceberg.catalog import Catalog
 from pyspark.sql import DataFrame
 from pyspark.sql import types as st
 
 from sink import catalog as catalogs
-from sink import failpoints
-from sink.commit import ledger
-from sink.config import SchemaEvolution, SinkConfig
+from sink.batch.key import BatchKey
+from sink.batch.states import TableStates
+from sink.batch.table_batch import TableBatch
+from sink.config import SinkConfig
 from sink.config_route import RouteBy
 from sink.destinations.table_options import TableOptions
 from sink.errors import SinkError
 from sink.metrics import SinkMetrics
 from sink.parallel import run_parallel
 from sink.routed_write import RoutedTarget
-from sink.schema.coordinator import coordinator_for
-from sink.source_write import PlannedTable, SourceWrite, all_optional, plan_table, row_schema_of
+from sink.schema.coordinator import evolve_table
+from sink.source_write import SourceWrite, plan_source_write, source_task_options
 from sink.spark_session import is_connect
-from sink.write.keys import arrow_key_functions
-from sink.write.source_task import SourceTable, SourceWritePlan
-from sink.write_step import BatchWriter
 
 if TYPE_CHECKING:
     from sink.routed_tables import RoutedTables
@@ -62,8 +59,9 @@ class RoutedSourcePlanner:
         catalog: The sink's catalog.
         metrics: The sink's metrics.
         options: Each table's configuration.
-        tables: Opens each table (within ``route.max-tables``, for one value) and settles
-            its crashed attempts before its first planned write.
+        tables: Opens each table (within ``route.max-tables``, for one value).
+        states: The sink's table states: each table's crashed attempts are settled before
+            its first planned write.
     """
 
     def __init__(
@@ -73,12 +71,14 @@ class RoutedSourcePlanner:
         metrics: SinkMetrics,
         options: TableOptions,
         tables: RoutedTables,
+        states: TableStates,
     ) -> None:
         self._config = config
         self._catalog = catalog
         self._metrics = metrics
         self._options = options
         self._tables = tables
+        self._states = states
         self._lock = threading.Lock()
         self._known: dict[str, str] = {}  # topic -> table, of the tables written so far
 
@@ -121,14 +121,7 @@ class RoutedSourcePlanner:
             table, refused = self._tables.open(name, config, schema, (topic,))
             if table is None or refused:
                 return False  # the routed step sends the topic's rows to the dead-letter table
-            if config.table_schema.evolution is not SchemaEvolution.OFF:
-                coordinator_for(config).evolve(
-                    table,
-                    schema,
-                    retry=config.commit,
-                    case_sensitive=config.table_schema.case_sensitive,
-                    metrics=self._metrics,
-                )
+            evolve_table(config, table, schema, self._metrics, sink_id=None, batch_id=None)
         except SinkError as e:
             logger.warning("table %s is left to the batch's own rows: %s", name, e)
             return False
@@ -144,45 +137,36 @@ class RoutedSourcePlanner:
                 grouped.setdefault(name, []).append(value)
         if not grouped:
             return None
-        attempt = uuid.uuid4().hex[:16]
-        plan = functools.partial(self._plan_table, sink_id=sink_id, batch_id=batch_id, attempt=attempt)
-        planned = run_parallel([functools.partial(plan, name) for name in sorted(grouped)])
+        key = BatchKey.new(sink_id, batch_id)
+        planned = run_parallel([functools.partial(self._plan_table, name, key) for name in sorted(grouped)])
         ready = [p for p in planned if p is not None]
         if not ready:
             return None
-        routes = {value: index for index, (name, _, _) in enumerate(ready) for value in grouped[name]}
-        tables = tuple(source_table for _, source_table, _ in ready)
-        budget = self._config.write.memory_budget_bytes
-        source_plan = SourceWritePlan(tables, budget, routes, failpoints.for_tasks())
-        return SourceWrite(source_plan, batch_id, attempt, {name: p for name, _, p in ready})
+        routes = {value: index for index, (batch, _) in enumerate(ready) for value in grouped[batch.name]}
+        return plan_source_write(ready, self._config.write.memory_budget_bytes, routes)
 
-    def _plan_table(
-        self, name: str, sink_id: str, batch_id: int, attempt: str
-    ) -> tuple[str, SourceTable, PlannedTable] | None:
+    def _plan_table(self, name: str, key: BatchKey) -> tuple[TableBatch, dict[str, Any]] | None:
         config = self._options.config_for(name)
         if config.upsert.enabled:
             return None  # the rows are changes
         table = catalogs.load_table(self._catalog, name)
         if table is None:
             return None  # dropped since
-        row_schema = row_schema_of(table)
-        if not all_optional(row_schema):
-            return None  # a null in a required column is a dead letter
-        if table.spec().fields and arrow_key_functions(table.spec(), table.schema()) is None:
-            return None  # the routed step says why
-        self._tables.recover(config, table, sink_id)
-        if ledger.is_committed(table, sink_id, batch_id):
+        task_options = source_task_options(table, config, routed=True)
+        if task_options is None:
+            return None  # a null in a required column is a dead letter; the routed step says why of a spec
+        batch = TableBatch(name, config, table, key, self._states.get(name, config, table, key.sink_id))
+        if batch.has_batch():
             return None  # a replay: the routed step skips the table
-        task_options = {"num_data_columns": len(table.schema().fields), "partition_values_in_task": True}
-        spec_of = BatchWriter(config, self._metrics).write_spec
-        source_table, planned = plan_table(
-            config, table, row_schema, sink_id, batch_id, attempt, task_options, spec_of
-        )
-        return name, source_table, planned
+        return batch, task_options
 
 
 def source_targets(
-    by_source: SourceWrite | None, targets: list[RoutedTarget], options: TableOptions
+    by_source: SourceWrite | None,
+    targets: list[RoutedTarget],
+    options: TableOptions,
+    key: BatchKey,
+    states: TableStates,
 ) -> list[RoutedTarget]:
     """The planned tables the routed step's own write leaves out, for their commits.
 
@@ -197,9 +181,12 @@ def source_targets(
         if name in covered:
             continue
         if by_source.files_of(name):
-            target = RoutedTarget(name, options.config_for(name), planned.table, (), ())
-            target.attempts = planned.attempts
-            written.append(target)
+            config = options.config_for(name)
+            batch = TableBatch(
+                name, config, planned.table, key, states.get(name, config, planned.table, key.sink_id)
+            )
+            batch.adopt(planned.spec, planned.attempts)
+            written.append(RoutedTarget(batch, (), ()))
         else:
             idle.append(name)
     run_parallel([functools.partial(by_source.end, [name]) for name in idle])

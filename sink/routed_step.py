@@ -30,15 +30,19 @@ their rows left out of the write. Routed writes are not shuffled (no bucket shuf
 
 from __future__ import annotations
 
+import functools
 import threading
-import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from pyiceberg.catalog import Catalog
+from pyiceberg.table import Table
 from pyspark.sql import DataFrame
 from pyspark.sql import types as st
 
 from sink.arrow_source import ArrowSource
+from sink.batch.commits import StagedCommits, Written, commits_for
+from sink.batch.key import BatchKey, sink_id_of
+from sink.batch.states import TableState, TableStates
 from sink.config import SchemaEvolution, SinkConfig
 from sink.deadletter import DeadLetterQueue
 from sink.destinations.destination_table import DestinationTable
@@ -54,14 +58,14 @@ from sink.destinations.resolve import DestinationValue, resolve, resolve_in_task
 from sink.destinations.table_options import TableOptions
 from sink.log_context import batch_logger
 from sink.metrics import SinkMetrics
-from sink.routed_commit import commit_tables
+from sink.parallel import run_parallel
 from sink.routed_source import RoutedSourcePlanner, record_source_files, source_targets
 from sink.routed_tables import PreparedTables, RoutedTables
 from sink.routed_upserts import RoutedChanges, RoutedUpserts
 from sink.routed_write import RoutedTarget, RoutedWrites
 from sink.schema.primitives import BadRecordReason
-from sink.sink_state import query_id_of, sink_id_of
 from sink.source_write import SourceWrite
+from sink.spark_session import query_id_of
 from sink.write.messages import RowCounts, WriteResult
 
 logger = batch_logger(__name__)
@@ -75,6 +79,7 @@ class RoutedStep:
         catalog: The sink's catalog.
         metrics: The sink's metrics (each table under its own ``table`` label).
         dead_letters: The sink's dead-letter queue.
+        states: The sink's table states (each table recovered once, its staged batches).
         label: What names the sink where no single table does (shared steps, unroutable rows).
     """
 
@@ -84,22 +89,27 @@ class RoutedStep:
         catalog: Catalog,
         metrics: SinkMetrics,
         dead_letters: DeadLetterQueue,
+        states: TableStates,
         label: str,
     ) -> None:
         self._config = config
+        self._states = states
+        self._commits = commits_for(config, metrics)
         self._catalog = catalog
         self._metrics = metrics
         self._dead_letters = dead_letters
         self.label = label
         self._names = DestinationNames(config.route, reserved=(dead_letters.table_name,))
         self._options = TableOptions(config)
-        self._tables = RoutedTables(config, catalog, metrics, self._options, (dead_letters.table_name,))
+        self._tables = RoutedTables(
+            config, catalog, metrics, self._options, states, (dead_letters.table_name,)
+        )
         self._upserts = RoutedUpserts(config, metrics)
         self._writes = RoutedWrites(config.write.memory_budget_bytes, metrics, label)
         self._lock = threading.Lock()
         self._sink_locks: dict[str, threading.Lock] = {}
         self._unsettled: dict[str, SourceWrite] = {}  # sink id -> its planned write not yet written
-        self._by_source = RoutedSourcePlanner(config, catalog, metrics, self._options, self._tables)
+        self._by_source = RoutedSourcePlanner(config, catalog, metrics, self._options, self._tables, states)
 
     def source_write(self, batch_df: DataFrame, batch_id: int) -> SourceWrite | None:
         """Before ``batch_df``'s source runs: its tasks' write to known tables (:mod:`sink.routed_source`)."""
@@ -109,7 +119,7 @@ class RoutedStep:
         with sink_lock:
             failed = self._unsettled.pop(sink_id, None)  # its batch failed before reaching the sink
             if failed is not None:
-                self._tables.forget_recovery(failed.tables, sink_id)
+                self._states.forget(failed.tables, sink_id)
             planned = self._by_source.plan(batch_df, batch_id, sink_id)
             if planned is not None:
                 self._unsettled[sink_id] = planned
@@ -122,7 +132,7 @@ class RoutedStep:
         return self._by_source.known()
 
     def write_batch(
-        self, batch_df: DataFrame, batch_id: int, sink_id: str, arrow_source: ArrowSource | None = None
+        self, batch_df: DataFrame, key: BatchKey, arrow_source: ArrowSource | None = None
     ) -> None:
         """Write one micro-batch to its tables (the steps of this module's docstring).
 
@@ -130,20 +140,19 @@ class RoutedStep:
         (:mod:`sink.routed_source`); ``batch_df`` holds the rest.
         """
         by_source = arrow_source.written if arrow_source is not None else None
+        sink_id = key.sink_id
         with self._lock:
             sink_lock = self._sink_locks.setdefault(sink_id, threading.Lock())
-        with sink_lock, self._metrics.batch(self.label, sink_id, batch_id, query_id_of(batch_df)):
+        with sink_lock, self._metrics.batch(self.label, sink_id, key.batch_id, query_id_of(batch_df)):
             self._unsettled.pop(sink_id, None)
             try:
-                self._write_batch(batch_df, batch_id, sink_id, arrow_source)
+                self._write_batch(batch_df, key, arrow_source)
             except BaseException:
                 if by_source is not None:
-                    self._tables.forget_recovery(by_source.tables, sink_id)
+                    self._states.forget(by_source.tables, sink_id)
                 raise
 
-    def _write_batch(
-        self, batch_df: DataFrame, batch_id: int, sink_id: str, arrow_source: ArrowSource | None
-    ) -> None:
+    def _write_batch(self, batch_df: DataFrame, key: BatchKey, arrow_source: ArrowSource | None) -> None:
         by_source = arrow_source.written if arrow_source is not None else None
         if by_source is not None and by_source.remaining_rows == 0:  # the source's tasks wrote every row
             position, found, tables_of = -1, [], {}
@@ -153,13 +162,13 @@ class RoutedStep:
             with self._metrics.time_step(self.label, "route"):  # 1. the ONE job finding the destinations
                 found = self._destinations(batch_df, position, arrow_source)
                 tables_of = self._names.tables_of(d.value for d in found)
-        prepared = self._tables.prepare(found, tables_of, batch_df.schema, sink_id, batch_id)  # 2.
+        prepared = self._tables.prepare(found, tables_of, batch_df.schema, key)  # 2.
         routed = {v: None if v in prepared.refused else n for v, n in tables_of.items()}
         configs = {d.value: self._options.config_for(n) for d in found if d.value and (n := routed[d.value])}
         upserted = {value: config for value, config in configs.items() if config.upsert.enabled}
         changes = self._upserts.split(batch_df, position, upserted)  # upserted tables: last change per key
         try:
-            self._write_routed(changes, found, routed, prepared, position, sink_id, batch_id, by_source)
+            self._write_routed(changes, found, routed, prepared, position, key, by_source)
         finally:
             changes.release()
         self._by_source.learn(routed)
@@ -182,17 +191,19 @@ class RoutedStep:
         tables_of: dict[str | None, str | None],
         prepared: PreparedTables,
         position: int,
-        sink_id: str,
-        batch_id: int,
+        key: BatchKey,
         by_source: SourceWrite | None,
     ) -> None:
         batch_df, targets = changes.rows, prepared.targets
+        sink_id, batch_id = key.sink_id, key.batch_id
         indexes = {v: t.index for t in targets for v in t.values} | dict.fromkeys(prepared.skipped, SKIPPED)
         unroutable = [d for d in found if tables_of[d.value] is None]
         reasons = {d.value: self._reason(d.value, prepared) for d in unroutable if d.value is not None}
-        written = source_targets(by_source, targets, self._options)  # tables the source's tasks alone wrote
+        written = source_targets(by_source, targets, self._options, key, self._states)  # the source's alone
         if not targets and not unroutable and not written:
             logger.info("batch %s of sink %s: every table already has it (or it is empty)", batch_id, sink_id)
+            if not found and by_source is None:  # an empty batch: the source has caught up
+                self.flush_staged(lambda state: state.sink_id == sink_id)
             return
         self._log_unroutable(unroutable, reasons, sink_id, batch_id)
         projection = None
@@ -202,9 +213,9 @@ class RoutedStep:
                 options = self._projection_options(position)
                 projection = project(batch_df, tables, indexes, reasons, options)
         try:
-            self._write_and_commit(projection, changes, targets, written, sink_id, batch_id, by_source)
+            self._write_and_commit(projection, changes, targets, written, key, by_source)
         except BaseException:
-            self._tables.forget_recovery((t.name for t in targets + written), sink_id)
+            self._states.forget((t.name for t in targets + written), sink_id)
             raise
 
     def _log_unroutable(
@@ -249,26 +260,46 @@ class RoutedStep:
         changes: RoutedChanges,
         targets: list[RoutedTarget],
         written: list[RoutedTarget],
-        sink_id: str,
-        batch_id: int,
+        key: BatchKey,
         by_source: SourceWrite | None,
     ) -> None:
         """Steps 4 to 6; ``projection`` is ``None`` when the source's tasks wrote every row."""
-        attempt = uuid.uuid4().hex[:16] if by_source is None else by_source.attempt
         result = WriteResult([], RowCounts(0, 0))
         if projection is not None:
-            result = self._writes.write(projection, targets, sink_id, batch_id, attempt, by_source)
+            result = self._writes.write(projection, targets, key, by_source)
             rows = sum(f.record_count for f in result.files)
             dead_letters, counts = self._upserts.dead_letters(changes, projection.dead_letters, result.counts)
-            if not self._dead_letters.deliver(
-                dead_letters, sink_id, batch_id, rows, counts
-            ).skipped_replay:  # 5.
+            if not self._dead_letters.deliver(dead_letters, key, rows, counts).skipped_replay:  # 5.
                 self._upserts.count_rejected(changes)
             upserted = [t for t in targets if t.config.upsert.enabled]
             # 6. upserted tables: ONE key job, ONE lookup job, a row delta each
-            self._upserts.commit(upserted, projection, changes, result.files, sink_id, batch_id, attempt)
+            self._upserts.commit(upserted, projection, changes, result.files)
+        files = result.files
         if by_source is not None:
             record_source_files(by_source, self._metrics)
-            result = WriteResult(by_source.files + result.files, result.counts)
+            files = by_source.files + files
         appended = [t for t in targets if not t.config.upsert.enabled] + written
-        commit_tables(appended, result.files, self._metrics, sink_id, batch_id, attempt)  # 6.
+        self._commits.commit(
+            [Written(t.batch, [f for f in files if f.table == t.name]) for t in appended]
+        )  # 6.
+        written_now = {t.name for t in appended}
+        self.flush_staged(lambda s: s.sink_id == key.sink_id and s.name not in written_now, due_only=True)
+
+    def flush_staged(
+        self, which: Callable[[TableState], bool] = lambda state: True, *, due_only: bool = False
+    ) -> None:
+        """Commit what the states ``which`` picks have staged (``due_only``: what the cadence says is due)."""
+        if not isinstance(self._commits, StagedCommits):
+            return
+        states = [s for s in self._states.states() if which(s) and s.name != self._dead_letters.table_name]
+        if due_only:
+            self._commits.commit_due(states, self._table_of)
+        else:
+            run_parallel([functools.partial(self._commits.flush, s, self._table_of) for s in states])
+
+    def flush(self, query_id: str | None = None) -> None:
+        """Commit whatever the sink's tables have staged (those of one streaming query, when given)."""
+        self.flush_staged(lambda state: query_id is None or state.query_id == query_id)
+
+    def _table_of(self, state: TableState) -> tuple[Table, SinkConfig]:
+        return self._catalog.load_table(state.name), self._options.config_for(state.name)

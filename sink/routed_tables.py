@@ -10,8 +10,7 @@ reason, never a failed batch.
 from __future__ import annotations
 
 import functools
-import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pyiceberg.catalog import Catalog
@@ -19,20 +18,17 @@ from pyiceberg.table import Table
 from pyspark.sql import types as st
 
 from sink import catalog as catalogs
-from sink.commit import ledger
-from sink.commit.recovery import AttemptLog
-from sink.config import SchemaEvolution, SinkConfig
+from sink.batch.key import BatchKey
+from sink.batch.states import TableStates
+from sink.batch.table_batch import TableBatch
+from sink.config import SinkConfig
 from sink.destinations.owners import ROUTE_VALUE_PROPERTY, TableBudget, check_owner
 from sink.destinations.resolve import DestinationValue
 from sink.destinations.table_options import TableOptions
-from sink.log_context import batch_logger
 from sink.metrics import SinkMetrics
 from sink.parallel import run_parallel
 from sink.routed_write import RoutedTarget, check_keys_in_task
-from sink.schema.coordinator import coordinator_for
 from sink.upsert_step import UpsertStep
-
-logger = batch_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -66,6 +62,7 @@ class RoutedTables:
         catalog: The sink's catalog.
         metrics: The sink's metrics.
         options: Each table's configuration.
+        states: The sink's table states (each table recovered once).
         reserved: Tables no value may have (the dead-letter table).
     """
 
@@ -75,15 +72,15 @@ class RoutedTables:
         catalog: Catalog,
         metrics: SinkMetrics,
         options: TableOptions,
+        states: TableStates,
         reserved: Sequence[str],
     ) -> None:
         self._catalog = catalog
         self._metrics = metrics
         self._options = options
+        self._states = states
         self._owned = config.route.tables is None  # template tables hold one value's rows each
         self._budget = TableBudget(config.route, catalog, reserved)
-        self._recovered: set[tuple[str, str]] = set()  # (table, sink id) settled in this process
-        self._lock = threading.Lock()
 
     def open(
         self,
@@ -120,8 +117,7 @@ class RoutedTables:
         found: list[DestinationValue],
         tables_of: dict[str | None, str | None],
         schema: st.StructType,
-        sink_id: str,
-        batch_id: int,
+        key: BatchKey,
     ) -> PreparedTables:
         """Step 2 for every table of the batch."""
         grouped: dict[str, tuple[set[int], list[str]]] = {}
@@ -137,7 +133,7 @@ class RoutedTables:
         loaded = [
             _Loaded(t, t is not None or self._budget.reserve(n)) for n, t in zip(names, tables, strict=True)
         ]
-        prepare = functools.partial(self._prepare_table, schema=schema, sink_id=sink_id, batch_id=batch_id)
+        prepare = functools.partial(self._prepare_table, schema=schema, key=key)
         ready = run_parallel(
             [
                 functools.partial(
@@ -165,8 +161,7 @@ class RoutedTables:
         values: tuple[str, ...],
         loaded: _Loaded,
         schema: st.StructType,
-        sink_id: str,
-        batch_id: int,
+        key: BatchKey,
     ) -> tuple[RoutedTarget | None, bool, dict[str, str]]:
         """Open one table, settle its crashed attempts, check its ledger, evolve it."""
         config = self._options.config_for(name)
@@ -177,48 +172,14 @@ class RoutedTables:
         values = tuple(v for v in values if v not in refused)
         if table is None or not values:
             return None, False, refused
-        self._metrics.start_sink(name, sink_id)
+        self._metrics.start_sink(name, key.sink_id)
         with self._metrics.time_step(name, "schema"):
-            self.recover(config, table, sink_id)
+            batch = TableBatch(name, config, table, key, self._states.get(name, config, table, key.sink_id))
             # upserted: v2, with its keys; appended: no keys (unless allowed); before anything is written
             UpsertStep(config, self._metrics).check_table(table)
-            target = RoutedTarget(name, config, table, columns, values)
-            if ledger.is_committed(table, sink_id, batch_id):
-                logger.info("batch %s of sink %s already committed to %s: skipped", batch_id, sink_id, name)
-                self._metrics.record_replay(name, sink_id)
+            target = RoutedTarget(batch, columns, values)
+            if batch.replayed(self._metrics):
                 return target, True, refused
-            if config.table_schema.evolution is not SchemaEvolution.OFF:
-                target.table = (
-                    coordinator_for(config)
-                    .evolve(
-                        table,
-                        offered,
-                        retry=config.commit,
-                        case_sensitive=config.table_schema.case_sensitive,
-                        metrics=self._metrics,
-                        sink_id=sink_id,
-                        batch_id=batch_id,
-                    )
-                    .table
-                )
-        check_keys_in_task(target.table, name)
+            batch.evolve(offered, self._metrics)
+        check_keys_in_task(batch.table, name)
         return target, False, refused
-
-    def recover(self, config: SinkConfig, table: Table, sink_id: str) -> None:
-        """Delete the files of crashed attempts on ``table`` (first sight, or after a failure)."""
-        key = (config.table, sink_id)
-        with self._lock:
-            if key in self._recovered:
-                return
-        report = AttemptLog.for_sink(config, table, sink_id).recover(table)
-        if report.deleted_files:
-            self._metrics.orphan_files.labels(config.table, "deleted").inc(len(report.deleted_files))
-        if report.kept_files:
-            self._metrics.orphan_files.labels(config.table, "kept").inc(len(report.kept_files))
-        with self._lock:
-            self._recovered.add(key)
-
-    def forget_recovery(self, tables: Iterable[str], sink_id: str) -> None:
-        """The replay settles what a failed attempt left on ``tables`` first."""
-        with self._lock:
-            self._recovered.difference_update((name, sink_id) for name in tables)

@@ -33,18 +33,15 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
-from sink.catalog import executor_io_properties
+from sink.batch.commits import Written
+from sink.batch.row_deltas import RowDeltaCommits
 from sink.config import SinkConfig
 from sink.destinations.projection import RoutedProjection
 from sink.destinations.resolve import destination_value, quoted
 from sink.metrics import SinkMetrics
-from sink.parallel import run_parallel
 from sink.routed_write import RoutedTarget
-from sink.upsert.batch import PlannedLookup, UpsertApplier, UpsertOutcome
 from sink.upsert.changes import DELETE_OP, TRUNCATE_OP, UPSERT_OPS, last_changes_df
-from sink.upsert.lookup import LookupResult, LookupSpec, run_lookups
-from sink.upsert.row_delta import delete_uncommitted
-from sink.upsert_step import lookup_parallelism, record_upsert, rejection_reason, spark_lookups
+from sink.upsert_step import rejection_reason
 from sink.write.messages import DataFileMessage, RowCounts
 
 logger = logging.getLogger(__name__)
@@ -198,79 +195,13 @@ class RoutedUpserts:
         projection: RoutedProjection,
         changes: RoutedChanges,
         files: Sequence[DataFileMessage],
-        sink_id: str,
-        batch_id: int,
-        attempt: str,
-    ) -> list[UpsertOutcome]:
-        """Steps 2 to 4: collect the keys, look them up in one job, commit each table's row delta."""
+    ) -> None:
+        """Steps 2 to 4: collect the keys (ONE job), then the row deltas (ONE lookup job)."""
         if not tables:
-            return []
-        spark = projection.rows.sparkSession
+            return
         keys = self._changed_keys(tables, projection, changes)
-        appliers = [
-            UpsertApplier(
-                t.table,
-                t.config.upsert.key_columns,
-                sink_id,
-                t.config.commit,
-                LookupSpec(
-                    t.name,
-                    executor_io_properties(t.config, t.table),
-                    t.file_prefix.removesuffix(f"-{attempt}"),
-                    t.config.write.compression_codec,
-                ),
-                spark_lookups(spark),
-            )
-            for t in tables
-        ]
-        planned = run_parallel(
-            [
-                functools.partial(a.plan_lookup, keys[t.index], batch_id, attempt, t.location)
-                for a, t in zip(appliers, tables, strict=True)
-            ]
-        )
-        ran = iter(
-            run_lookups(
-                spark,
-                [(p.spec, list(p.plan.tasks)) for p in planned if p is not None],
-                lookup_parallelism(spark),
-            )
-        )
-        firsts = [(p, next(ran) if p is not None else None) for p in planned]
-        apply = functools.partial(
-            self._apply, files=files, sink_id=sink_id, batch_id=batch_id, attempt=attempt
-        )
-        return run_parallel(
-            [
-                functools.partial(apply, a, t, keys[t.index], first)
-                for a, t, first in zip(appliers, tables, firsts, strict=True)
-            ]
-        )
-
-    def _apply(
-        self,
-        applier: UpsertApplier,
-        target: RoutedTarget,
-        keys: pa.Table,
-        first: tuple[PlannedLookup | None, LookupResult | None],
-        files: Sequence[DataFileMessage],
-        sink_id: str,
-        batch_id: int,
-        attempt: str,
-    ) -> UpsertOutcome:
-        """One table's row delta (its lookup redone alone after a conflict), then its attempt ended."""
-        name = target.name
-        mine = [f for f in files if f.table == name]
-        with self._metrics.time_commit(name, sink_id):
-            outcome = applier.apply(keys, mine, batch_id, attempt, target.location, first)
-        assert target.attempts is not None
-        target.attempts.end(batch_id, attempt)
-        if outcome.commit.skipped_replay:
-            delete_uncommitted(applier.table, mine)
-            self._metrics.record_replay(name, sink_id)
-        else:
-            record_upsert(self._metrics, name, sink_id, batch_id, keys.num_rows, mine, outcome)
-        return outcome
+        written = [Written(t.batch, [f for f in files if f.table == t.name], keys[t.index]) for t in tables]
+        RowDeltaCommits(self._metrics, projection.rows.sparkSession).commit(written)
 
     def _changed_keys(
         self, tables: Sequence[RoutedTarget], projection: RoutedProjection, changes: RoutedChanges

@@ -13,34 +13,43 @@ from dataclasses import dataclass
 
 from pyiceberg.table import Table
 
-from sink.commit.recovery import AttemptLog, AttemptRecord
+from sink.batch.key import BatchKey
+from sink.batch.table_batch import TableBatch
 from sink.config import SinkConfig
 from sink.destinations.projection import RoutedProjection
-from sink.errors import BadRecordError, ConfigError, SchemaError, WriteError, find_error_code
+from sink.errors import ConfigError
 from sink.metrics import SinkMetrics
-from sink.normalize import bad_record_error
 from sink.parallel import run_parallel
 from sink.source_write import SourceWrite
-from sink.worker_python import worker_import_error
 from sink.write.keys import arrow_key_functions
 from sink.write.messages import WriteResult
 from sink.write.routed_task import DestinationSpec, RoutedWriteSpec, run_routed_write
-from sink.write_step import BatchWriter
+from sink.write_step import write_failure
 
 
 @dataclass
 class RoutedTarget:
-    """A table the batch writes: its configuration, table, columns offered and values routed to it."""
+    """A table the batch writes: its table batch, the batch columns offered and the values routed to it."""
 
-    name: str
-    config: SinkConfig
-    table: Table
+    batch: TableBatch
     columns: tuple[int, ...]
     values: tuple[str, ...]
     index: int = -1
-    attempts: AttemptLog | None = None
-    file_prefix: str = ""  # of the batch attempt, on this table
-    location: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.batch.name
+
+    @property
+    def config(self) -> SinkConfig:
+        return self.batch.config
+
+    @property
+    def table(self) -> Table:
+        return self.batch.table
+
+
+IN_TASK = {"partition_values_in_task": True}  # a routed write's tasks compute partition values
 
 
 class RoutedWrites:
@@ -65,44 +74,39 @@ class RoutedWrites:
         self,
         projection: RoutedProjection,
         targets: list[RoutedTarget],
-        sink_id: str,
-        batch_id: int,
-        attempt: str,
+        key: BatchKey,
         by_source: SourceWrite | None = None,
     ) -> WriteResult:
         """Record each table's attempt, then write every table's files in ONE Spark job.
 
-        Each target gets its attempt's file prefix and folder. The tables of ``by_source``
-        have the attempt on record already (the source's tasks wrote to them first).
+        The tables of ``by_source`` have the attempt on record already (the source's tasks
+        wrote to them first).
         """
         planned = by_source.tables if by_source is not None else {}
         destinations: list[DestinationSpec] = []
         records: list[Callable[[], None]] = []
         for target in targets:
-            writer = BatchWriter(target.config, self._metrics)
-            in_task = {
-                "num_data_columns": len(target.table.schema().fields),
-                "partition_values_in_task": True,
-            }
-            spec = writer.write_spec(target.table, sink_id, batch_id, attempt, in_task)
+            batch = target.batch
+            spec = batch.write_spec({"num_data_columns": len(batch.table.schema().fields), **IN_TASK})
             if target.name in planned:
-                target.attempts = planned[target.name].attempts
+                batch.adopt(spec, planned[target.name].attempts)
             else:
-                target.attempts = AttemptLog.for_sink(target.config, target.table, sink_id)
-                record = AttemptRecord(sink_id, batch_id, attempt, spec.file_prefix, spec.data_location)
-                records.append(functools.partial(target.attempts.begin, record))
-            target.file_prefix, target.location = spec.file_prefix, spec.data_location
+                records.append(functools.partial(batch.record, spec))
             destinations.append(DestinationSpec(target.index, spec, projection.slots[target.index]))
         run_parallel(records)  # every attempt is on record before any file is written
         routed = RoutedWriteSpec(tuple(destinations), self._budget)
         with self._metrics.time_step(self._label, "write"):
             try:
-                result = run_routed_write(projection.rows, routed, self._row_bytes.get(sink_id, 0))
+                result = run_routed_write(projection.rows, routed, self._row_bytes.get(key.sink_id, 0))
             except Exception as e:
-                worker = worker_import_error(e, projection.rows, self._label, batch_id)
-                raise (worker or _write_error(e, self._label, batch_id)) from e
+                failure = write_failure(
+                    e, projection.rows, self._label, key.batch_id, what="routed write job"
+                )
+                if failure is e:
+                    raise
+                raise failure from e
         if result.files:
-            self._row_bytes[sink_id] = result.input_row_bytes
+            self._row_bytes[key.sink_id] = result.input_row_bytes
         for d in destinations:
             files = [f for f in result.files if f.table == d.spec.table]
             self._metrics.record_files(d.spec.table, files, d.spec.target_file_size_bytes)
@@ -119,18 +123,3 @@ def check_keys_in_task(table: Table, name: str) -> None:
             hint="partition routed tables by top-level columns of int, long, date, time, timestamp, "
             "string or binary type (route.table-options partition-by)",
         )
-
-
-def _write_error(error: Exception, label: str, batch_id: int) -> Exception:
-    """The sink's error for a failed routed write job (it reaches the driver as text)."""
-    found = find_error_code(str(error))
-    if found is SchemaError and isinstance(error, SchemaError):
-        return error
-    if found is BadRecordError:
-        bad = bad_record_error(str(error), label, batch_id)
-        if bad is not None:
-            return bad
-    first = next(
-        (line.strip() for line in str(error).splitlines() if "ICESINK-" in line), type(error).__name__
-    )
-    return WriteError(f"routed write job of batch {batch_id} failed: {first}", table=label, batch_id=batch_id)

@@ -1,27 +1,26 @@
-"""The ``foreachBatch`` sink: one micro-batch, step by step.
+"""The ``foreachBatch`` sink: one micro-batch, step by step, in the order the code runs.
 
-0. changes    - upsert mode: the last change per key, rows   (:mod:`sink.upsert_step`)
-                with a null key or an unknown op set aside
-1. normalize  - align the batch to the table's schema, bad  (:mod:`sink.normalize`,
-                rows to the dead-letter table                 :mod:`sink.deadletter`)
-2. schema     - create the table on first use, evolve it    (:mod:`sink.catalog`,
-                for new columns and wider types first         :mod:`sink.schema.coordinator`)
-3. route      - partition values, shuffle to write tasks    (:mod:`sink.route.router`)
-4. write      - executors write Parquet data files          (:mod:`sink.write_step`, on
-                                                              the executors :mod:`sink.write.task`)
-5. stage      - hold the files until the policy commits     (:mod:`sink.staged_commit`)
-6. commit     - one atomic snapshot, exactly once           (:mod:`sink.staged_commit`,
-                                                              :mod:`sink.commit.committer`)
-7. metrics    - every step is counted and timed             (:mod:`sink.metrics`)
+1. table       - load the table (create it on first use), its state  (:mod:`sink.batch.states`)
+                 recovered from what a crashed run left
+2. replay      - the table has the batch already: skipped           (:mod:`sink.batch.table_batch`)
+3. changes     - upsert mode: the last change per key; rows with a  (:mod:`sink.upsert_step`)
+                 null key or an unknown op set aside
+4. schema      - new columns and wider types added to the table     (:mod:`sink.schema.coordinator`)
+5. normalize   - the rows aligned to the table's schema, bad ones   (:mod:`sink.normalize`)
+                 flagged
+6. distribute  - partition values, the shuffle to the write tasks   (:mod:`sink.route.router`)
+7. write       - the attempt recorded, then the executors write     (:mod:`sink.write_step`, on
+                 Parquet data files                                   the executors :mod:`sink.write.task`)
+8. dead        - bad rows to the dead-letter table, committed        (:mod:`sink.deadletter`)
+   letters       before the data
+9. commit      - appended, staged for the commit cadence, or a row  (:mod:`sink.batch.commits`)
+                 delta (upsert mode); exactly once by the ledger
 
-With ``route.by`` set, a batch goes to many tables: :mod:`sink.routed_step` runs these
-steps for all of them at once (one route job, one projection, one write job, a commit per table).
-In upsert mode, 5 and 6 are one: the batch's data files and the position deletes of
-the rows they replace or delete, committed at once (:mod:`sink.upsert_step`).
-
-:meth:`IcebergSink._write_batch` is that list as code: one call per step, each taking
-what the step before returned. The state kept per sink id is in :mod:`sink.sink_state`,
-the flush of staged batches when a query goes idle in :mod:`sink.idle_listener`.
+With ``route.by`` set, a batch goes to many tables: :mod:`sink.routed_step` runs the same
+steps for all of them at once (one route job, one projection, one write job), each table
+through the same :class:`~sink.batch.table_batch.TableBatch` and commit kinds. Every step
+is timed and counted (:mod:`sink.metrics`); the flush of staged batches when a query goes
+idle is :mod:`sink.idle_listener`.
 """
 
 from __future__ import annotations
@@ -38,9 +37,12 @@ from pyspark.sql import types as st
 from sink import catalog as catalogs
 from sink import failpoints
 from sink.arrow_source import ArrowSource, fusable
+from sink.batch.commits import StagedCommits, commits_for
+from sink.batch.key import BatchKey, sink_id_of
+from sink.batch.row_deltas import RowDeltaCommits
+from sink.batch.states import TableState, TableStates
+from sink.batch.table_batch import TableBatch, target_file_size
 from sink.bounded_waits import server_errors
-from sink.commit import ledger
-from sink.commit.staging import StagingArea
 from sink.commit.state import state_location
 from sink.config import SinkConfig
 from sink.config_route import route_label
@@ -57,9 +59,8 @@ from sink.route.router import BucketRouter
 from sink.route.self_check_runs import check_ahead
 from sink.routed_step import RoutedStep
 from sink.schema.coordinator import evolve_table
-from sink.sink_state import SinkState, query_id_of, sink_id_of
-from sink.source_write import SourceWrite, plan_source_write
-from sink.staged_commit import StagedCommits
+from sink.source_write import SourceWrite, plan_source_write, source_task_options
+from sink.spark_session import is_connect, query_id_of
 from sink.upsert_step import ChangeBatch, UpsertStep
 from sink.write.workers_ahead import start_workers_ahead
 from sink.write_step import BatchWriter
@@ -93,15 +94,16 @@ class IcebergSink:
         self.metrics_server: MetricsServer | None = export(self.metrics, config.metrics)
         self.catalog: Catalog = catalogs.open_catalog(config)
         state_location(config)  # where the sink's bookkeeping goes: checked at start-up
-        self._dead_letters = DeadLetterQueue(config, self.catalog, self.metrics)
+        self._states = TableStates(self.metrics)  # per table and sink id: recovered once, staged batches
+        self._commits = commits_for(config, self.metrics)
+        self._dead_letters = DeadLetterQueue(config, self.catalog, self.metrics, self._states)
         label = config.table or route_label(config.route)  # route.by set: RoutedStep writes the batches
-        self._routed = RoutedStep(config, self.catalog, self.metrics, self._dead_letters, label)
+        self._routed = RoutedStep(config, self.catalog, self.metrics, self._dead_letters, self._states, label)
         self._normalize_options = NormalizeOptions.from_config(config, dead_letter_table_name(config))
-        self._writer = BatchWriter(config, self.metrics)
-        self._commits = StagedCommits(config, self.metrics)
+        self._writer = BatchWriter(self.metrics)
+        self._stages = isinstance(self._commits, StagedCommits)
         self._upsert = UpsertStep(config, self.metrics)  # write.mode=upsert; a no-op otherwise
         self._lock = threading.Lock()
-        self._states: dict[str, SinkState] = {}
         self._listening: set[str] = set()
         self._listeners: list[tuple[SparkSession, FlushOnIdle]] = []
         self._closed = False
@@ -159,9 +161,18 @@ class IcebergSink:
         self._check_open()
         if self.config.route.enabled:  # a write to each table known (sink.routed_source)
             return self._routed.source_write(batch_df, batch_id)
-        return plan_source_write(
-            self.config, self.catalog, batch_df, batch_id, self._state, self._writer.write_spec
-        )
+        if self.config.upsert.enabled or is_connect(batch_df.sparkSession):
+            return None  # changes; no local properties under Connect
+        table = catalogs.load_table(self.catalog, self.config.table)
+        task_options = source_task_options(table, self.config) if table is not None else None
+        if table is None or task_options is None:
+            return None  # a new table's types come from the batch; a shuffle; a null could be bad
+        key = BatchKey.new(sink_id_of(batch_df, self.config.sink_id), batch_id)
+        state = self._states.get(self.config.table, self.config, table, key.sink_id, query_id_of(batch_df))
+        batch = TableBatch(self.config.table, self.config, table, key, state)  # its state recovered first
+        if batch.has_batch():
+            return None  # a replay: the sink skips it
+        return plan_source_write([(batch, task_options)], self.config.write.memory_budget_bytes)
 
     def __call__(self, batch_df: DataFrame, batch_id: int, arrow_source: ArrowSource | None = None) -> None:
         """Write one micro-batch (the ``foreachBatch`` function).
@@ -175,109 +186,99 @@ class IcebergSink:
             StorageError: The same of the object store.
         """
         self._check_open()
-        sink_id = sink_id_of(batch_df, self.config.sink_id)
+        by_source = arrow_source.written if arrow_source is not None else None
+        attempt = by_source.attempt if by_source is not None else None  # the source's tasks wrote as it
+        key = BatchKey.new(sink_id_of(batch_df, self.config.sink_id), batch_id, attempt)
+        self._listen_for_idle(batch_df)
         if self.config.route.enabled:  # many tables: the routed story (sink.routed_step)
             with (
-                batch_context(self._routed.label, sink_id, batch_id),
+                batch_context(self._routed.label, key.sink_id, batch_id),
                 server_errors(self.config, batch_id=batch_id),
             ):
-                return self._routed.write_batch(batch_df, batch_id, sink_id, arrow_source)
+                return self._routed.write_batch(batch_df, key, arrow_source)
         name = self.config.table
         # Every log record of the batch names it; a catalog's or store's failure is named too.
         with (
-            batch_context(name, sink_id, batch_id),
+            batch_context(name, key.sink_id, batch_id),
             server_errors(self.config, table=name, batch_id=batch_id),
         ):
-            table = catalogs.load_table(self.catalog, name)
-            if table is None:
-                with self.metrics.time_step(name, "schema"):
-                    table = catalogs.create_table(
-                        self.catalog, self.config, self._upsert.stored_schema(batch_df.schema)
-                    )
-            self._upsert.check_table(table)  # upsert mode: before anything is written
-            state = self._state(table, sink_id, batch_df)
-            snapshot_id = table.metadata.current_snapshot_id
-            with self.metrics.batch(name, sink_id, batch_id, state.query_id, snapshot_id):
+            batch = self._table_batch(batch_df, key)  # 1. the table, loaded or created, recovered
+            snapshot_id = batch.table.metadata.current_snapshot_id
+            with self.metrics.batch(name, key.sink_id, batch_id, batch.state.query_id, snapshot_id):
                 if is_exported(self.metrics):
                     watch_query(batch_df, self.metrics)  # progress metrics, on the query's own session
-                with state.lock:
-                    self._write_batch(batch_df, batch_id, table, state, arrow_source)
+                with batch.state.lock:
+                    if batch.replayed(self.metrics):  # 2. the table has the batch: skipped
+                        return
+                    changes = self._upsert.split(batch_df)  # 3. upsert mode: the last change per key
+                    try:
+                        self._write_batch(batch, changes, None if self._upsert.enabled else arrow_source)
+                    finally:
+                        changes.release()
 
-    def _write_batch(
-        self,
-        batch_df: DataFrame,
-        batch_id: int,
-        table: Table,
-        state: SinkState,
-        arrow_source: ArrowSource | None = None,
-    ) -> None:
-        """One micro-batch: the numbered steps of this module's docstring, in order."""
-        name, sink_id = self.config.table, state.sink_id
-        if ledger.is_committed(table, sink_id, batch_id) or state.staging.contains(batch_id):
-            logger.info("batch %s of sink %s already committed to %s: skipped", batch_id, sink_id, name)
-            self.metrics.record_replay(name, sink_id)
-            return
-        # 0. changes (upsert mode): the last change per key; rejected changes set aside
-        changes = self._upsert.split(batch_df)
-        try:
-            fusable_source = None if self._upsert.enabled else arrow_source  # its rows are not changes
-            self._write_changes(changes, batch_id, table, state, fusable_source)
-        finally:
-            changes.release()
+    def _table_batch(self, batch_df: DataFrame, key: BatchKey) -> TableBatch:
+        """The sink's table batch of ``key``: the table loaded (created on first use) and checked,
+        its state recovered from what a crashed run left on first use in this process."""
+        name = self.config.table
+        table = catalogs.load_table(self.catalog, name)
+        if table is None:
+            with self.metrics.time_step(name, "schema"):
+                table = catalogs.create_table(
+                    self.catalog, self.config, self._upsert.stored_schema(batch_df.schema)
+                )
+        self._upsert.check_table(table)  # upsert mode: before anything is written
+        state = self._states.get(name, self.config, table, key.sink_id, query_id_of(batch_df))
+        return TableBatch(name, self.config, table, key, state)
 
-    def _write_changes(
-        self,
-        changes: ChangeBatch,
-        batch_id: int,
-        table: Table,
-        state: SinkState,
-        arrow_source: ArrowSource | None,
-    ) -> None:
-        """Steps 1 to 7 of the batch's rows (append mode: all of them)."""
-        name, sink_id, batch_df = self.config.table, state.sink_id, changes.rows
-        # 2. schema, before 1. normalize: new columns and wider types are added to the table first
-        failpoints.hit("schema")
+    def _listen_for_idle(self, batch_df: DataFrame) -> None:
+        """With a commit cadence: commit what is staged when the batch's query idles or stops."""
+        if self._stages:
+            added = listen_for_idle(self, batch_df, self._listening, self._lock)
+            if added is not None:
+                self._listeners.append(added)
+
+    def _write_batch(self, batch: TableBatch, changes: ChangeBatch, arrow_source: ArrowSource | None) -> None:
+        """Steps 4 to 9 of the batch's rows (append mode: all of them)."""
+        name, batch_df = batch.name, changes.rows
+        failpoints.hit("schema")  # 4. schema: new columns and wider types added to the table first
         with self.metrics.time_step(name, "schema"):
-            table = evolve_table(self.config, table, batch_df.schema, self.metrics, sink_id, batch_id)
-        # 1. normalize
-        failpoints.hit("normalize")
+            table = batch.evolve(batch_df.schema, self.metrics)
+        failpoints.hit("normalize")  # 5. normalize: the rows aligned to the table, bad ones flagged
         with self.metrics.time_step(name, "normalize"):
             normalized = normalize(batch_df, table.schema(), self._normalize_options)
-        # 3. route
-        failpoints.hit("route")
+        failpoints.hit("route")  # 6. distribute: the rows shuffled to their write tasks
         with self.metrics.time_step(name, "route"):
-            routed = self._route(table, state, batch_id, normalized)
-        # 4. write (timed inside: the attempt record is written first)
+            routed = self._distribute(batch, normalized)
+        # 7. write (timed inside: the attempt record is written first)
         fusing = arrow_source is not None and fusable(batch_df, table, normalized, routed, arrow_source)
-        fused = arrow_source if fusing else None
         by_source = arrow_source.written if arrow_source is not None else None
-        written = self._writer.write(table, state, batch_id, normalized, routed, fused, by_source)
-        # 1b. dead letters: committed before the batch's data, so a replay cannot repeat them.
+        written, write_counts = self._writer.write(
+            batch, normalized, routed, arrow_source if fusing else None, by_source
+        )
+        # 8. dead letters: committed before the batch's data, so a replay cannot repeat them.
         rows = sum(f.record_count for f in written.files)
-        dead_letters, counts = self._upsert.dead_letters(changes, normalized, written.counts)
-        if not self._dead_letters.deliver(dead_letters, sink_id, batch_id, rows, counts).skipped_replay:
+        dead_letters, counts = self._upsert.dead_letters(changes, normalized, write_counts)
+        if not self._dead_letters.deliver(dead_letters, batch.key, rows, counts).skipped_replay:
             self._upsert.count_rejected(changes)
-        if self._upsert.enabled:  # 5 and 6 in one: the row delta, committed at once
-            self._upsert.commit(table, sink_id, changes, normalized, written)
-            return
-        # 5. stage
-        boundary = self._commits.stage(state, written)
-        # 6. commit, and 7. its metrics
-        self._commits.commit_if_due(table, state, written, boundary)
+        # 9. commit: a row delta (upsert mode), staged for the cadence, or appended
+        if self._upsert.enabled:
+            written.keys = self._upsert.changed_keys(table, changes, normalized, write_counts)
+            RowDeltaCommits(self.metrics, batch_df.sparkSession).commit([written])
+        else:
+            self._commits.commit([written])
         failpoints.hit("commit.after")
 
-    def _route(
-        self, table: Table, state: SinkState, batch_id: int, normalized: NormalizedBatch
-    ) -> RoutedBatch:
-        """Step 3: the batch's rows distributed to their write tasks."""
+    def _distribute(self, batch: TableBatch, normalized: NormalizedBatch) -> RoutedBatch:
+        """Step 6: the batch's rows distributed to their write tasks."""
+        table = batch.table
         router = BucketRouter.for_table(
             table,
             self.config.write.distribution_mode,
-            state.routing,
-            self._writer.target_file_size(table),
-            table_name=self.config.table,
-            sink_id=state.sink_id,
-            batch_id=batch_id,
+            batch.state.routing,
+            target_file_size(self.config.write, table.metadata.properties),
+            table_name=batch.name,
+            sink_id=batch.key.sink_id,
+            batch_id=batch.key.batch_id,
         )
         return router.route(normalized.rows)
 
@@ -289,30 +290,17 @@ class IcebergSink:
         (or this) after it to make the last staged batches visible at once.
         """
         self._check_open()
-        with self._lock:
-            states = [s for s in self._states.values() if query_id is None or s.query_id == query_id]
-        for state in states:
-            with state.lock, server_errors(self.config, table=self.config.table):
-                if state.staging.batches:
-                    table = self.catalog.load_table(self.config.table)
-                    self._commits.commit_staged(table, state)
+        if self.config.route.enabled:
+            self._routed.flush(query_id)
+            return
+        if not isinstance(self._commits, StagedCommits):
+            return
+        for state in self._states.states(query_id):
+            with server_errors(self.config, table=state.name):
+                self._commits.flush(state, self._table_of)
 
-    def _state(self, table: Table, sink_id: str, batch_df: DataFrame) -> SinkState:
-        """The state of ``sink_id``; on first use, settle what a crashed run left behind."""
-        with self._lock:
-            state = self._states.get(sink_id)
-            if state is not None:
-                return state
-            staging = StagingArea.for_sink(self.config, table, sink_id)
-            state = SinkState(sink_id, query_id_of(batch_df), staging)
-            with state.lock:
-                self._commits.recover(table, state)
-            self._states[sink_id] = state  # only once recovered: a failed recovery runs again
-        if self._commits.stages:
-            added = listen_for_idle(self, batch_df, self._listening, self._lock)
-            if added is not None:
-                self._listeners.append(added)
-        return state
+    def _table_of(self, state: TableState) -> tuple[Table, SinkConfig]:
+        return self.catalog.load_table(state.name), self.config
 
     def close(self) -> None:
         """Commit what is staged, stop exporting metrics, release the catalog.

@@ -22,26 +22,22 @@ partition values the tasks can compute.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
-from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from sink import catalog as catalogs
 from sink import failpoints
-from sink.commit import ledger
-from sink.commit.recovery import AttemptLog, AttemptRecord
+from sink.batch.table_batch import TableBatch
+from sink.commit.recovery import AttemptLog
 from sink.config import DistributionMode, SinkConfig
 from sink.route.routed import resolve_mode
-from sink.sink_state import SinkState, sink_id_of
-from sink.spark_session import is_connect, local_property
+from sink.spark_session import local_property
 from sink.type_mapping import iceberg_to_spark_schema
 from sink.write.keys import arrow_key_functions
 from sink.write.messages import DataFileMessage
@@ -49,9 +45,6 @@ from sink.write.source_task import TASK_PROPERTY, SourceTable, SourceWritePlan
 from sink.write.spec import WriteSpec
 
 SOURCE_FILE_SUFFIX = "-s"  # after the attempt's file prefix: its write tasks' names stay apart
-
-SpecMaker = Callable[[Table, str, int, str, dict[str, Any]], WriteSpec]
-"""The sink's write spec of an attempt (``BatchWriter.write_spec``)."""
 
 
 @dataclass(frozen=True)
@@ -61,10 +54,12 @@ class PlannedTable:
     Attributes:
         table: The table as loaded when the write was planned.
         attempts: The attempt log holding the write's attempt on it.
+        spec: The attempt's write spec on it (the source's tasks name their files apart).
     """
 
     table: Table
     attempts: AttemptLog
+    spec: WriteSpec
 
 
 @dataclass
@@ -120,70 +115,46 @@ class SourceWrite:
 
 
 def plan_source_write(
-    config: SinkConfig,
-    catalog: Catalog,
-    batch_df: DataFrame,
-    batch_id: int,
-    state_of: Callable[[Table, str, DataFrame], SinkState],
-    spec_of: SpecMaker,
-) -> SourceWrite | None:
-    """The source's write of the batch, its attempt recorded; ``None`` when the table does not allow one.
+    batches: Sequence[tuple[TableBatch, dict[str, Any]]],
+    memory_budget_bytes: int,
+    routes: Mapping[str, int] | None = None,
+) -> SourceWrite:
+    """The source's write of a batch to the tables of ``batches`` (each with its tasks' options),
+    every attempt on record; ``routes``: a routed source's value -> index in ``batches``.
 
-    ``state_of`` gives the sink's state of a sink id, recovered (as the batch's own call
-    would); ``spec_of(table, sink id, batch id, attempt, task_options)`` the write spec of an
-    attempt, as the sink's own write would have it.
+    Each table's crashed attempts must be settled first (its state recovered): a recovery
+    after this would delete the files the source's tasks write.
     """
-    if config.route.enabled or config.upsert.enabled or is_connect(batch_df.sparkSession):
-        return None  # many tables (sink.routed_source); changes; no local properties under Connect
-    table = catalogs.load_table(catalog, config.table)
-    if table is None:
-        return None  # its type comes from the batch
-    task_options, row_schema = _task_options(table, config), row_schema_of(table)
-    if task_options is None or not all_optional(row_schema):
-        return None
-    sink_id = sink_id_of(batch_df, config.sink_id)
-    state = state_of(table, sink_id, batch_df)  # a crashed run's attempts settled first
-    if ledger.is_committed(table, sink_id, batch_id) or state.staging.contains(batch_id):
-        return None  # a replay: the sink skips it
-    attempt = uuid.uuid4().hex[:16]
-    source_table, planned = plan_table(
-        config, table, row_schema, sink_id, batch_id, attempt, task_options, spec_of
-    )
-    plan = SourceWritePlan((source_table,), config.write.memory_budget_bytes, faults=failpoints.for_tasks())
-    return SourceWrite(plan, batch_id, attempt, {config.table: planned})
+    tables, planned = [], {}
+    for batch, task_options in batches:
+        spec = batch.begin(task_options)
+        tables.append(
+            SourceTable(
+                replace(spec, file_prefix=spec.file_prefix + SOURCE_FILE_SUFFIX), row_schema_of(batch.table)
+            )
+        )
+        planned[batch.name] = PlannedTable(batch.table, batch.attempts, spec)
+    key = batches[0][0].key
+    plan = SourceWritePlan(tuple(tables), memory_budget_bytes, routes, failpoints.for_tasks())
+    return SourceWrite(plan, key.batch_id, key.attempt, planned)
 
 
-def plan_table(
-    config: SinkConfig,
-    table: Table,
-    row_schema: pa.Schema,
-    sink_id: str,
-    batch_id: int,
-    attempt: str,
-    task_options: dict[str, Any],
-    spec_of: SpecMaker,
-) -> tuple[SourceTable, PlannedTable]:
-    """One table's part of a source write (``config`` is the table's), its attempt on record.
+def source_task_options(table: Table, config: SinkConfig, routed: bool = False) -> dict[str, Any] | None:
+    """The write tasks' options for ``table`` when a source's tasks can write it; else ``None``.
 
-    The table's crashed attempts must be settled first: a recovery after this would
-    delete the files the source's tasks write. ``row_schema`` is :func:`row_schema_of` the table.
+    Every column optional (a null is never a bad row there), and no shuffle (an
+    unpartitioned table, or ``write.distribution-mode=none``; a routed write never shuffles)
+    with partition values the tasks can compute.
     """
-    spec = spec_of(table, sink_id, batch_id, attempt, task_options)
-    attempts = AttemptLog.for_sink(config, table, sink_id)
-    attempts.begin(AttemptRecord(sink_id, batch_id, attempt, spec.file_prefix, spec.data_location))
-    tasks_spec = replace(spec, file_prefix=spec.file_prefix + SOURCE_FILE_SUFFIX)
-    return SourceTable(tasks_spec, row_schema), PlannedTable(table, attempts)
-
-
-def _task_options(table: Table, config: SinkConfig) -> dict[str, Any] | None:
-    """The write tasks' routing options when no shuffle is needed; else ``None``."""
     spec, schema = table.spec(), table.schema()
+    if not all_optional(row_schema_of(table)):
+        return None
     if spec.fields:  # an unpartitioned table's rows are never shuffled, whatever the mode
-        if resolve_mode(config.write.distribution_mode, spec) is not DistributionMode.NONE:
+        if not routed and resolve_mode(config.write.distribution_mode, spec) is not DistributionMode.NONE:
             return None
         if arrow_key_functions(spec, schema) is None:
             return None
-    return {"num_data_columns": len(schema.fields), "partition_values_in_task": bool(spec.fields)}
+    return {"num_data_columns": len(schema.fields), "partition_values_in_task": bool(spec.fields) or routed}
 
 
 def row_schema_of(table: Table) -> pa.Schema:

@@ -26,32 +26,24 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 from pyiceberg.table import Table
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as st
 
-from sink.catalog import executor_io_properties
-from sink.commit.recovery import delete_leftovers
 from sink.commit.snapshot import require_format_v2
 from sink.config import SinkConfig
 from sink.errors import KeyedTableError, UpsertError
 from sink.metrics import SinkMetrics
 from sink.normalize import BAD_ROW_COLUMN, NormalizedBatch
 from sink.type_mapping import iceberg_to_spark_type
-from sink.upsert.batch import UpsertApplier, UpsertOutcome
 from sink.upsert.changes import DELETE_OP, TRUNCATE_OP, UPSERT_OPS, last_changes_df
-from sink.upsert.lookup import LookupResult, LookupSpec, run_lookup
-from sink.upsert.messages import LookupTask
-from sink.upsert.row_delta import delete_uncommitted
-from sink.write.messages import DataFileMessage, RowCounts
-from sink.write_step import WrittenBatch
+from sink.write.messages import RowCounts
 
 logger = logging.getLogger(__name__)
 
 NULL_KEY = "null_key"
 UNKNOWN_OP = "unknown_op"
 TRUNCATE = "truncate"  # reason of a change with op ``t`` (a Debezium truncate), whatever its key
-_DEFAULT_LOOKUP_TASKS = 200  # Spark tasks of a lookup when the session does not say
 
 
 @dataclass(frozen=True)
@@ -223,48 +215,20 @@ class UpsertStep:
         for reason, n in batch.rejected_by_reason:
             self.metrics.dead_letter_reasons.labels(self.config.table, reason).inc(n)
 
-    def commit(
-        self,
-        table: Table,
-        sink_id: str,
-        batch: ChangeBatch,
-        normalized: NormalizedBatch,
-        written: WrittenBatch,
-    ) -> UpsertOutcome:
-        """Look the batch's keys up and commit its data files with their position deletes, in one snapshot."""
-        assert batch.changes is not None
-        name, batch_id = self.config.table, written.batch_id
-        keys = self._changed_keys(table, batch.changes, normalized, written.counts.bad_rows > 0)
-        prefix = written.location.rstrip("/").rsplit("/", 1)[-1]  # the attempt's file prefix
-        spec = LookupSpec(
-            name,
-            executor_io_properties(self.config, table),
-            prefix.removesuffix(f"-{written.attempt}"),
-            self.config.write.compression_codec,
-        )
-        applier = UpsertApplier(
-            table, self._keys, sink_id, self.config.commit, spec, spark_lookups(batch.changes.sparkSession)
-        )
-        with self.metrics.time_commit(name, sink_id):  # a failed commit is counted
-            outcome = applier.apply(keys, written.files, batch_id, written.attempt, location=written.location)
-        if outcome.commit.skipped_replay:
-            delete_uncommitted(table, written.files)
-            self.metrics.record_replay(name, sink_id)
-        else:
-            taken = {f.path for f in written.files} | set(outcome.delete_paths)
-            delete_leftovers(table.io, written.location, prefix, taken)  # files of failed tasks
-            self._record(sink_id, batch_id, keys.num_rows, written, outcome)
-        written.end_attempt()
-        return outcome
-
-    def _changed_keys(
-        self, table: Table, changes: DataFrame, normalized: NormalizedBatch, flagged: bool
+    def changed_keys(
+        self, table: Table, batch: ChangeBatch, normalized: NormalizedBatch, counts: RowCounts
     ) -> pa.Table:
         """Every key the batch changes, of the table's types: written rows (bad ones left out) and deletes.
 
         A change whose values could not be converted is a dead letter: its key is not
-        looked up, so the key's current row stays.
+        looked up, so the key's current row stays. ``counts``: the write's.
         """
+        assert batch.changes is not None
+        return self._changed_keys(table, batch.changes, normalized, counts.bad_rows > 0)
+
+    def _changed_keys(
+        self, table: Table, changes: DataFrame, normalized: NormalizedBatch, flagged: bool
+    ) -> pa.Table:
         schema = table.schema()
         written = normalized.rows
         if normalized.bad_row_flag and flagged:
@@ -276,47 +240,3 @@ class UpsertStep:
         )
         deleted = deleted.dropna(subset=self._keys)  # a key of no table type matches no row
         return written.select(*self._keys).unionByName(deleted).toArrow()
-
-    def _record(
-        self, sink_id: str, batch_id: int, keys: int, written: WrittenBatch, outcome: UpsertOutcome
-    ) -> None:
-        record_upsert(self.metrics, self.config.table, sink_id, batch_id, keys, written.files, outcome)
-
-
-def record_upsert(
-    metrics: SinkMetrics,
-    name: str,
-    sink_id: str,
-    batch_id: int,
-    keys: int,
-    files: Sequence[DataFileMessage],
-    outcome: UpsertOutcome,
-) -> None:
-    """Count and log one committed upsert batch of table ``name`` (``keys``: every key it changed)."""
-    upserted = sum(f.record_count for f in files)
-    commit = outcome.commit
-    metrics.record_commit(name, sink_id, batch_id, list(files), commit.attempts, commit.conflicts)
-    metrics.batches.labels(name, sink_id, "committed").inc()
-    metrics.upserted_keys.labels(name, sink_id).inc(upserted)
-    metrics.deleted_keys.labels(name, sink_id).inc(max(0, keys - upserted))
-    metrics.delete_files.labels(name, sink_id).inc(outcome.delete_files)
-    logger.info(
-        "batch %s of sink %s: %s keys upserted, %s deleted, %s delete files; committed to %s as snapshot %s",
-        batch_id,
-        sink_id,
-        upserted,
-        max(0, keys - upserted),
-        outcome.delete_files,
-        name,
-        commit.snapshot_id,
-    )
-
-
-def lookup_parallelism(spark: SparkSession) -> int:
-    """Spark tasks of a lookup job: the session's shuffle partitions."""
-    return int(spark.conf.get("spark.sql.shuffle.partitions") or _DEFAULT_LOOKUP_TASKS)
-
-
-def spark_lookups(spark: SparkSession) -> Callable[[list[LookupTask], LookupSpec], LookupResult]:
-    """Lookups run as Spark jobs of ``spark``: the driver reads no data file."""
-    return functools.partial(run_lookup, spark, parallelism=lookup_parallelism(spark))

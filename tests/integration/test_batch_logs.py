@@ -18,7 +18,8 @@ STEP_LOGGERS = {
     "sink.route.router",
     "sink.write_step",
     "sink.deadletter",
-    "sink.staged_commit",
+    "sink.batch.commits",
+    "sink.batch.table_batch",
     "sink.commit.committer",
 }
 
@@ -38,7 +39,7 @@ def test_each_step_record_carries_its_batch_id(
         records[batch_id] = [r for r in caplog.records if r.name in STEP_LOGGERS]
 
     for batch_id, batch_records in records.items():
-        assert {r.name for r in batch_records} >= {"sink.staged_commit", "sink.commit.committer"}
+        assert {r.name for r in batch_records} >= {"sink.batch.commits", "sink.commit.committer"}
         for record in batch_records:
             assert record.__dict__.get("icesink_batch_id") == batch_id, record.getMessage()
             assert record.__dict__.get("icesink_sink_id") == "logged"

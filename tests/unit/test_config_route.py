@@ -68,8 +68,10 @@ def test_bad_table_options_name_the_pattern_and_the_key(table_options: str, mess
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"commit.interval-s": "60"}, r"\['commit.interval-s'\] cannot be used with route.by=field"),
-        ({"commit.max-batches": "3"}, "commit.max-batches"),
+        (
+            {"commit.interval-s": "60", "route.table-options": '{"ev.o*": {"write.mode": "upsert"}}'},
+            r"pattern 'ev.o\*' upserts \(write.mode=upsert\), which options \['commit.interval-s'\] cannot hold",
+        ),
         ({"distribution-mode": "hash"}, "routed writes are not shuffled"),
         (
             {"route.table-options": '{"ev.o*": {"write.mode": "upsert"}}'},
@@ -89,6 +91,11 @@ def test_bad_table_options_name_the_pattern_and_the_key(table_options: str, mess
 def test_what_routing_cannot_do_is_refused(options: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         SinkConfig.from_options({**ROUTED, **options})
+
+
+def test_a_routed_sink_takes_the_commit_cadence() -> None:
+    config = SinkConfig.from_options({**ROUTED, "commit.max-batches": "3", "commit.interval-s": "60"})
+    assert (config.commit.max_batches, config.commit.interval_s) == (3, 60)
 
 
 def test_upserted_routed_tables_take_the_sink_keys_or_their_own() -> None:

@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame
 
 from icesink import BadRecordError, BadRecordPolicy
 from sink import catalog as catalogs
+from sink.batch.key import BatchKey
 from sink.deadletter import DeadLetterOutcome, DeadLetterQueue
 from sink.write.messages import RowCounts
 
@@ -71,7 +72,7 @@ class RejectedValues:
         self._ensure_namespace()
         counts = RowCounts(rows, rows)  # every row is a dead letter, counted by the decoder
         outcome = self._queue.deliver(
-            lambda: dead_letters, f"{sink_id}{DECODE_SINK_ID_SUFFIX}", batch_id, 0, counts
+            lambda: dead_letters, BatchKey.new(f"{sink_id}{DECODE_SINK_ID_SUFFIX}", batch_id), 0, counts
         )
         if outcome.skipped_replay:
             logger.info("undecodable values of batch %s of sink %s already dead-lettered", batch_id, sink_id)
