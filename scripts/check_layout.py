@@ -15,7 +15,10 @@ of :data:`CHECKED`:
   module loads a heavy or optional dependency only where it runs.
 
 And in the library alone: an import of the public package, the jobs, the benchmarks or the
-tests.
+tests; and an import chain among the driver's modules (:data:`DRIVER`: the sink and the
+story of a micro-batch) longer than :data:`MAX_DRIVER_CHAIN` modules, counting the imports
+a module runs when loaded (outside functions and ``if TYPE_CHECKING:``): a step's types
+live low, in the modules every step imports, not in the step that makes them.
 
 Usage: ``python scripts/check_layout.py [ROOT]`` (ROOT: the checkout, by default the parent
 of this script's folder). Standard library only, so it runs before anything is installed.
@@ -38,6 +41,10 @@ CHECKED = (
     LIBRARY,
     "benchmarks",
 )
+# The driver's orchestration: the longest chain of imports among these modules is at most
+# MAX_DRIVER_CHAIN modules long (sink.sink -> a plan -> a step -> the table batch).
+DRIVER = ("sink.sink", "sink.batch")
+MAX_DRIVER_CHAIN = 4
 # Packages that import the library (icesink: its public face); the library must never import them.
 ABOVE_LIBRARY = ("icesink", "streaming_jobs", "benchmarks", "tests")
 
@@ -98,7 +105,30 @@ def check_folder(root: Path, folder: str) -> list[str]:
         problems.append("import cycle between packages: " + cycle)
     for cycle in module_cycles(modules):
         problems.append(f"import cycle inside {package_of(cycle.split()[0])}: {cycle}")
+    chain = longest_driver_chain(modules) if folder == LIBRARY else []
+    if len(chain) > MAX_DRIVER_CHAIN:
+        problems.append(
+            f"import chain of {len(chain)} driver modules (at most {MAX_DRIVER_CHAIN}): " + " -> ".join(chain)
+        )
     return problems
+
+
+def longest_driver_chain(modules: list[Module]) -> list[str]:
+    """The longest chain of imports run on loading among the :data:`DRIVER` modules (no cycles there)."""
+    driver = {m.name: m for m in modules if any(m.name == d or m.name.startswith(d + ".") for d in DRIVER)}
+    graph = {
+        name: {t for t in _loaded_modules(m, set(driver), typing=False) if t != name}
+        for name, m in driver.items()
+    }
+    longest: dict[str, list[str]] = {}
+
+    def chain(name: str, seen: frozenset[str]) -> list[str]:
+        if name not in longest:
+            below = [chain(t, seen | {name}) for t in sorted(graph[name]) if t not in seen]
+            longest[name] = [name, *max(below, key=len, default=[])]
+        return longest[name]
+
+    return max((chain(name, frozenset()) for name in sorted(graph)), key=len, default=[])
 
 
 def load_modules(root: Path, package: str) -> Iterator[Module]:
@@ -147,12 +177,16 @@ def imports(module: Module) -> Iterator[tuple[int, str]]:
                 yield node.lineno, f"{base}.{alias.name}"
 
 
-def _outside_functions(tree: ast.AST) -> Iterator[ast.AST]:
-    """The nodes of ``tree`` that are not inside a function (or lambda)."""
+def _outside_functions(tree: ast.AST, typing: bool = True) -> Iterator[ast.AST]:
+    """The nodes of ``tree`` that are not inside a function (or lambda); ``typing=False``: nor
+    under ``if TYPE_CHECKING:``."""
     for child in ast.iter_child_nodes(tree):
-        if not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
-            yield child
-            yield from _outside_functions(child)
+        if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            continue
+        if not typing and isinstance(child, ast.If) and ast.unparse(child.test).endswith("TYPE_CHECKING"):
+            continue
+        yield child
+        yield from _outside_functions(child, typing)
 
 
 def _resolve(node: ast.ImportFrom, package: str) -> str:
@@ -218,10 +252,11 @@ def _cycles(graph: dict[str, set[str]]) -> list[str]:
     return lines
 
 
-def _loaded_modules(module: Module, known: set[str]) -> Iterator[str]:
-    """The modules of ``known`` that ``module`` imports outside its functions."""
+def _loaded_modules(module: Module, known: set[str], typing: bool = True) -> Iterator[str]:
+    """The modules of ``known`` that ``module`` imports outside its functions (``typing=False``:
+    and outside ``if TYPE_CHECKING:``, the imports that run when it is loaded)."""
     package = module.name if module.path.name == "__init__.py" else module.name.rpartition(".")[0]
-    for node in _outside_functions(module.tree):
+    for node in _outside_functions(module.tree, typing):
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names if alias.name in known)
         elif isinstance(node, ast.ImportFrom):

@@ -3,31 +3,30 @@
 1. table       - load the table (create it on first use), its state  (:mod:`sink.batch.states`)
                  recovered from what a crashed run left
 2. replay      - the table has the batch already: skipped           (:mod:`sink.batch.table_batch`)
-3. changes     - upsert mode: the last change per key; rows with a  (:mod:`sink.upsert_step`)
+3. changes     - upsert mode: the last change per key; rows with a  (:mod:`sink.batch.changes`)
                  null key or an unknown op set aside
 4. schema      - new columns and wider types added to the table     (:mod:`sink.schema.coordinator`)
 5. normalize   - the rows aligned to the table's schema, bad ones   (:mod:`sink.normalize`)
                  flagged
 6. distribute  - partition values, the shuffle to the write tasks   (:mod:`sink.route.router`)
-7. write       - the attempt recorded, then the executors write     (:mod:`sink.write_step`, on
+7. write       - the attempt recorded, then the executors write     (:mod:`sink.batch.write_job`, on
                  Parquet data files                                   the executors :mod:`sink.write.task`)
-8. dead        - bad rows to the dead-letter table, committed        (:mod:`sink.deadletter`)
+8. dead        - bad rows to the dead-letter table, committed        (:mod:`sink.batch.dead_letters`)
    letters       before the data
 9. commit      - appended, staged for the commit cadence, or a row  (:mod:`sink.batch.commits`)
                  delta (upsert mode); exactly once by the ledger
 
-With ``route.by`` set, a batch goes to many tables: :mod:`sink.routed_step` runs the same
+With ``route.by`` set, a batch goes to many tables: :mod:`sink.batch.routed` runs the same
 steps for all of them at once (one route job, one projection, one write job), each table
 through the same :class:`~sink.batch.table_batch.TableBatch` and commit kinds. Every step
 is timed and counted (:mod:`sink.metrics`); the flush of staged batches when a query goes
-idle is :mod:`sink.idle_listener`.
+idle is :mod:`sink.batch.idle`.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, overload
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
@@ -36,19 +35,23 @@ from pyspark.sql import types as st
 
 from sink import catalog as catalogs
 from sink import failpoints
-from sink.arrow_source import ArrowSource, fusable
+from sink.batch.arrow_source import ArrowSource, fusable
+from sink.batch.changes import ChangeBatch, UpsertStep
 from sink.batch.commits import StagedCommits, commits_for
+from sink.batch.dead_letters import DeadLetterQueue, dead_letter_table_name
+from sink.batch.idle import IdleListeners
 from sink.batch.key import BatchKey, sink_id_of
+from sink.batch.routed import RoutedStep
 from sink.batch.row_deltas import RowDeltaCommits
+from sink.batch.source_write import SourceWrite, plan_source_write, source_task_options
 from sink.batch.states import TableState, TableStates
 from sink.batch.table_batch import TableBatch, target_file_size
+from sink.batch.write_job import BatchWriter
 from sink.bounded_waits import server_errors
 from sink.commit.state import state_location
 from sink.config import SinkConfig
 from sink.config_route import route_label
-from sink.deadletter import DeadLetterQueue, dead_letter_table_name
 from sink.errors import ConfigError, SinkClosedError
-from sink.idle_listener import FlushOnIdle, listen_for_idle, stop_listening
 from sink.log_context import batch_context, batch_logger
 from sink.metrics import SinkMetrics
 from sink.metrics_server import MetricsServer, export, is_exported, unexport
@@ -57,13 +60,9 @@ from sink.progress import watch_query
 from sink.route.routed import RoutedBatch
 from sink.route.router import BucketRouter
 from sink.route.self_check_runs import check_ahead
-from sink.routed_step import RoutedStep
 from sink.schema.coordinator import evolve_table
-from sink.source_write import SourceWrite, plan_source_write, source_task_options
 from sink.spark_session import is_connect, query_id_of
-from sink.upsert_step import ChangeBatch, UpsertStep
 from sink.write.workers_ahead import start_workers_ahead
-from sink.write_step import BatchWriter
 
 __all__ = ["ArrowSource", "IcebergSink"]
 
@@ -103,9 +102,7 @@ class IcebergSink:
         self._writer = BatchWriter(self.metrics)
         self._stages = isinstance(self._commits, StagedCommits)
         self._upsert = UpsertStep(config, self.metrics)  # write.mode=upsert; a no-op otherwise
-        self._lock = threading.Lock()
-        self._listening: set[str] = set()
-        self._listeners: list[tuple[SparkSession, FlushOnIdle]] = []
+        self._idle = IdleListeners(self)  # with a commit cadence: flush when a query idles or stops
         self._closed = False
 
     def __getstate__(self) -> dict[str, Any]:
@@ -121,12 +118,20 @@ class IcebergSink:
         """Build a sink from Spark-style string options (see :class:`~sink.config.SinkConfig`)."""
         return cls(SinkConfig.from_options(options), metrics)
 
-    def prepare(self, schema: st.StructType) -> Table:
+    @overload
+    def prepare(self, schema: st.StructType) -> Table: ...
+
+    @overload
+    def prepare(self, schema: Mapping[str, st.StructType]) -> dict[str, Table]: ...
+
+    def prepare(self, schema: st.StructType | Mapping[str, st.StructType]) -> Table | dict[str, Table]:
         """Check the stream's schema against the table before the stream starts.
 
         The table is created if missing, and evolved for new columns and wider types
         (unless ``schema.evolution=off``). The write's Python workers and the self-checks
         Spark-computed bucket values need start in the background, not in the first batch.
+        A routed sink takes each destination value's schema (``{"orders": schema, ...}``)
+        and returns each value's table.
 
         Raises:
             PartitionSpecError: ``partition-by`` names a missing column or an impossible transform.
@@ -135,8 +140,18 @@ class IcebergSink:
             StorageError: The object store is unreachable or silent past ``timeout.*``; names it.
         """
         self._check_open()
-        if self.config.route.enabled:
-            raise ConfigError("prepare() needs one table; a routed sink creates its tables on first sight")
+        if isinstance(schema, st.StructType) == self.config.route.enabled:
+            raise ConfigError(
+                f"prepare() of a {'routed' if self.config.route.enabled else 'one-table'} sink was given "
+                f"{'one schema' if isinstance(schema, st.StructType) else 'a schema per destination value'}",
+                hint="give a routed sink {destination value: schema}, and a one-table sink its one schema",
+            )
+        if not isinstance(schema, st.StructType):
+            with server_errors(self.config):
+                tables = self._routed.prepare(schema)
+            if (spark := SparkSession.getActiveSession()) is not None:
+                start_workers_ahead(spark)
+            return tables
         schema = self._upsert.stored_schema(schema)
         with server_errors(self.config, table=self.config.table):
             table = catalogs.load_table(self.catalog, self.config.table)
@@ -151,15 +166,15 @@ class IcebergSink:
         return table
 
     def prepare_destinations(self, schemas: Mapping[str, st.StructType]) -> frozenset[str]:
-        """Routed: the tables of values seen before a batch (:mod:`sink.routed_source`); values planned."""
+        """Routed: the tables of values seen before a batch (:mod:`~sink.batch.routed_source`), planned."""
         self._check_open()
         return self._routed.prepare_destinations(schemas)
 
     def source_write(self, batch_df: DataFrame, batch_id: int) -> SourceWrite | None:
         """Before ``batch_df``'s source runs: a write of its rows by the source's own tasks
-        (:mod:`sink.source_write`; hand it back in ``ArrowSource.written``), or ``None``."""
+        (:mod:`sink.batch.source_write`; hand it back in ``ArrowSource.written``), or ``None``."""
         self._check_open()
-        if self.config.route.enabled:  # a write to each table known (sink.routed_source)
+        if self.config.route.enabled:  # a write to each table known (sink.batch.routed_source)
             return self._routed.source_write(batch_df, batch_id)
         if self.config.upsert.enabled or is_connect(batch_df.sparkSession):
             return None  # changes; no local properties under Connect
@@ -189,8 +204,9 @@ class IcebergSink:
         by_source = arrow_source.written if arrow_source is not None else None
         attempt = by_source.attempt if by_source is not None else None  # the source's tasks wrote as it
         key = BatchKey.new(sink_id_of(batch_df, self.config.sink_id), batch_id, attempt)
-        self._listen_for_idle(batch_df)
-        if self.config.route.enabled:  # many tables: the routed story (sink.routed_step)
+        if self._stages:
+            self._idle.listen(batch_df)
+        if self.config.route.enabled:  # many tables: the routed story (sink.batch.routed)
             with (
                 batch_context(self._routed.label, key.sink_id, batch_id),
                 server_errors(self.config, batch_id=batch_id),
@@ -229,13 +245,6 @@ class IcebergSink:
         self._upsert.check_table(table)  # upsert mode: before anything is written
         state = self._states.get(name, self.config, table, key.sink_id, query_id_of(batch_df))
         return TableBatch(name, self.config, table, key, state)
-
-    def _listen_for_idle(self, batch_df: DataFrame) -> None:
-        """With a commit cadence: commit what is staged when the batch's query idles or stops."""
-        if self._stages:
-            added = listen_for_idle(self, batch_df, self._listening, self._lock)
-            if added is not None:
-                self._listeners.append(added)
 
     def _write_batch(self, batch: TableBatch, changes: ChangeBatch, arrow_source: ArrowSource | None) -> None:
         """Steps 4 to 9 of the batch's rows (append mode: all of them)."""
@@ -315,7 +324,7 @@ class IcebergSink:
             self.flush()
         finally:
             self._closed = True
-            stop_listening(self._listeners)
+            self._idle.stop()
             unexport(self.metrics)
             self.metrics_server = None
             catalogs.close_catalog(self.catalog)

@@ -17,14 +17,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import pyarrow as pa
 from pyiceberg.table import Table
 
 from sink import failpoints
-from sink.batch.states import TableState
-from sink.batch.table_batch import TableBatch
 from sink.commit.committer import CommitOutcome, Committer
 from sink.commit.ledger import BatchRange
 from sink.commit.policy import CommitPolicy
@@ -34,6 +32,10 @@ from sink.log_context import batch_logger
 from sink.metrics import SinkMetrics
 from sink.parallel import run_parallel
 from sink.write.messages import DataFileMessage
+
+if TYPE_CHECKING:
+    from sink.batch.states import TableState
+    from sink.batch.table_batch import TableBatch
 
 __all__ = ["AppendCommits", "Commits", "StagedCommits", "Written", "commits_for", "record_committed"]
 

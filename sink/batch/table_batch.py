@@ -21,13 +21,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyiceberg.table import Table
 from pyspark.sql import types as st
 
-from sink.batch.key import BatchKey
-from sink.batch.states import TableState
 from sink.catalog import executor_io_properties
 from sink.commit import ledger
 from sink.commit.recovery import AttemptLog, AttemptRecord, attempt_location
@@ -37,7 +35,11 @@ from sink.metrics import SinkMetrics
 from sink.schema.coordinator import evolve_table
 from sink.write.spec import WriteSpec
 
-__all__ = ["TableBatch", "target_file_size", "write_setting"]
+if TYPE_CHECKING:
+    from sink.batch.key import BatchKey
+    from sink.batch.states import TableState
+
+__all__ = ["RoutedTarget", "TableBatch", "target_file_size", "write_setting"]
 
 logger = batch_logger(__name__)
 
@@ -144,6 +146,29 @@ class TableBatch:
         """The folder of the attempt's files."""
         assert self.spec is not None, "begin() first"
         return self.spec.data_location
+
+
+@dataclass
+class RoutedTarget:
+    """A table a routed batch writes: its table batch, the batch columns offered to it, the values
+    routed to it, and its index among the batch's tables (in the projection and the write job)."""
+
+    batch: TableBatch
+    columns: tuple[int, ...]
+    values: tuple[str, ...]
+    index: int = -1
+
+    @property
+    def name(self) -> str:
+        return self.batch.name
+
+    @property
+    def config(self) -> SinkConfig:
+        return self.batch.config
+
+    @property
+    def table(self) -> Table:
+        return self.batch.table
 
 
 def write_setting(write: WriteConfig, properties: Mapping[str, str], table_property: str, option: str) -> Any:

@@ -4,7 +4,7 @@ The patterns are tried in the order given (``fnmatch``, case-insensitive on the 
 name); the first that matches supplies the overrides. The result is an ordinary
 single-table :class:`~sink.config.SinkConfig`, so creating, evolving, writing and
 committing a routed table is what the sink does for its one table. ``write.mode`` and
-``upsert.key-columns`` make a table upserted (:mod:`sink.routed_upserts`); the op and
+``upsert.key-columns`` make a table upserted (:mod:`sink.batch.routed_changes`); the op and
 order columns are the sink's.
 """
 

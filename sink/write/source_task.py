@@ -2,7 +2,7 @@
 
 A source that makes its rows in Python (the Kafka job's decoding source) can write them
 straight to Parquet instead of handing them to the JVM for a write job to read back.
-The driver decides, per micro-batch, that it may (:mod:`sink.source_write`) and tells
+The driver decides, per micro-batch, that it may (:mod:`sink.batch.source_write`) and tells
 the source's tasks how through a Spark local property of the jobs it runs for the batch
 (:data:`TASK_PROPERTY`): the source's function was pickled when the query started, and
 the local properties are what reaches every task of a job. The value is a

@@ -30,7 +30,7 @@ import pytest
 import yaml
 from pyiceberg.catalog import Catalog
 
-from sink.source_write import SOURCE_FILE_SUFFIX
+from sink.batch.source_write import SOURCE_FILE_SUFFIX
 from streaming_jobs.kafka_config import validate
 from streaming_jobs.kafka_to_iceberg import run
 from tests.support.kafka_job import start_job, started_batches, wait_for_batches

@@ -13,7 +13,7 @@ from pyspark.sql import types as st
 
 from icesink import IcebergSink
 from sink.destinations.resolve import resolve, resolve_in_tasks
-from sink.errors import BadRecordError, CommitError
+from sink.errors import BadRecordError, CommitError, ConfigError
 from tests.support.failing_commits import second_commit_fails
 from tests.support.spark_jobs import count_spark_jobs
 from tests.support.tables import catalog_from_options, check_data_files, data_files, table_rows
@@ -314,3 +314,27 @@ def test_destinations_counted_in_the_arrow_tasks_are_sparks(spark: SparkSession)
     ]
     numbers = batch_df.select(batch_df.n.alias("route"), "x")
     assert resolve_in_tasks(source, same, numbers.schema, 0) is None  # Spark writes a number as text
+
+
+def test_prepare_makes_each_destination_table_before_the_first_batch(
+    spark: SparkSession, catalog_options: dict[str, str]
+) -> None:
+    clicks = st.StructType([f for f in EVENTS.fields if f.name in ("id", "type", "x")])
+    with _sink(catalog_options, **{"partition-by": "bucket(4, id)"}) as sink:
+        tables = sink.prepare({"click": clicks, "view": EVENTS})
+        assert sorted(tables) == ["click", "view"]
+        catalog = catalog_from_options(catalog_options)
+        assert _columns(catalog, "ev.click") == ["id", "type", "x"]
+        assert _columns(catalog, "ev.view") == [f.name for f in EVENTS.fields]
+        assert catalog.load_table("ev.click").current_snapshot() is None  # made, nothing written
+        with pytest.raises(ConfigError, match="prepare\\(\\) of a routed sink was given one schema"):
+            sink.prepare(EVENTS)
+        sink(_events(spark, ["click", "view"], 20), 0)
+    assert sorted(r["id"] for r in table_rows(catalog.load_table("ev.click"))) == list(range(0, 40, 2))
+
+
+def test_prepare_refuses_a_value_that_names_no_table(catalog_options: dict[str, str]) -> None:
+    sink = _sink(catalog_options, **{"route.tables": '{"click": "ev.clicks"}'})
+    with pytest.raises(ConfigError, match="destination value 'view' names no table"):
+        sink.prepare({"click": EVENTS, "view": EVENTS})
+    sink.close()

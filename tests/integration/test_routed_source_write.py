@@ -1,4 +1,4 @@
-"""A sink routing by topic whose tables the decoding tasks write (``sink.routed_source``): read back, once."""
+"""A routing sink whose tables the decoding tasks write (``sink.batch.routed_source``): read back, once."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pyspark.sql import DataFrame
 
 from icesink import CommitError, IcebergSink
 from sink import failpoints
+from sink.batch.source_write import SOURCE_FILE_SUFFIX
 from sink.commit.recovery import AttemptLog
-from sink.source_write import SOURCE_FILE_SUFFIX
 from streaming_jobs.kafka.decode import DecodeOptions, DecodingSink, ValueDecoder
 from tests.integration.test_decoding_sink import KAFKA_DDL
 from tests.support.failing_commits import second_commit_fails

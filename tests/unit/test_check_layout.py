@@ -165,5 +165,28 @@ def test_the_benchmarks_sizes_and_cycles_are_checked_but_they_may_import_the_job
     ]
 
 
+def test_a_driver_import_chain_over_four_modules_fails_but_typing_imports_do_not_count(
+    tmp_path: Path,
+) -> None:
+    typing_only = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from sink.batch import d\n"
+    files = {
+        "sink/__init__.py": "",
+        "sink/sink.py": "from sink.batch import a\n",
+        "sink/batch/__init__.py": "",
+        "sink/batch/a.py": "from sink.batch import b\n",
+        "sink/batch/b.py": "from sink.batch import c\n",
+        "sink/batch/c.py": typing_only,
+        "sink/batch/d.py": "import json\n",
+    }
+    assert _run(_tree(tmp_path / "four", files)).returncode == 0
+    files["sink/batch/c.py"] = "from sink.batch import d\n"
+    done = _run(_tree(tmp_path / "five", files))
+    assert done.returncode == 1
+    assert done.stdout.strip() == (
+        "import chain of 5 driver modules (at most 4): "
+        "sink.sink -> sink.batch.a -> sink.batch.b -> sink.batch.c -> sink.batch.d"
+    )
+
+
 def test_the_checkout_passes() -> None:
     assert check_layout.check(ROOT) == []

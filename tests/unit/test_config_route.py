@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from sink.batch.dead_letters import dead_letter_table_name
 from sink.config import SinkConfig
 from sink.config_route import DEFAULT_MAX_TABLES, RouteBy
-from sink.deadletter import dead_letter_table_name
 from sink.destinations.table_options import TableOptions
 from sink.errors import ConfigError
 
@@ -70,7 +70,7 @@ def test_bad_table_options_name_the_pattern_and_the_key(table_options: str, mess
     [
         (
             {"commit.interval-s": "60", "route.table-options": '{"ev.o*": {"write.mode": "upsert"}}'},
-            r"pattern 'ev.o\*' upserts \(write.mode=upsert\), which options \['commit.interval-s'\] cannot hold",
+            r"'ev.o\*' upserts \(write.mode=upsert\), which options \['commit.interval-s'\] cannot hold",
         ),
         ({"distribution-mode": "hash"}, "routed writes are not shuffled"),
         (

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from sink.batch.dead_letters import dead_letter_table_name
 from sink.config import BadRecordPolicy, SchemaEvolution, SinkConfig
-from sink.deadletter import dead_letter_table_name
 from sink.errors import ConfigError
 from sink.normalize import NormalizeOptions
 
@@ -54,7 +54,7 @@ def test_bad_values_name_key_value_and_accepted(key: str, value: str, accepted: 
 
 
 def test_dead_letter_table_cannot_be_the_table_itself() -> None:
-    from sink.deadletter import DeadLetterQueue
+    from sink.batch.dead_letters import DeadLetterQueue
     from sink.metrics import SinkMetrics
 
     config = SinkConfig.from_options({"table": "db.events", "dead-letter.table": "DB.Events"})

@@ -1,7 +1,7 @@
 """Values that could not be decoded go to the sink's dead-letter table, exactly once per batch.
 
 They travel the dead-letter table's own exactly-once path
-(:class:`~sink.deadletter.DeadLetterQueue`): written by the executors, committed with
+(:class:`~sink.batch.dead_letters.DeadLetterQueue`): written by the executors, committed with
 the batch id in the dead-letter table's ledger. They are recorded under the sink id
 ``<sink id>.decode``, apart from the dead letters the sink itself finds while
 converting rows (under ``<sink id>``), so a batch's two kinds of dead letters never
@@ -17,8 +17,8 @@ from pyspark.sql import DataFrame
 
 from icesink import BadRecordError, BadRecordPolicy
 from sink import catalog as catalogs
+from sink.batch.dead_letters import DeadLetterOutcome, DeadLetterQueue
 from sink.batch.key import BatchKey
-from sink.deadletter import DeadLetterOutcome, DeadLetterQueue
 from sink.write.messages import RowCounts
 
 if TYPE_CHECKING:

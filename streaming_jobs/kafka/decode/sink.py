@@ -10,7 +10,7 @@
 Per micro-batch:
 
 0. plan (``write_in_source``): when the table allows it, the sink plans a write by the
-   decoding tasks themselves (:mod:`sink.source_write`), before they run;
+   decoding tasks themselves (:mod:`sink.batch.source_write`), before they run;
 1. decode (:class:`~streaming_jobs.kafka.decode.decoder.ValueDecoder`): typed rows, plus the values
    that could not be decoded;
 2. dead letters (:class:`~streaming_jobs.kafka.decode.rejects.RejectedValues`): those values go to the
@@ -52,7 +52,7 @@ from pyspark.sql import DataFrame
 
 from icesink import ConfigError
 from sink import catalog as catalogs
-from sink.arrow_source import ArrowSource
+from sink.batch.arrow_source import ArrowSource
 from sink.config_route import RouteBy, route_label
 from sink.metric_families import TOMBSTONE
 from streaming_jobs.kafka.decode.decoder import ValueDecoder
@@ -60,7 +60,7 @@ from streaming_jobs.kafka.decode.rejects import RejectedValues
 
 if TYPE_CHECKING:
     from icesink import IcebergSink
-    from sink.source_write import SourceWrite
+    from sink.batch.source_write import SourceWrite
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class DecodingSink:
         sink: Writes the rows; its dead-letter table takes the undecodable values.
         decoder: Decodes the values.
         write_in_source: Let the decoding tasks write the rows they can give the table's
-            type to the table themselves, when the sink allows it (:mod:`sink.source_write`).
+            type to the table themselves, when the sink allows it (:mod:`sink.batch.source_write`).
         latest_records: For a sink routing by topic: reads the latest records of the topics
             it has no table for yet, to make their tables before the batch (see the module).
     """

@@ -1,7 +1,7 @@
 """Decoded rows the decoding task writes to the table itself, when the sink planned it.
 
 Before a micro-batch's source runs, the sink may plan a write by the source's own tasks
-(:mod:`sink.source_write`), for one table or, for a sink routing by topic, for each table
+(:mod:`sink.batch.source_write`), for one table or, for a sink routing by topic, for each table
 the sink wrote before. A decoding task then gives the rows it decoded their table's
 row type where it can do so exactly (:func:`~streaming_jobs.kafka.decode.types.fields_covered`:
 the same fields or fewer, the same types or narrower integers, nulls) and writes them; only

@@ -1,13 +1,13 @@
 """Step 4 done by the source for a routed batch: its tasks write each known table's rows.
 
-The routed counterpart of :mod:`sink.source_write`. A sink routing by topic knows, from
+The routed counterpart of :mod:`sink.batch.source_write`. A sink routing by topic knows, from
 the batches it wrote, which topic goes to which table. Before a micro-batch's source
 runs, it plans a write by the source's tasks for each of those tables that allows one
 (it exists, every column optional, partition values the tasks can compute, no upsert),
 each table's crashed attempts settled and the write's attempt recorded on it, one
 attempt id for every table. The tasks then write the records of a planned topic to its
 table as they decode them (:mod:`sink.write.source_task`), and the routed step
-(:mod:`sink.routed_step`) writes the rest of the batch, as the same attempt, and commits
+(:mod:`sink.batch.routed`) writes the rest of the batch, as the same attempt, and commits
 each table's files of both, each with its own ledger.
 
 A topic the sink has not written yet goes the routed step's way, and is planned from
@@ -32,21 +32,20 @@ from pyspark.sql import types as st
 
 from sink import catalog as catalogs
 from sink.batch.key import BatchKey
-from sink.batch.states import TableStates
-from sink.batch.table_batch import TableBatch
+from sink.batch.source_write import SourceWrite, plan_source_write, source_task_options
+from sink.batch.table_batch import RoutedTarget, TableBatch
 from sink.config import SinkConfig
 from sink.config_route import RouteBy
 from sink.destinations.table_options import TableOptions
 from sink.errors import SinkError
 from sink.metrics import SinkMetrics
 from sink.parallel import run_parallel
-from sink.routed_write import RoutedTarget
 from sink.schema.coordinator import evolve_table
-from sink.source_write import SourceWrite, plan_source_write, source_task_options
 from sink.spark_session import is_connect
 
 if TYPE_CHECKING:
-    from sink.routed_tables import RoutedTables
+    from sink.batch.routed_tables import RoutedTables
+    from sink.batch.states import TableStates
 
 logger = logging.getLogger(__name__)
 

@@ -26,6 +26,7 @@ import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -33,16 +34,16 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
-from sink.batch.commits import Written
-from sink.batch.row_deltas import RowDeltaCommits
+from sink.batch.changes import rejection_reason
 from sink.config import SinkConfig
 from sink.destinations.projection import RoutedProjection
 from sink.destinations.resolve import destination_value, quoted
 from sink.metrics import SinkMetrics
-from sink.routed_write import RoutedTarget
 from sink.upsert.changes import DELETE_OP, TRUNCATE_OP, UPSERT_OPS, last_changes_df
-from sink.upsert_step import rejection_reason
-from sink.write.messages import DataFileMessage, RowCounts
+from sink.write.messages import RowCounts
+
+if TYPE_CHECKING:
+    from sink.batch.table_batch import RoutedTarget
 
 logger = logging.getLogger(__name__)
 
@@ -189,24 +190,10 @@ class RoutedUpserts:
         for table, reason, n in changes.rejected_by_table:
             self._metrics.dead_letter_reasons.labels(table, reason).inc(n)
 
-    def commit(
-        self,
-        tables: Sequence[RoutedTarget],
-        projection: RoutedProjection,
-        changes: RoutedChanges,
-        files: Sequence[DataFileMessage],
-    ) -> None:
-        """Steps 2 to 4: collect the keys (ONE job), then the row deltas (ONE lookup job)."""
-        if not tables:
-            return
-        keys = self._changed_keys(tables, projection, changes)
-        written = [Written(t.batch, [f for f in files if f.table == t.name], keys[t.index]) for t in tables]
-        RowDeltaCommits(self._metrics, projection.rows.sparkSession).commit(written)
-
-    def _changed_keys(
+    def changed_keys(
         self, tables: Sequence[RoutedTarget], projection: RoutedProjection, changes: RoutedChanges
     ) -> dict[int, pa.Table]:
-        """Every changed key of each upserted table, of its table's types: ONE Spark job.
+        """Step 2: every changed key of each upserted table, of its table's types: ONE Spark job.
 
         The written rows' keys come from the projection (bad rows left out: their key's
         current row stays); the deletes' keys are cast to the same types, a key of no

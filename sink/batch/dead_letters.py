@@ -22,6 +22,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.partitioning import PartitionField, PartitionSpec
@@ -35,9 +36,9 @@ from pyspark.sql import functions as F
 from sink import catalog as catalogs
 from sink import failpoints
 from sink.batch.commits import AppendCommits, Written
-from sink.batch.key import BatchKey
 from sink.batch.states import TableStates
 from sink.batch.table_batch import TableBatch
+from sink.batch.write_errors import write_failure
 from sink.catalog import CREATED_TABLE_PROPERTIES
 from sink.commit.committer import Committer
 from sink.config import SinkConfig
@@ -51,7 +52,9 @@ from sink.route.router import BucketRouter
 from sink.type_mapping import iceberg_to_spark_type
 from sink.write.messages import RowCounts
 from sink.write.task import run_write
-from sink.write_step import write_failure
+
+if TYPE_CHECKING:
+    from sink.batch.key import BatchKey
 
 logger = batch_logger(__name__)
 

@@ -13,21 +13,20 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame
 
-from sink.arrow_source import ArrowSource
 from sink.batch.commits import Written
-from sink.batch.table_batch import TableBatch
-from sink.errors import BadRecordError, SchemaError, WriteError, find_error_code
+from sink.batch.write_errors import write_failure
 from sink.log_context import batch_logger
 from sink.metrics import SinkMetrics
-from sink.normalize import NormalizedBatch, bad_record_error
+from sink.normalize import NormalizedBatch
 from sink.route.routed import RoutedBatch
-from sink.source_write import SourceWrite
-from sink.worker_python import worker_import_error
 from sink.write.messages import RowCounts, WriteResult
 from sink.write.spec import WriteSpec
 from sink.write.task import ArrowFunction, run_write
 
 if TYPE_CHECKING:
+    from sink.batch.arrow_source import ArrowSource
+    from sink.batch.source_write import SourceWrite
+    from sink.batch.table_batch import TableBatch
     from sink.route.skew import BatchProfile
 
 logger = batch_logger(__name__)
@@ -54,7 +53,7 @@ class BatchWriter:
         """Write the batch's data files (``fused``: the tasks make the rows themselves).
 
         With ``by_source``, the source's tasks wrote some of the batch's rows already
-        (:mod:`sink.source_write`): the rest are written as the same attempt, and the
+        (:mod:`sink.batch.source_write`): the rest are written as the same attempt, and the
         batch is the files of both. What the write received is recorded in the table's
         routing history, for the next batch. Returns the files and the rows the write received.
         """
@@ -105,43 +104,3 @@ def _run_write(
         if failure is e:
             raise
         raise failure from e
-
-
-def write_failure(
-    error: Exception,
-    df: DataFrame,
-    table: str,
-    batch_id: int,
-    file_prefix: str | None = None,
-    what: str = "write job",
-) -> Exception:
-    """The sink's error for a failed write job of ``table`` (``df``: what it wrote; ``what``: which job).
-
-    A schema error stays as it is; a bad record (``dead-letter.on-bad-record=fail``) and a Python
-    worker that cannot import the sink get errors of their own; anything else is a
-    :class:`~sink.errors.WriteError` quoting the first line that names an error code.
-    """
-    found = find_error_code(str(error))
-    if found is SchemaError:
-        return error
-    if found is BadRecordError:
-        bad = bad_record_error(str(error), table, batch_id)
-        if bad is not None:
-            return bad
-    worker = worker_import_error(error, df, table, batch_id)
-    if worker is not None:
-        return worker
-    return WriteError(
-        f"{what} of batch {batch_id} failed: {_first_line(error)}",
-        table=table,
-        batch_id=batch_id,
-        file_prefix=file_prefix,
-    )
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error)
-    for line in text.splitlines():
-        if "ICESINK-" in line:
-            return line.strip()
-    return text.splitlines()[0] if text else type(error).__name__

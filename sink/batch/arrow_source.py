@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pyiceberg.table import Table
 from pyspark.sql import DataFrame
 
 from sink.normalize import NormalizedBatch
 from sink.route.routed import RoutedBatch
-from sink.source_write import SourceWrite
 from sink.type_mapping import iceberg_to_spark_schema
 from sink.write.task import ArrowFunction
+
+if TYPE_CHECKING:
+    from sink.batch.source_write import SourceWrite
 
 
 @dataclass(frozen=True)

@@ -9,44 +9,19 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from pyiceberg.table import Table
-
-from sink.batch.key import BatchKey
-from sink.batch.table_batch import TableBatch
-from sink.config import SinkConfig
+from sink.batch.write_errors import write_failure
 from sink.destinations.projection import RoutedProjection
-from sink.errors import ConfigError
 from sink.metrics import SinkMetrics
 from sink.parallel import run_parallel
-from sink.source_write import SourceWrite
-from sink.write.keys import arrow_key_functions
 from sink.write.messages import WriteResult
 from sink.write.routed_task import DestinationSpec, RoutedWriteSpec, run_routed_write
-from sink.write_step import write_failure
 
-
-@dataclass
-class RoutedTarget:
-    """A table the batch writes: its table batch, the batch columns offered and the values routed to it."""
-
-    batch: TableBatch
-    columns: tuple[int, ...]
-    values: tuple[str, ...]
-    index: int = -1
-
-    @property
-    def name(self) -> str:
-        return self.batch.name
-
-    @property
-    def config(self) -> SinkConfig:
-        return self.batch.config
-
-    @property
-    def table(self) -> Table:
-        return self.batch.table
+if TYPE_CHECKING:
+    from sink.batch.key import BatchKey
+    from sink.batch.source_write import SourceWrite
+    from sink.batch.table_batch import RoutedTarget
 
 
 IN_TASK = {"partition_values_in_task": True}  # a routed write's tasks compute partition values
@@ -111,15 +86,3 @@ class RoutedWrites:
             files = [f for f in result.files if f.table == d.spec.table]
             self._metrics.record_files(d.spec.table, files, d.spec.target_file_size_bytes)
         return result
-
-
-def check_keys_in_task(table: Table, name: str) -> None:
-    """Routed writes compute partition values in the task: the table's spec must allow it."""
-    if table.spec().fields and arrow_key_functions(table.spec(), table.schema()) is None:
-        raise ConfigError(
-            f"table {name} is partitioned by {table.spec()}, whose values a routed write cannot compute "
-            "in its write tasks (a transform of a nested or decimal column)",
-            table=name,
-            hint="partition routed tables by top-level columns of int, long, date, time, timestamp, "
-            "string or binary type (route.table-options partition-by)",
-        )

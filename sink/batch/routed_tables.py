@@ -1,7 +1,7 @@
 """Step 2 of a routed batch: each destination's table loaded or created, checked, settled and evolved.
 
 The one place routed tables are opened (the routed step's and the source's,
-:mod:`sink.routed_source`): a template's table is created only within
+:mod:`sink.batch.routed_source`): a template's table is created only within
 ``route.max-tables`` and holds the rows of one destination value
 (:mod:`sink.destinations.owners`). A value refused either way is a dead letter with its
 reason, never a failed batch.
@@ -12,23 +12,28 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 from pyspark.sql import types as st
 
 from sink import catalog as catalogs
-from sink.batch.key import BatchKey
-from sink.batch.states import TableStates
-from sink.batch.table_batch import TableBatch
+from sink.batch.changes import UpsertStep
+from sink.batch.table_batch import RoutedTarget, TableBatch
 from sink.config import SinkConfig
 from sink.destinations.owners import ROUTE_VALUE_PROPERTY, TableBudget, check_owner
 from sink.destinations.resolve import DestinationValue
 from sink.destinations.table_options import TableOptions
+from sink.errors import ConfigError
 from sink.metrics import SinkMetrics
 from sink.parallel import run_parallel
-from sink.routed_write import RoutedTarget, check_keys_in_task
-from sink.upsert_step import UpsertStep
+from sink.schema.coordinator import evolve_table
+from sink.write.keys import arrow_key_functions
+
+if TYPE_CHECKING:
+    from sink.batch.key import BatchKey
+    from sink.batch.states import TableStates
 
 
 @dataclass(frozen=True)
@@ -112,6 +117,28 @@ class RoutedTables:
             return table, {}
         return check_owner(table, name, values)
 
+    def prepare_table(self, name: str, value: str, schema: st.StructType) -> Table:
+        """Before a stream starts: table ``name`` of destination ``value``, created or evolved for
+        rows of ``schema``, checked as a batch would check it.
+
+        Raises:
+            ConfigError: The value may not have the table (another value owns it, or it would
+                pass ``route.max-tables``), or its partition spec cannot be routed.
+        """
+        config = self._options.config_for(name)
+        stored = UpsertStep(config, self._metrics).stored_schema(schema)
+        table, refused = self.open(name, config, stored, (value,))
+        if table is None or refused:
+            raise ConfigError(
+                f"destination value {value!r} cannot have table {name}: {refused.get(value, '')}",
+                table=name,
+                hint="route the value to a table of its own (route.tables), or raise route.max-tables",
+            )
+        UpsertStep(config, self._metrics).check_table(table)
+        table = evolve_table(config, table, stored, self._metrics, sink_id=None, batch_id=None)
+        check_keys_in_task(table, name)
+        return table
+
     def prepare(
         self,
         found: list[DestinationValue],
@@ -183,3 +210,15 @@ class RoutedTables:
             batch.evolve(offered, self._metrics)
         check_keys_in_task(batch.table, name)
         return target, False, refused
+
+
+def check_keys_in_task(table: Table, name: str) -> None:
+    """Routed writes compute partition values in the task: the table's spec must allow it."""
+    if table.spec().fields and arrow_key_functions(table.spec(), table.schema()) is None:
+        raise ConfigError(
+            f"table {name} is partitioned by {table.spec()}, whose values a routed write cannot compute "
+            "in its write tasks (a transform of a nested or decimal column)",
+            table=name,
+            hint="partition routed tables by top-level columns of int, long, date, time, timestamp, "
+            "string or binary type (route.table-options partition-by)",
+        )

@@ -3,22 +3,22 @@
 What :class:`~sink.sink.IcebergSink` hands a batch to when routing is on. The steps of
 :mod:`sink.sink`, for every destination table at once:
 
-0. by source - the source's tasks may have written the rows of the   (:mod:`sink.routed_source`)
+0. by source - the source's tasks may have written the rows of the   (:mod:`sink.batch.routed_source`)
                tables of earlier batches: the batch is the rest
 1. route     - the batch's destination values and their non-null    (:mod:`sink.destinations.resolve`)
                columns: ONE Spark job; each value named a table      (:mod:`sink.destinations.naming`)
-2. schema    - per table: load or create it with its own options    (:mod:`sink.routed_tables`,
+2. schema    - per table: load or create it with its own options    (:mod:`sink.batch.routed_tables`,
                (within route.max-tables, for one value: others are    :mod:`sink.destinations.owners`,
                dead letters), settle crashed attempts, skip it when   :mod:`sink.schema.coordinator`)
                its ledger has the batch, evolve it with its own columns only
-   changes   - upserted tables: the last change per key, rejected    (:mod:`sink.routed_upserts`)
+   changes   - upserted tables: the last change per key, rejected    (:mod:`sink.batch.routed_changes`)
                changes set aside (one counting job)
 3. normalize - ONE projection for every table                        (:mod:`sink.destinations.projection`)
-4. write     - ONE write job; each task splits rows by table          (:mod:`sink.routed_write`)
-5. dead      - bad, unroutable and rejected rows, one commit, before  (:mod:`sink.deadletter`)
+4. write     - ONE write job; each task splits rows by table          (:mod:`sink.batch.routed_write`)
+5. dead      - bad, unroutable and rejected rows, one commit, before  (:mod:`sink.batch.dead_letters`)
    letters     the data
 6. commit    - each table on its own (its files from 0 and 4), with   (:mod:`sink.commit.committer`)
-               its own exactly-once ledger; upserted tables after ONE (:mod:`sink.routed_upserts`)
+               its own exactly-once ledger; upserted tables after ONE (:mod:`sink.batch.routed_changes`)
                key job and ONE lookup job
 
 The number of Spark jobs of a batch does not grow with its number of tables (none after
@@ -32,19 +32,26 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 from pyspark.sql import DataFrame
 from pyspark.sql import types as st
 
-from sink.arrow_source import ArrowSource
+from sink.batch.arrow_source import ArrowSource
 from sink.batch.commits import StagedCommits, Written, commits_for
+from sink.batch.dead_letters import DeadLetterQueue
 from sink.batch.key import BatchKey, sink_id_of
+from sink.batch.routed_changes import RoutedChanges, RoutedUpserts
+from sink.batch.routed_source import RoutedSourcePlanner, record_source_files, source_targets
+from sink.batch.routed_tables import PreparedTables, RoutedTables
+from sink.batch.routed_write import RoutedWrites
+from sink.batch.row_deltas import RowDeltaCommits
+from sink.batch.source_write import SourceWrite
 from sink.batch.states import TableState, TableStates
+from sink.batch.table_batch import RoutedTarget
 from sink.config import SchemaEvolution, SinkConfig
-from sink.deadletter import DeadLetterQueue
 from sink.destinations.destination_table import DestinationTable
 from sink.destinations.naming import DestinationNames, dead_letter_reason
 from sink.destinations.projection import (
@@ -56,17 +63,13 @@ from sink.destinations.projection import (
 )
 from sink.destinations.resolve import DestinationValue, resolve, resolve_in_tasks, route_column
 from sink.destinations.table_options import TableOptions
+from sink.errors import ConfigError
 from sink.log_context import batch_logger
 from sink.metrics import SinkMetrics
 from sink.parallel import run_parallel
-from sink.routed_source import RoutedSourcePlanner, record_source_files, source_targets
-from sink.routed_tables import PreparedTables, RoutedTables
-from sink.routed_upserts import RoutedChanges, RoutedUpserts
-from sink.routed_write import RoutedTarget, RoutedWrites
 from sink.schema.primitives import BadRecordReason
-from sink.source_write import SourceWrite
 from sink.spark_session import query_id_of
-from sink.write.messages import RowCounts, WriteResult
+from sink.write.messages import DataFileMessage, RowCounts, WriteResult
 
 logger = batch_logger(__name__)
 
@@ -112,7 +115,7 @@ class RoutedStep:
         self._by_source = RoutedSourcePlanner(config, catalog, metrics, self._options, self._tables, states)
 
     def source_write(self, batch_df: DataFrame, batch_id: int) -> SourceWrite | None:
-        """Before ``batch_df``'s source runs: its tasks' write to known tables (:mod:`sink.routed_source`)."""
+        """Before ``batch_df``'s source runs: its tasks' write to known tables (:mod:`.routed_source`)."""
         sink_id = sink_id_of(batch_df, self._config.sink_id)
         with self._lock:
             sink_lock = self._sink_locks.setdefault(sink_id, threading.Lock())
@@ -124,6 +127,29 @@ class RoutedStep:
             if planned is not None:
                 self._unsettled[sink_id] = planned
             return planned
+
+    def prepare(self, schemas: Mapping[str, st.StructType]) -> dict[str, Table]:
+        """Before the stream starts: each destination value's table, created or evolved for its schema.
+
+        Raises:
+            ConfigError: A value names no table, or may not have its table.
+        """
+        tables_of = self._names.tables_of(schemas)
+        for value, name in tables_of.items():
+            if name is None:
+                raise ConfigError(
+                    f"destination value {value!r} names no table: {self._names.describe_unroutable(value)}",
+                    hint="give prepare() the values the stream routes (route.tables' keys, or values "
+                    "the route.table-template makes a table name of)",
+                )
+        prepare = [
+            functools.partial(self._tables.prepare_table, n, v, schemas[v])
+            for v, n in tables_of.items()
+            if v and n
+        ]
+        tables = dict(zip(schemas, run_parallel(prepare), strict=True))
+        self._by_source.learn(tables_of)  # their rows may be written by the source's tasks from now on
+        return tables
 
     def prepare_destinations(self, schemas: Mapping[str, st.StructType]) -> frozenset[str]:
         """The tables of the values the source saw, before a batch; the values planned from now on."""
@@ -137,7 +163,7 @@ class RoutedStep:
         """Write one micro-batch to its tables (the steps of this module's docstring).
 
         When ``arrow_source.written``, the source's tasks wrote some of the batch's rows
-        (:mod:`sink.routed_source`); ``batch_df`` holds the rest.
+        (:mod:`sink.batch.routed_source`); ``batch_df`` holds the rest.
         """
         by_source = arrow_source.written if arrow_source is not None else None
         sink_id = key.sink_id
@@ -272,8 +298,10 @@ class RoutedStep:
             if not self._dead_letters.deliver(dead_letters, key, rows, counts).skipped_replay:  # 5.
                 self._upserts.count_rejected(changes)
             upserted = [t for t in targets if t.config.upsert.enabled]
-            # 6. upserted tables: ONE key job, ONE lookup job, a row delta each
-            self._upserts.commit(upserted, projection, changes, result.files)
+            if upserted:  # 6. upserted tables: ONE key job, ONE lookup job, a row delta each
+                keys = self._upserts.changed_keys(upserted, projection, changes)
+                deltas = [Written(t.batch, _files_of(result.files, t.name), keys[t.index]) for t in upserted]
+                RowDeltaCommits(self._metrics, projection.rows.sparkSession).commit(deltas)
         files = result.files
         if by_source is not None:
             record_source_files(by_source, self._metrics)
@@ -303,3 +331,7 @@ class RoutedStep:
 
     def _table_of(self, state: TableState) -> tuple[Table, SinkConfig]:
         return self._catalog.load_table(state.name), self._options.config_for(state.name)
+
+
+def _files_of(files: Sequence[DataFileMessage], table: str) -> list[DataFileMessage]:
+    return [f for f in files if f.table == table]

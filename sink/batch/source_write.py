@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyiceberg.table import Table
@@ -33,7 +33,6 @@ from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from sink import failpoints
-from sink.batch.table_batch import TableBatch
 from sink.commit.recovery import AttemptLog
 from sink.config import DistributionMode, SinkConfig
 from sink.route.routed import resolve_mode
@@ -43,6 +42,9 @@ from sink.write.keys import arrow_key_functions
 from sink.write.messages import DataFileMessage
 from sink.write.source_task import TASK_PROPERTY, SourceTable, SourceWritePlan
 from sink.write.spec import WriteSpec
+
+if TYPE_CHECKING:
+    from sink.batch.table_batch import TableBatch
 
 SOURCE_FILE_SUFFIX = "-s"  # after the attempt's file prefix: its write tasks' names stay apart
 
