@@ -97,6 +97,16 @@ class WriteConfig(_Frozen):
             raise ValueError(f"must be one of {sorted(accepted)}")
         return value.lower()
 
+    def setting(self, properties: Mapping[str, str], table_property: str, option: str) -> Any:
+        """A write setting of a table: the option when given, else the table property, else the default."""
+        if option in self.model_fields_set:
+            return getattr(self, option)
+        return properties.get(table_property, getattr(self, option))
+
+    def target_file_size(self, properties: Mapping[str, str]) -> int:
+        """The target data file size of a table with these ``properties`` (see :meth:`setting`)."""
+        return int(self.setting(properties, "write.target-file-size-bytes", "target_file_size_bytes"))
+
 
 class CommitConfig(_Frozen):
     """How and when the driver commits; unset cadence: one commit per batch (:mod:`sink.commit.policy`).

@@ -36,16 +36,16 @@ from pyspark.sql import types as st
 from sink import catalog as catalogs
 from sink import failpoints
 from sink.batch.arrow_source import ArrowSource, fusable
-from sink.batch.changes import ChangeBatch, UpsertStep
+from sink.batch.changes import ChangeBatch, ChangeSplit, changed_keys
 from sink.batch.commits import StagedCommits, commits_for
 from sink.batch.dead_letters import DeadLetterQueue, dead_letter_table_name
 from sink.batch.idle import IdleListeners
-from sink.batch.key import BatchKey, sink_id_of
+from sink.batch.key import BatchKey
 from sink.batch.routed import RoutedStep
 from sink.batch.row_deltas import RowDeltaCommits
 from sink.batch.source_write import SourceWrite, plan_source_write, source_task_options
 from sink.batch.states import TableState, TableStates
-from sink.batch.table_batch import TableBatch, target_file_size
+from sink.batch.table_batch import TableBatch
 from sink.batch.write_job import BatchWriter
 from sink.bounded_waits import server_errors
 from sink.commit.state import state_location
@@ -55,13 +55,12 @@ from sink.errors import ConfigError, SinkClosedError
 from sink.log_context import batch_context, batch_logger
 from sink.metrics import SinkMetrics
 from sink.metrics_server import MetricsServer, export, is_exported, unexport
-from sink.normalize import NormalizedBatch, NormalizeOptions, check_normalizes, normalize
+from sink.normalize import NormalizeOptions, check_normalizes, normalize
 from sink.progress import watch_query
-from sink.route.routed import RoutedBatch
-from sink.route.router import BucketRouter
 from sink.route.self_check_runs import check_ahead
 from sink.schema.coordinator import evolve_table
-from sink.spark_session import is_connect, query_id_of
+from sink.spark_session import is_connect, query_id_of, sink_id_of
+from sink.upsert.checks import UpsertChecks
 from sink.write.workers_ahead import start_workers_ahead
 
 __all__ = ["ArrowSource", "IcebergSink"]
@@ -101,7 +100,8 @@ class IcebergSink:
         self._normalize_options = NormalizeOptions.from_config(config, dead_letter_table_name(config))
         self._writer = BatchWriter(self.metrics)
         self._stages = isinstance(self._commits, StagedCommits)
-        self._upsert = UpsertStep(config, self.metrics)  # write.mode=upsert; a no-op otherwise
+        self._upsert = UpsertChecks(config)  # write.mode=upsert: the table's keys; append: no keys
+        self._changes = ChangeSplit(config, self.metrics)
         self._idle = IdleListeners(self)  # with a commit cadence: flush when a query idles or stops
         self._closed = False
 
@@ -226,7 +226,9 @@ class IcebergSink:
                 with batch.state.lock:
                     if batch.replayed(self.metrics):  # 2. the table has the batch: skipped
                         return
-                    changes = self._upsert.split(batch_df)  # 3. upsert mode: the last change per key
+                    changes = self._changes.split_one(
+                        batch_df, self.config
+                    )  # 3. upserts: last change per key
                     try:
                         self._write_batch(batch, changes, None if self._upsert.enabled else arrow_source)
                     finally:
@@ -257,7 +259,7 @@ class IcebergSink:
             normalized = normalize(batch_df, table.schema(), self._normalize_options)
         failpoints.hit("route")  # 6. distribute: the rows shuffled to their write tasks
         with self.metrics.time_step(name, "route"):
-            routed = self._distribute(batch, normalized)
+            routed = self._writer.distribute(batch, normalized)
         # 7. write (timed inside: the attempt record is written first)
         fusing = arrow_source is not None and fusable(batch_df, table, normalized, routed, arrow_source)
         by_source = arrow_source.written if arrow_source is not None else None
@@ -266,30 +268,19 @@ class IcebergSink:
         )
         # 8. dead letters: committed before the batch's data, so a replay cannot repeat them.
         rows = sum(f.record_count for f in written.files)
-        dead_letters, counts = self._upsert.dead_letters(changes, normalized, write_counts)
+        dead_letters, counts = self._changes.dead_letters(
+            changes, lambda: normalized.dead_letters, write_counts
+        )
         if not self._dead_letters.deliver(dead_letters, batch.key, rows, counts).skipped_replay:
-            self._upsert.count_rejected(changes)
+            self._changes.count_rejected(changes)
         # 9. commit: a row delta (upsert mode), staged for the cadence, or appended
         if self._upsert.enabled:
-            written.keys = self._upsert.changed_keys(table, changes, normalized, write_counts)
+            keys, flagged = self.config.upsert.key_columns, write_counts.bad_rows > 0
+            written.keys = changed_keys(table, keys, changes, normalized, flagged)
             RowDeltaCommits(self.metrics, batch_df.sparkSession).commit([written])
         else:
             self._commits.commit([written])
         failpoints.hit("commit.after")
-
-    def _distribute(self, batch: TableBatch, normalized: NormalizedBatch) -> RoutedBatch:
-        """Step 6: the batch's rows distributed to their write tasks."""
-        table = batch.table
-        router = BucketRouter.for_table(
-            table,
-            self.config.write.distribution_mode,
-            batch.state.routing,
-            target_file_size(self.config.write, table.metadata.properties),
-            table_name=batch.name,
-            sink_id=batch.key.sink_id,
-            batch_id=batch.key.batch_id,
-        )
-        return router.route(normalized.rows)
 
     def flush(self, query_id: str | None = None) -> None:
         """Commit whatever is staged (all sinks, or those of one streaming query).

@@ -8,8 +8,9 @@ question the sink asks has a classic answer (unchanged) and a Connect answer her
   session's configuration;
 - the default parallelism (how many tasks write a bucket shuffle):
   ``spark.default.parallelism`` when set, else ``spark.sql.shuffle.partitions``;
-- the streaming query's id: a local property of the query's thread, which Connect does
-  not expose, so the ``sink-id`` option is required there;
+- the streaming query's id (the sink id unless ``sink-id`` is set): a local property of
+  the query's thread, which Connect does not expose, so the ``sink-id`` option is
+  required there;
 - the session that started the query (the one whose listeners hear of it): the query's
   record, shared by the application's sessions; none under Connect;
 - the number of partitions of a batch: unknown without planning it through ``rdd``, so
@@ -23,6 +24,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from pyspark.sql import DataFrame, SparkSession
+
+from sink.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -126,3 +129,28 @@ def local_property(spark: SparkSession, key: str, value: str) -> Iterator[None]:
         yield
     finally:
         context.setLocalProperty(key, before)  # type: ignore[arg-type]  # None unsets
+
+
+def sink_id_of(batch_df: DataFrame, configured: str | None) -> str:
+    """The configured sink id, else the streaming query's id.
+
+    Raises:
+        ConfigError: Neither is known (the sink was called outside a streaming query, or
+            through Spark Connect, which does not tell the query's id).
+    """
+    if configured:
+        return configured
+    if is_connect(batch_df.sparkSession):
+        raise ConfigError(
+            "no sink id: under Spark Connect the sink cannot learn the streaming query's id "
+            "and 'sink-id' is not set",
+            hint="set the 'sink-id' option to a name unique to the query and stable across its "
+            "restarts (e.g. 'orders-ingest')",
+        )
+    query_id = query_id_of(batch_df)
+    if not query_id:
+        raise ConfigError(
+            "no sink id: the sink was called outside a streaming query and 'sink-id' is not set",
+            hint="set the 'sink-id' option (e.g. 'orders-ingest') when calling the sink directly",
+        )
+    return query_id

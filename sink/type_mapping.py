@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyiceberg.schema import Schema
@@ -37,6 +38,9 @@ from pyiceberg.types import (
 from pyspark.sql import types as st
 
 from sink.errors import SchemaError
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
 
 
 class _Ids:
@@ -207,3 +211,29 @@ def _small_type(t: pa.DataType) -> pa.DataType:
     if pa.types.is_struct(t):
         return pa.struct([_small_field(t.field(i)) for i in range(t.num_fields)])
     return t
+
+
+def row_schema_of(table: Table) -> pa.Schema:
+    """The Arrow type of ``table``'s rows as Spark hands them to a write task."""
+    from pyspark.sql.pandas.types import to_arrow_schema  # the driver's: not loaded in write tasks
+
+    return to_arrow_schema(iceberg_to_spark_schema(table.schema()), timezone="UTC")
+
+
+def all_optional(row_schema: pa.Schema) -> bool:
+    """Whether every column of a table's ``row_schema``, nested ones too, may be null (no row can be bad)."""
+    return all(_optional(f) for f in row_schema)
+
+
+def _optional(f: pa.Field) -> bool:
+    """Whether ``f`` and everything nested in it may be null."""
+    if not f.nullable:
+        return False
+    t = f.type
+    if pa.types.is_struct(t):
+        return all(_optional(t.field(i)) for i in range(t.num_fields))
+    if pa.types.is_map(t):
+        return _optional(t.item_field)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _optional(t.value_field)
+    return True

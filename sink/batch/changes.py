@@ -1,76 +1,72 @@
-"""Upsert mode's steps of a micro-batch: the changes split before normalize, the row delta after write.
+"""Upsert mode's changes: a batch split into the last change per key of each upserted table.
 
-With ``write.mode=upsert`` a batch is a list of changes. Before the usual steps,
-:meth:`UpsertStep.split` keeps the last change per key (:mod:`sink.upsert.changes`) and
-sets aside the rows with a null key or an unknown op (dead letters ``null_key`` and
-``unknown_op``; a truncate, op ``t``, is ``truncate``: the sink never empties a table);
-the rows whose last change is an insert or replace, without the op and order columns
-(they describe the change, they are not stored), go through normalize, route and write
-like appended rows. After the write, :meth:`UpsertStep.commit` looks the
-batch's keys up and commits the new data files with the position deletes of the rows
-they replace or delete in one snapshot (:class:`~sink.upsert.batch.UpsertApplier`), with
-the same ledger as appends. The delete files are written in the batch attempt's own
-folder, named with its prefix, so crash recovery and the clean-up of failed tasks find
-them as they find its data files.
-
-Every batch is committed: a lookup sees committed snapshots only, so a key staged but
-not committed would be missed by the next batch.
+With ``write.mode=upsert`` a batch is a list of changes. Before the usual steps, one
+split serves one table or the upserted tables of a routed batch (:class:`ChangeSplit`):
+the last change per (table, key) (:mod:`sink.upsert.changes`, one shuffle, no job), and
+the rows with a null key or an unknown op set aside (dead letters ``null_key`` and
+``unknown_op``; a truncate, op ``t``, is ``truncate``: the sink never empties a table; one
+counting job). The rows whose last change is an insert or replace go through normalize,
+distribute and write like appended rows (the op and order columns describe the change and
+are not stored); after the write, the keys the batch changes are looked up and its files
+committed with the position deletes of the rows they replace or delete
+(:mod:`sink.batch.row_deltas`).
 """
 
 from __future__ import annotations
 
 import functools
-import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 from pyiceberg.table import Table
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql import types as st
 
-from sink.commit.snapshot import require_format_v2
 from sink.config import SinkConfig
-from sink.errors import KeyedTableError, UpsertError
+from sink.destinations.resolve import quoted
 from sink.metrics import SinkMetrics
 from sink.normalize import BAD_ROW_COLUMN, NormalizedBatch
 from sink.type_mapping import iceberg_to_spark_type
 from sink.upsert.changes import DELETE_OP, TRUNCATE_OP, UPSERT_OPS, last_changes_df
+from sink.upsert.checks import UpsertChecks
 from sink.write.messages import RowCounts
-
-logger = logging.getLogger(__name__)
 
 NULL_KEY = "null_key"
 UNKNOWN_OP = "unknown_op"
 TRUNCATE = "truncate"  # reason of a change with op ``t`` (a Debezium truncate), whatever its key
+_DEST = "__icesink_change_dest"
+_KEY = "__icesink_change_key"
 
 
 @dataclass(frozen=True)
 class ChangeBatch:
-    """A batch as upsert mode splits it (append mode: ``rows`` is the batch, nothing else).
+    """A batch with its upserted tables' changes reduced (none upserted: the batch as it is).
 
     Attributes:
-        rows: What the usual steps write: the last change of each key, unless a delete.
-        changes: The last change of every key (op column kept), persisted; ``None`` in append mode.
-        rejected: Dead letters of rows with a null key or an unknown op (``column``,
-            ``reason``, ``value``, ``original_row``); ``None`` when there are none.
-        rejected_by_reason: How many rows were rejected, by reason.
+        rows: What is written: appended tables' rows, and the last change of each upserted
+            key unless a delete (the batch's columns, in its order).
+        deletes: The last changes that are deletes; ``None`` when the batch has no op column.
+        rejected: Dead letters of upserted rows with a null key or an unknown op (``source_table``,
+            ``column``, ``reason``, ``value``, ``original_row``); ``None`` when there are none.
+        rejected_by_table: ``(table, reason, rows)`` of the rejected rows.
+        cached: The persisted changes, released after the batch.
     """
 
     rows: DataFrame
-    changes: DataFrame | None = None
+    deletes: DataFrame | None = None
     rejected: DataFrame | None = None
-    rejected_by_reason: tuple[tuple[str, int], ...] = ()
+    rejected_by_table: tuple[tuple[str, str, int], ...] = ()
+    cached: DataFrame | None = None
 
     @property
     def rejected_rows(self) -> int:
-        return sum(n for _, n in self.rejected_by_reason)
+        return sum(n for _, _, n in self.rejected_by_table)
 
     def release(self) -> None:
         """Drop the cached changes."""
-        if self.changes is not None:
-            self.changes.unpersist()
+        if self.cached is not None:
+            self.cached.unpersist()
 
 
 def rejection_reason(null_key: Column, op_value: Column) -> Column:
@@ -82,161 +78,178 @@ def rejection_reason(null_key: Column, op_value: Column) -> Column:
     )
 
 
-class UpsertStep:
-    """The upsert steps of one sink configuration (each a no-op in append mode).
+class ChangeSplit:
+    """The changes of a sink's batches (see the module).
 
     Args:
-        config: The sink's configuration (its ``upsert`` section).
-        metrics: Where upserted and deleted keys and delete files are counted.
+        config: The sink's configuration (its op and order columns, the names' case).
+        metrics: Where the rejected changes are counted.
     """
 
     def __init__(self, config: SinkConfig, metrics: SinkMetrics) -> None:
-        self.config = config
-        self.metrics = metrics
-        self.enabled = config.upsert.enabled
-        self._keys = list(config.upsert.key_columns)
+        self._op = config.upsert.op_column
+        self._order = config.upsert.order_column
+        self._case_sensitive = config.table_schema.case_sensitive
+        self._metrics = metrics
 
-    def stored_schema(self, schema: st.StructType) -> st.StructType:
-        """The columns of ``schema`` the table stores: all but the op and order columns."""
-        if not self.enabled:
-            return schema
-        dropped = set(self.config.upsert.change_columns)
-        return st.StructType([f for f in schema.fields if f.name not in dropped])
+    def split(
+        self,
+        batch_df: DataFrame,
+        dest: Column,
+        upserted: Mapping[str, SinkConfig],
+        only_upserted: bool = False,
+    ) -> ChangeBatch:
+        """The last change per key of each upserted table, and the rows set aside.
 
-    def check_table(self, table: Table) -> None:
-        """Before anything is written: an upserted table is of format v2 and has the key columns;
-        an appended one has no identifier fields, unless ``write.allow-append-to-keyed-table``.
-
-        Raises:
-            UpsertError: Naming the table and what is missing.
-            KeyedTableError: Append mode, and the table has identifier fields.
+        Args:
+            batch_df: The micro-batch.
+            dest: Each row's destination value (a literal when the sink has one table).
+            upserted: Destination value -> configuration, of the values of upserted tables.
+            only_upserted: Every row goes to an upserted table (a one-table sink's).
         """
-        if not self.enabled:
-            self._check_append(table)
-            return
-        require_format_v2(table)
-        names = set(table.schema().column_names)
-        missing = [k for k in self._keys if k not in names]
-        if missing:
-            raise UpsertError(
-                f"table {self.config.table} has no key columns {missing} (columns: {sorted(names)})",
-                table=self.config.table,
-                hint="set upsert.key-columns to columns of the table",
-            )
-
-    def _check_append(self, table: Table) -> None:
-        schema = table.schema()
-        if not schema.identifier_field_ids or self.config.upsert.allow_append_to_keyed_table:
-            return
-        keys = [schema.find_column_name(i) for i in schema.identifier_field_ids]
-        raise KeyedTableError(
-            f"table {self.config.table} has identifier fields {keys} (a table upserted by key) but this "
-            "sink appends (write.mode=append): a row whose key the table holds would store it twice",
-            table=self.config.table,
-            hint=f"upsert into it with write.mode=upsert and upsert.key-columns={','.join(map(str, keys))}, "
-            "or set write.allow-append-to-keyed-table=true if the appended rows' keys are new to the "
-            "table or duplicates are wanted",
+        if not upserted:
+            return ChangeBatch(batch_df)
+        is_upserted = F.coalesce(dest.isin(sorted(upserted)), F.lit(False))
+        groups: dict[tuple[str, ...], list[str]] = {}
+        for value, config in sorted(upserted.items()):
+            groups.setdefault(config.upsert.key_columns, []).append(value)
+        partition, null_key, first_null = self._key_expressions(batch_df, dest, groups)
+        op = self._column(batch_df, self._op)
+        unknown_op = (
+            ~F.coalesce(op.isin(*UPSERT_OPS, DELETE_OP), F.lit(False)) if op is not None else F.lit(False)
         )
+        valid = ~null_key & ~unknown_op
+        order = next((c for c in batch_df.columns if self._order and self._named(c, self._order)), None)
+        keyed = batch_df.where(is_upserted & valid).withColumn(_DEST, dest)
+        if isinstance(partition, Column):  # tables of different key columns: the key as text
+            keyed, partition = keyed.withColumn(_KEY, partition), [F.col(_KEY)]
+        changes = last_changes_df(keyed, [F.col(_DEST), *partition], order).drop(_DEST, _KEY).persist()
+        is_delete = op == DELETE_OP if op is not None else F.lit(False)
+        rows = changes.where(~is_delete)
+        if not only_upserted:  # the appended tables' rows pass as they are
+            rows = batch_df.where(~is_upserted).union(rows)
+        rejected = self._rejected(
+            batch_df.where(is_upserted & ~valid), dest, upserted, null_key, first_null, op
+        )
+        counted = rejected.groupBy("source_table", "reason").count().collect()
+        by_table = tuple(sorted((str(r["source_table"]), str(r["reason"]), int(r["count"])) for r in counted))
+        deletes = changes.where(is_delete) if op is not None else None
+        return ChangeBatch(rows, deletes, rejected if by_table else None, by_table, changes)
 
-    def check_keys(self, columns: Sequence[str]) -> None:
-        """Upsert mode: ``columns`` (a batch's) include every key column.
-
-        Raises:
-            UpsertError: Naming the missing key columns, the batch's columns and the option.
-        """
-        if not self.enabled:
-            return
-        case_sensitive = self.config.table_schema.case_sensitive
-        present = set(columns) if case_sensitive else {c.lower() for c in columns}
-        missing = [k for k in self._keys if (k if case_sensitive else k.lower()) not in present]
-        if missing:
-            raise UpsertError(
-                f"the batch has no key column {missing} of option 'upsert.key-columns' "
-                f"({','.join(self._keys)}); its columns are {list(columns)}",
-                table=self.config.table,
-                hint="give every change row its key columns, or set upsert.key-columns to the "
-                "batch's key column(s) (those of the table's identifier fields)",
-            )
-
-    def split(self, batch_df: DataFrame) -> ChangeBatch:
-        """The last change per key and the rejected rows (append mode: the batch as it is).
+    def split_one(self, batch_df: DataFrame, config: SinkConfig) -> ChangeBatch:
+        """A one-table sink's batch: upsert mode's split, its rows without the op and order
+        columns (they describe a change and are not stored); append mode: the batch.
 
         Raises:
             UpsertError: The batch lacks a key column.
         """
-        if not self.enabled:
+        checks = UpsertChecks(config)
+        if not checks.enabled:
             return ChangeBatch(batch_df)
-        self.check_keys(batch_df.columns)
-        op, order = self.config.upsert.op_column, self.config.upsert.order_column
-        has_op = op in batch_df.columns
-        null_key = functools.reduce(lambda a, b: a | b, [F.col(k).isNull() for k in self._keys])
-        unknown_op = (
-            ~F.coalesce(F.col(op).isin(*UPSERT_OPS, DELETE_OP), F.lit(False)) if has_op else F.lit(False)
-        )
-        changes = last_changes_df(batch_df.where(~null_key & ~unknown_op), self._keys, order).persist()
-        if not has_op:
-            changes = changes.withColumn(op, F.lit(UPSERT_OPS[0]))
-        stored = [c for c in changes.columns if c not in self.config.upsert.change_columns]
-        rows = changes.where(F.col(op) != DELETE_OP).select(*stored)
-        rejected = self._rejected(batch_df.where(null_key | unknown_op), null_key, op if has_op else None)
-        counts = {
-            str(r["reason"]): int(r["n"])
-            for r in rejected.groupBy("reason").agg(F.count("*").alias("n")).collect()
-        }
-        return ChangeBatch(rows, changes, rejected if counts else None, tuple(sorted(counts.items())))
+        checks.check_keys(batch_df.columns)
+        changes = self.split(batch_df, F.lit(config.table), {config.table: config}, only_upserted=True)
+        stored = [F.col(quoted(c)) for c in changes.rows.columns if c not in config.upsert.change_columns]
+        return replace(changes, rows=changes.rows.select(*stored))
 
-    def _rejected(self, rows: DataFrame, null_key: Column, op: str | None) -> DataFrame:
-        first_null = F.coalesce(*[F.when(F.col(k).isNull(), F.lit(k)) for k in self._keys])
-        op_value = F.col(op).cast("string") if op else F.lit(None).cast("string")
-        null_key = null_key & ~F.coalesce(op_value == TRUNCATE_OP, F.lit(False))  # a truncate has no key
-        return rows.select(
-            F.when(null_key, first_null).otherwise(F.lit(op)).alias("column"),
-            rejection_reason(null_key, op_value).alias("reason"),
-            F.when(null_key, F.lit(None).cast("string")).otherwise(op_value).alias("value"),
-            F.to_json(F.struct(*[F.col(c) for c in rows.columns])).alias("original_row"),
+    def _rejected(
+        self,
+        rows: DataFrame,
+        dest: Column,
+        upserted: Mapping[str, SinkConfig],
+        null_key: Column,
+        first_null: Column,
+        op: Column | None,
+    ) -> DataFrame:
+        """The rejected rows as dead letters, each naming its table, the column and why."""
+        tables = F.create_map(
+            *[c for v, cfg in sorted(upserted.items()) for c in (F.lit(v), F.lit(cfg.table))]
         )
+        op_value = op.cast("string") if op is not None else F.lit(None).cast("string")
+        keyless = null_key & ~F.coalesce(op_value == TRUNCATE_OP, F.lit(False))  # a truncate has no key
+        return rows.select(
+            F.element_at(tables, dest).alias("source_table"),
+            F.when(keyless, first_null).otherwise(F.lit(self._op)).alias("column"),
+            rejection_reason(keyless, op_value).alias("reason"),
+            F.when(keyless, F.lit(None).cast("string")).otherwise(op_value).alias("value"),
+            F.to_json(
+                F.struct(*[F.col(quoted(c)) for c in rows.columns]), {"ignoreNullFields": "false"}
+            ).alias("original_row"),
+        )
+
+    def _key_expressions(
+        self, batch_df: DataFrame, dest: Column, groups: Mapping[tuple[str, ...], list[str]]
+    ) -> tuple[list[Column] | Column, Column, Column]:
+        """What the last change is found per (one key column set: the key columns; several: the key
+        as JSON text), and per row whether a key column is null and the first null one."""
+        partition = change_key = null_key = first_null = None
+        for keys, values in groups.items():
+            columns = [self._column(batch_df, k) for k in keys]
+            present = [c if c is not None else F.lit(None) for c in columns]
+            if len(groups) == 1 and all(c is not None for c in columns):
+                partition = present
+            text = F.to_json(F.struct(*[c.alias(k) for c, k in zip(present, keys, strict=True)]))
+            nulls = functools.reduce(lambda a, b: a | b, [c.isNull() for c in present])
+            first = F.coalesce(*[F.when(c.isNull(), F.lit(k)) for c, k in zip(present, keys, strict=True)])
+            mine = dest.isin(values)
+            change_key = F.when(mine, text) if change_key is None else change_key.when(mine, text)
+            null_key = F.when(mine, nulls) if null_key is None else null_key.when(mine, nulls)
+            first_null = F.when(mine, first) if first_null is None else first_null.when(mine, first)
+        assert change_key is not None and null_key is not None and first_null is not None
+        return (
+            (partition if partition is not None else change_key),
+            F.coalesce(null_key, F.lit(False)),
+            first_null,
+        )
+
+    def _column(self, batch_df: DataFrame, name: str) -> Column | None:
+        """The batch column named ``name`` (case-insensitive unless the sink is), or ``None``."""
+        found = next((c for c in batch_df.columns if self._named(c, name)), None)
+        return F.col(quoted(found)) if found is not None else None
+
+    def _named(self, column: str, name: str) -> bool:
+        return column == name or (not self._case_sensitive and column.lower() == name.lower())
 
     def dead_letters(
-        self, batch: ChangeBatch, normalized: NormalizedBatch, counts: RowCounts
+        self, changes: ChangeBatch, dead_letters: Callable[[], DataFrame], counts: RowCounts
     ) -> tuple[Callable[[], DataFrame], RowCounts]:
-        """The batch's dead letters (bad values and rejected changes) and the counts they go with."""
-        if batch.rejected is None:
-            return (lambda: normalized.dead_letters), counts
-        rejected = batch.rejected
+        """The batch's dead letters (``dead_letters``: its bad values') with the rejected changes,
+        and the counts they go with (``counts``: the write's)."""
+        rejected = changes.rejected
+        if rejected is None:
+            return dead_letters, counts
 
         def both() -> DataFrame:
-            return normalized.dead_letters.unionByName(rejected) if counts.bad_rows else rejected
+            return (
+                dead_letters().unionByName(rejected, allowMissingColumns=True)
+                if counts.bad_rows
+                else rejected
+            )
 
-        n = batch.rejected_rows
+        n = changes.rejected_rows
         return both, RowCounts(counts.input_rows + n, counts.bad_rows + n)
 
-    def count_rejected(self, batch: ChangeBatch) -> None:
-        """Count the rejected changes by reason (once their dead letters are committed)."""
-        for reason, n in batch.rejected_by_reason:
-            self.metrics.dead_letter_reasons.labels(self.config.table, reason).inc(n)
+    def count_rejected(self, changes: ChangeBatch) -> None:
+        """Count the rejected changes by table and reason (once their dead letters are committed)."""
+        for table, reason, n in changes.rejected_by_table:
+            self._metrics.dead_letter_reasons.labels(table, reason).inc(n)
 
-    def changed_keys(
-        self, table: Table, batch: ChangeBatch, normalized: NormalizedBatch, counts: RowCounts
-    ) -> pa.Table:
-        """Every key the batch changes, of the table's types: written rows (bad ones left out) and deletes.
 
-        A change whose values could not be converted is a dead letter: its key is not
-        looked up, so the key's current row stays. ``counts``: the write's.
-        """
-        assert batch.changes is not None
-        return self._changed_keys(table, batch.changes, normalized, counts.bad_rows > 0)
+def changed_keys(
+    table: Table, keys: Sequence[str], changes: ChangeBatch, normalized: NormalizedBatch, flagged: bool
+) -> pa.Table:
+    """Every key a one-table batch changes, of the table's types: written rows and deletes.
 
-    def _changed_keys(
-        self, table: Table, changes: DataFrame, normalized: NormalizedBatch, flagged: bool
-    ) -> pa.Table:
-        schema = table.schema()
-        written = normalized.rows
-        if normalized.bad_row_flag and flagged:
-            written = written.where(~F.col(BAD_ROW_COLUMN))
-        types = {k: iceberg_to_spark_type(schema.find_field(k).field_type) for k in self._keys}
-        op = self.config.upsert.op_column
-        deleted = changes.where(F.col(op) == DELETE_OP).select(
-            *[F.col(k).try_cast(types[k]).alias(k) for k in self._keys]
-        )
-        deleted = deleted.dropna(subset=self._keys)  # a key of no table type matches no row
-        return written.select(*self._keys).unionByName(deleted).toArrow()
+    A change whose values could not be converted (``flagged``: the write dropped bad rows)
+    is a dead letter: its key is not looked up, so the key's current row stays. A deleted
+    key of no table type matches no row.
+    """
+    schema = table.schema()
+    written = normalized.rows
+    if normalized.bad_row_flag and flagged:
+        written = written.where(~F.col(BAD_ROW_COLUMN))
+    written = written.select(*keys)
+    if changes.deletes is None:
+        return written.toArrow()
+    types = {k: iceberg_to_spark_type(schema.find_field(k).field_type) for k in keys}
+    deleted = changes.deletes.select(*[F.col(quoted(k)).try_cast(types[k]).alias(k) for k in keys])
+    return written.unionByName(deleted.dropna(subset=list(keys))).toArrow()

@@ -5,12 +5,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame
-
-from sink.errors import ConfigError
-from sink.spark_session import is_connect, query_id_of
-
-__all__ = ["BatchKey", "new_attempt_id", "sink_id_of"]
+__all__ = ["BatchKey", "new_attempt_id"]
 
 
 def new_attempt_id() -> str:
@@ -47,28 +42,3 @@ class BatchKey:
     def file_prefix(self) -> str:
         """What the names of this attempt's files start with (and its folder is called)."""
         return f"{self.batch_prefix}-{self.attempt}"
-
-
-def sink_id_of(batch_df: DataFrame, configured: str | None) -> str:
-    """The configured sink id, else the streaming query's id.
-
-    Raises:
-        ConfigError: Neither is known (the sink was called outside a streaming query, or
-            through Spark Connect, which does not tell the query's id).
-    """
-    if configured:
-        return configured
-    if is_connect(batch_df.sparkSession):
-        raise ConfigError(
-            "no sink id: under Spark Connect the sink cannot learn the streaming query's id "
-            "and 'sink-id' is not set",
-            hint="set the 'sink-id' option to a name unique to the query and stable across its "
-            "restarts (e.g. 'orders-ingest')",
-        )
-    query_id = query_id_of(batch_df)
-    if not query_id:
-        raise ConfigError(
-            "no sink id: the sink was called outside a streaming query and 'sink-id' is not set",
-            hint="set the 'sink-id' option (e.g. 'orders-ingest') when calling the sink directly",
-        )
-    return query_id

@@ -11,14 +11,14 @@ What :class:`~sink.sink.IcebergSink` hands a batch to when routing is on. The st
                (within route.max-tables, for one value: others are    :mod:`sink.destinations.owners`,
                dead letters), settle crashed attempts, skip it when   :mod:`sink.schema.coordinator`)
                its ledger has the batch, evolve it with its own columns only
-   changes   - upserted tables: the last change per key, rejected    (:mod:`sink.batch.routed_changes`)
+   changes   - upserted tables: the last change per key, rejected    (:mod:`sink.batch.changes`)
                changes set aside (one counting job)
 3. normalize - ONE projection for every table                        (:mod:`sink.destinations.projection`)
 4. write     - ONE write job; each task splits rows by table          (:mod:`sink.batch.routed_write`)
 5. dead      - bad, unroutable and rejected rows, one commit, before  (:mod:`sink.batch.dead_letters`)
    letters     the data
 6. commit    - each table on its own (its files from 0 and 4), with   (:mod:`sink.commit.committer`)
-               its own exactly-once ledger; upserted tables after ONE (:mod:`sink.batch.routed_changes`)
+               its own exactly-once ledger; upserted tables after ONE (:mod:`sink.batch.routed_keys`)
                key job and ONE lookup job
 
 The number of Spark jobs of a batch does not grow with its number of tables (none after
@@ -37,13 +37,15 @@ from collections.abc import Callable, Mapping, Sequence
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql import types as st
 
 from sink.batch.arrow_source import ArrowSource
+from sink.batch.changes import ChangeBatch, ChangeSplit
 from sink.batch.commits import StagedCommits, Written, commits_for
 from sink.batch.dead_letters import DeadLetterQueue
-from sink.batch.key import BatchKey, sink_id_of
-from sink.batch.routed_changes import RoutedChanges, RoutedUpserts
+from sink.batch.key import BatchKey
+from sink.batch.routed_keys import routed_changed_keys
 from sink.batch.routed_source import RoutedSourcePlanner, record_source_files, source_targets
 from sink.batch.routed_tables import PreparedTables, RoutedTables
 from sink.batch.routed_write import RoutedWrites
@@ -51,24 +53,17 @@ from sink.batch.row_deltas import RowDeltaCommits
 from sink.batch.source_write import SourceWrite
 from sink.batch.states import TableState, TableStates
 from sink.batch.table_batch import RoutedTarget
-from sink.config import SchemaEvolution, SinkConfig
+from sink.config import SinkConfig
 from sink.destinations.destination_table import DestinationTable
-from sink.destinations.naming import DestinationNames, dead_letter_reason
-from sink.destinations.projection import (
-    NULL_VALUE_REASON,
-    SKIPPED,
-    ProjectionOptions,
-    RoutedProjection,
-    project,
-)
-from sink.destinations.resolve import DestinationValue, resolve, resolve_in_tasks, route_column
+from sink.destinations.naming import DestinationNames
+from sink.destinations.projection import SKIPPED, ProjectionOptions, RoutedProjection, log_unroutable, project
+from sink.destinations.resolve import DestinationValue, destination_value, quoted, resolve_batch, route_column
 from sink.destinations.table_options import TableOptions
 from sink.errors import ConfigError
 from sink.log_context import batch_logger
 from sink.metrics import SinkMetrics
 from sink.parallel import run_parallel
-from sink.schema.primitives import BadRecordReason
-from sink.spark_session import query_id_of
+from sink.spark_session import query_id_of, sink_id_of
 from sink.write.messages import DataFileMessage, RowCounts, WriteResult
 
 logger = batch_logger(__name__)
@@ -107,7 +102,7 @@ class RoutedStep:
         self._tables = RoutedTables(
             config, catalog, metrics, self._options, states, (dead_letters.table_name,)
         )
-        self._upserts = RoutedUpserts(config, metrics)
+        self._upserts = ChangeSplit(config, metrics)
         self._writes = RoutedWrites(config.write.memory_budget_bytes, metrics, label)
         self._lock = threading.Lock()
         self._sink_locks: dict[str, threading.Lock] = {}
@@ -186,33 +181,26 @@ class RoutedStep:
             case_sensitive = self._config.table_schema.case_sensitive
             position = route_column(batch_df.schema, self._config.route, case_sensitive)
             with self._metrics.time_step(self.label, "route"):  # 1. the ONE job finding the destinations
-                found = self._destinations(batch_df, position, arrow_source)
+                made_by = (arrow_source.df, arrow_source.function) if arrow_source is not None else None
+                found = resolve_batch(batch_df, position, made_by)
                 tables_of = self._names.tables_of(d.value for d in found)
         prepared = self._tables.prepare(found, tables_of, batch_df.schema, key)  # 2.
         routed = {v: None if v in prepared.refused else n for v, n in tables_of.items()}
         configs = {d.value: self._options.config_for(n) for d in found if d.value and (n := routed[d.value])}
         upserted = {value: config for value, config in configs.items() if config.upsert.enabled}
-        changes = self._upserts.split(batch_df, position, upserted)  # upserted tables: last change per key
+        changes = ChangeBatch(batch_df)
+        if upserted:  # upserted tables: the last change per key
+            dest = destination_value(F.col(quoted(batch_df.columns[position])))
+            changes = self._upserts.split(batch_df, dest, upserted)
         try:
             self._write_routed(changes, found, routed, prepared, position, key, by_source)
         finally:
             changes.release()
         self._by_source.learn(routed)
 
-    @staticmethod
-    def _destinations(
-        batch_df: DataFrame, position: int, arrow_source: ArrowSource | None
-    ) -> list[DestinationValue]:
-        """Counted where the batch's rows are made when it was made in Python, else by Spark."""
-        if arrow_source is not None:
-            found = resolve_in_tasks(arrow_source.df, arrow_source.function, batch_df.schema, position)
-            if found is not None:
-                return found
-        return resolve(batch_df, position)
-
     def _write_routed(
         self,
-        changes: RoutedChanges,
+        changes: ChangeBatch,
         found: list[DestinationValue],
         tables_of: dict[str | None, str | None],
         prepared: PreparedTables,
@@ -224,66 +212,31 @@ class RoutedStep:
         sink_id, batch_id = key.sink_id, key.batch_id
         indexes = {v: t.index for t in targets for v in t.values} | dict.fromkeys(prepared.skipped, SKIPPED)
         unroutable = [d for d in found if tables_of[d.value] is None]
-        reasons = {d.value: self._reason(d.value, prepared) for d in unroutable if d.value is not None}
+        reasons = {d.value: self._names.reason(d.value, prepared.refused) for d in unroutable if d.value}
         written = source_targets(by_source, targets, self._options, key, self._states)  # the source's alone
         if not targets and not unroutable and not written:
             logger.info("batch %s of sink %s: every table already has it (or it is empty)", batch_id, sink_id)
             if not found and by_source is None:  # an empty batch: the source has caught up
                 self.flush_staged(lambda state: state.sink_id == sink_id)
             return
-        self._log_unroutable(unroutable, reasons, sink_id, batch_id)
+        log_unroutable(unroutable, reasons, self._dead_letters.table_name, sink_id, batch_id)
         projection = None
         if targets or unroutable:
             with self._metrics.time_step(self.label, "normalize"):  # 3. the ONE projection
                 tables = [DestinationTable(t.index, t.name, t.table.schema(), t.columns) for t in targets]
-                options = self._projection_options(position)
+                options = ProjectionOptions.of(self._config, position, self.label)
                 projection = project(batch_df, tables, indexes, reasons, options)
         try:
-            self._write_and_commit(projection, changes, targets, written, key, by_source)
+            self._write_and_commit(projection, changes, position, targets, written, key, by_source)
         except BaseException:
             self._states.forget((t.name for t in targets + written), sink_id)
             raise
 
-    def _log_unroutable(
-        self, unroutable: list[DestinationValue], reasons: dict[str, str], sink_id: str, batch_id: int
-    ) -> None:
-        """One line per reason code, whatever the number of values (garbage makes thousands)."""
-        by_code: dict[str, list[tuple[int, str]]] = {}
-        for d in unroutable:
-            reason = NULL_VALUE_REASON if d.value is None else reasons[d.value]
-            by_code.setdefault(reason.split(":", 1)[0], []).append((d.rows, reason))
-        for code, found in sorted(by_code.items()):
-            logger.warning(
-                "batch %s of sink %s: %s rows of %s values go to the dead-letter table %s as %s, e.g. %s",
-                batch_id,
-                sink_id,
-                sum(rows for rows, _ in found),
-                len(found),
-                self._dead_letters.table_name,
-                code,
-                found[0][1],
-            )
-
-    def _reason(self, value: str, prepared: PreparedTables) -> str:
-        """The dead-letter reason of an unroutable value's rows."""
-        refused = prepared.refused.get(value)
-        return refused or dead_letter_reason(
-            BadRecordReason.UNROUTABLE, self._names.describe_unroutable(value)
-        )
-
-    def _projection_options(self, position: int) -> ProjectionOptions:
-        return ProjectionOptions(
-            position,
-            self._config.table_schema.case_sensitive,
-            self._config.table_schema.evolution is SchemaEvolution.ADD_COLUMNS_AND_WIDEN,
-            self._config.dead_letter.on_bad_record,
-            self.label,
-        )
-
     def _write_and_commit(
         self,
         projection: RoutedProjection | None,
-        changes: RoutedChanges,
+        changes: ChangeBatch,
+        position: int,
         targets: list[RoutedTarget],
         written: list[RoutedTarget],
         key: BatchKey,
@@ -299,7 +252,11 @@ class RoutedStep:
                 self._upserts.count_rejected(changes)
             upserted = [t for t in targets if t.config.upsert.enabled]
             if upserted:  # 6. upserted tables: ONE key job, ONE lookup job, a row delta each
-                keys = self._upserts.changed_keys(upserted, projection, changes)
+                route, case_sensitive = (
+                    changes.rows.columns[position],
+                    self._config.table_schema.case_sensitive,
+                )
+                keys = routed_changed_keys(upserted, projection, changes.deletes, route, case_sensitive)
                 deltas = [Written(t.batch, _files_of(result.files, t.name), keys[t.index]) for t in upserted]
                 RowDeltaCommits(self._metrics, projection.rows.sparkSession).commit(deltas)
         files = result.files

@@ -40,7 +40,6 @@ from sink.destinations.table_options import TableOptions
 from sink.errors import SinkError
 from sink.metrics import SinkMetrics
 from sink.parallel import run_parallel
-from sink.schema.coordinator import evolve_table
 from sink.spark_session import is_connect
 
 if TYPE_CHECKING:
@@ -113,15 +112,11 @@ class RoutedSourcePlanner:
         self.learn({t: n for (t, n), ready in zip(wanted.items(), results, strict=True) if ready})
 
     def _prepare_table(self, name: str, topic: str, schema: st.StructType) -> bool:
-        config = self._options.config_for(name)
-        if config.upsert.enabled:
+        if self._options.config_for(name).upsert.enabled:
             return False  # never planned: the rows are changes
         try:
-            table, refused = self._tables.open(name, config, schema, (topic,))
-            if table is None or refused:
-                return False  # the routed step sends the topic's rows to the dead-letter table
-            evolve_table(config, table, schema, self._metrics, sink_id=None, batch_id=None)
-        except SinkError as e:
+            self._tables.prepare_table(name, topic, schema)
+        except SinkError as e:  # the routed step sends the rows where they belong, or fails the batch
             logger.warning("table %s is left to the batch's own rows: %s", name, e)
             return False
         return True

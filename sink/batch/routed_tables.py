@@ -19,7 +19,6 @@ from pyiceberg.table import Table
 from pyspark.sql import types as st
 
 from sink import catalog as catalogs
-from sink.batch.changes import UpsertStep
 from sink.batch.table_batch import RoutedTarget, TableBatch
 from sink.config import SinkConfig
 from sink.destinations.owners import ROUTE_VALUE_PROPERTY, TableBudget, check_owner
@@ -29,6 +28,7 @@ from sink.errors import ConfigError
 from sink.metrics import SinkMetrics
 from sink.parallel import run_parallel
 from sink.schema.coordinator import evolve_table
+from sink.upsert.checks import UpsertChecks
 from sink.write.keys import arrow_key_functions
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ class RoutedTables:
                 pass ``route.max-tables``), or its partition spec cannot be routed.
         """
         config = self._options.config_for(name)
-        stored = UpsertStep(config, self._metrics).stored_schema(schema)
+        stored = UpsertChecks(config).stored_schema(schema)
         table, refused = self.open(name, config, stored, (value,))
         if table is None or refused:
             raise ConfigError(
@@ -134,7 +134,7 @@ class RoutedTables:
                 table=name,
                 hint="route the value to a table of its own (route.tables), or raise route.max-tables",
             )
-        UpsertStep(config, self._metrics).check_table(table)
+        UpsertChecks(config).check_table(table)
         table = evolve_table(config, table, stored, self._metrics, sink_id=None, batch_id=None)
         check_keys_in_task(table, name)
         return table
@@ -203,7 +203,7 @@ class RoutedTables:
         with self._metrics.time_step(name, "schema"):
             batch = TableBatch(name, config, table, key, self._states.get(name, config, table, key.sink_id))
             # upserted: v2, with its keys; appended: no keys (unless allowed); before anything is written
-            UpsertStep(config, self._metrics).check_table(table)
+            UpsertChecks(config).check_table(table)
             target = RoutedTarget(batch, columns, values)
             if batch.replayed(self._metrics):
                 return target, True, refused

@@ -2,7 +2,7 @@
 
 Routed writes are not shuffled: each task splits its rows by table and computes their
 partition values itself (:mod:`sink.write.routed_task`), so a routed table's partition
-spec must be computable from Arrow columns (:func:`check_keys_in_task`).
+spec must be computable from Arrow columns (:func:`~sink.batch.routed_tables.check_keys_in_task`).
 """
 
 from __future__ import annotations

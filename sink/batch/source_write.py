@@ -27,17 +27,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 from pyiceberg.table import Table
 from pyspark.sql import SparkSession
-from pyspark.sql.pandas.types import to_arrow_schema
 
 from sink import failpoints
 from sink.commit.recovery import AttemptLog
 from sink.config import DistributionMode, SinkConfig
 from sink.route.routed import resolve_mode
 from sink.spark_session import local_property
-from sink.type_mapping import iceberg_to_spark_schema
+from sink.type_mapping import all_optional, row_schema_of
 from sink.write.keys import arrow_key_functions
 from sink.write.messages import DataFileMessage
 from sink.write.source_task import TASK_PROPERTY, SourceTable, SourceWritePlan
@@ -157,27 +155,3 @@ def source_task_options(table: Table, config: SinkConfig, routed: bool = False) 
         if arrow_key_functions(spec, schema) is None:
             return None
     return {"num_data_columns": len(schema.fields), "partition_values_in_task": bool(spec.fields) or routed}
-
-
-def row_schema_of(table: Table) -> pa.Schema:
-    """The Arrow type of ``table``'s rows as Spark hands them to a write task."""
-    return to_arrow_schema(iceberg_to_spark_schema(table.schema()), timezone="UTC")
-
-
-def all_optional(row_schema: pa.Schema) -> bool:
-    """Whether every column of a table's ``row_schema``, nested ones too, may be null (no row can be bad)."""
-    return all(_optional(f) for f in row_schema)
-
-
-def _optional(f: pa.Field) -> bool:
-    """Whether ``f`` and everything nested in it may be null."""
-    if not f.nullable:
-        return False
-    t = f.type
-    if pa.types.is_struct(t):
-        return all(_optional(t.field(i)) for i in range(t.num_fields))
-    if pa.types.is_map(t):
-        return _optional(t.item_field)
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return _optional(t.value_field)
-    return True

@@ -29,7 +29,7 @@ from pyspark.sql import types as st
 from sink.catalog import executor_io_properties
 from sink.commit import ledger
 from sink.commit.recovery import AttemptLog, AttemptRecord, attempt_location
-from sink.config import SinkConfig, WriteConfig
+from sink.config import SinkConfig
 from sink.log_context import batch_logger
 from sink.metrics import SinkMetrics
 from sink.schema.coordinator import evolve_table
@@ -39,12 +39,9 @@ if TYPE_CHECKING:
     from sink.batch.key import BatchKey
     from sink.batch.states import TableState
 
-__all__ = ["RoutedTarget", "TableBatch", "target_file_size", "write_setting"]
+__all__ = ["RoutedTarget", "TableBatch"]
 
 logger = batch_logger(__name__)
-
-_TARGET_FILE_SIZE = ("write.target-file-size-bytes", "target_file_size_bytes")
-_COMPRESSION = ("write.parquet.compression-codec", "compression_codec")
 
 
 @dataclass
@@ -111,10 +108,12 @@ class TableBatch:
             io_properties=executor_io_properties(self.config, table),
             table_properties=dict(properties),
             file_prefix=prefix,
-            target_file_size_bytes=target_file_size(write, properties),
+            target_file_size_bytes=write.target_file_size(properties),
             row_group_size_bytes=write.row_group_size_bytes,
             memory_budget_bytes=write.memory_budget_bytes,
-            compression=str(write_setting(write, properties, *_COMPRESSION)),
+            compression=str(
+                write.setting(properties, "write.parquet.compression-codec", "compression_codec")
+            ),
             bad_row_flag=bad_row_flag,
             **task_options,
         )
@@ -169,15 +168,3 @@ class RoutedTarget:
     @property
     def table(self) -> Table:
         return self.batch.table
-
-
-def write_setting(write: WriteConfig, properties: Mapping[str, str], table_property: str, option: str) -> Any:
-    """A write setting: the sink option when given, else the table property, else the option's default."""
-    if option in write.model_fields_set:
-        return getattr(write, option)
-    return properties.get(table_property, getattr(write, option))
-
-
-def target_file_size(write: WriteConfig, properties: Mapping[str, str]) -> int:
-    """The target data file size: the sink option when given, else the table property, else the default."""
-    return int(write_setting(write, properties, *_TARGET_FILE_SIZE))

@@ -19,6 +19,7 @@ from sink.log_context import batch_logger
 from sink.metrics import SinkMetrics
 from sink.normalize import NormalizedBatch
 from sink.route.routed import RoutedBatch
+from sink.route.router import BucketRouter
 from sink.write.messages import RowCounts, WriteResult
 from sink.write.spec import WriteSpec
 from sink.write.task import ArrowFunction, run_write
@@ -33,7 +34,7 @@ logger = batch_logger(__name__)
 
 
 class BatchWriter:
-    """Runs the write job of a table batch.
+    """Distributes a table batch's rows and runs its write job.
 
     Args:
         metrics: Where the write step is timed and the files are recorded.
@@ -41,6 +42,20 @@ class BatchWriter:
 
     def __init__(self, metrics: SinkMetrics) -> None:
         self.metrics = metrics
+
+    def distribute(self, batch: TableBatch, normalized: NormalizedBatch) -> RoutedBatch:
+        """The batch's rows distributed to their write tasks (:mod:`sink.route.router`)."""
+        table, key = batch.table, batch.key
+        router = BucketRouter.for_table(
+            table,
+            batch.config.write.distribution_mode,
+            batch.state.routing,
+            batch.config.write.target_file_size(table.metadata.properties),
+            table_name=batch.name,
+            sink_id=key.sink_id,
+            batch_id=key.batch_id,
+        )
+        return router.route(normalized.rows)
 
     def write(
         self,

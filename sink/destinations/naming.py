@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from sink.config_route import MAX_TABLE_NAME_BYTES, PLACEHOLDERS, RouteConfig, whole_name_template
 from sink.errors import ConfigError
@@ -101,6 +101,12 @@ class DestinationNames:
         if not value:
             return "the destination value is empty"
         return self._name(value)[1] or f"value {shown(value)} is not a key of route.tables"
+
+    def reason(self, value: str, refused: Mapping[str, str]) -> str:
+        """Why an unroutable value's rows are dead letters (``refused``: values refused a table -> why)."""
+        return refused.get(value) or dead_letter_reason(
+            BadRecordReason.UNROUTABLE, self.describe_unroutable(value)
+        )
 
     def tables_of(self, values: Iterable[str | None]) -> dict[str | None, str | None]:
         """Each value's table, ``None`` for an unroutable value (see the module docstring)."""

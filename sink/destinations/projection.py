@@ -28,15 +28,18 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as st
 
-from sink.config import BadRecordPolicy
+from sink.config import BadRecordPolicy, SchemaEvolution, SinkConfig
 from sink.destinations.destination_table import DestinationTable
-from sink.destinations.resolve import SOURCE_PREFIX, destination_value, positional
+from sink.destinations.resolve import SOURCE_PREFIX, DestinationValue, destination_value, positional
 from sink.destinations.slots import Shape, Slots, shape_of
+from sink.log_context import batch_logger
 from sink.normalize import first_problem
 from sink.schema.conversion import BadRecordReason, ColumnConverter, Problem
 from sink.spark_session import application_id
 
 UNROUTABLE = -1
+logger = batch_logger(__name__)
+
 NULL_VALUE_REASON = f"{BadRecordReason.UNROUTABLE.value}: the destination value is null"
 SKIPPED = -2
 DEST_INDEX = "__icesink_dest_index"
@@ -61,6 +64,19 @@ class ProjectionOptions:
     evolution_enabled: bool
     on_bad_record: BadRecordPolicy
     unroutable_source: str
+
+    @classmethod
+    def of(cls, config: SinkConfig, route_position: int, unroutable_source: str) -> ProjectionOptions:
+        """A routed sink's options of ``config``."""
+        schema = config.table_schema
+        evolving = schema.evolution is SchemaEvolution.ADD_COLUMNS_AND_WIDEN
+        return cls(
+            route_position,
+            schema.case_sensitive,
+            evolving,
+            config.dead_letter.on_bad_record,
+            unroutable_source,
+        )
 
 
 @dataclass(frozen=True)
@@ -282,3 +298,28 @@ def _message(tables: Sequence[DestinationTable]) -> Column:
             "failing the batch, or fix the value at its source"
         ),
     )
+
+
+def log_unroutable(
+    unroutable: Sequence[DestinationValue],
+    reasons: Mapping[str, str],
+    dead_letter_table: str,
+    sink_id: str,
+    batch_id: int,
+) -> None:
+    """One log line per reason code of a batch's unroutable values (garbage makes thousands of values)."""
+    by_code: dict[str, list[tuple[int, str]]] = {}
+    for d in unroutable:
+        reason = NULL_VALUE_REASON if d.value is None else reasons[d.value]
+        by_code.setdefault(reason.split(":", 1)[0], []).append((d.rows, reason))
+    for code, found in sorted(by_code.items()):
+        logger.warning(
+            "batch %s of sink %s: %s rows of %s values go to the dead-letter table %s as %s, e.g. %s",
+            batch_id,
+            sink_id,
+            sum(rows for rows, _ in found),
+            len(found),
+            dead_letter_table,
+            code,
+            found[0][1],
+        )

@@ -93,6 +93,18 @@ def resolve(batch_df: DataFrame, route_position: int) -> list[DestinationValue]:
     return _in_order(_destination(row[_DEST], row[1:]) for row in rows)  # rows, then n0 ... nN
 
 
+def resolve_batch(
+    batch_df: DataFrame, route_position: int, made_by: tuple[DataFrame, ArrowFunction] | None = None
+) -> list[DestinationValue]:
+    """:func:`resolve`, counted where the batch's rows are made when they are made in Python
+    (``made_by``: ``batch_df`` is ``df.mapInArrow(function, ...)``), else by Spark."""
+    if made_by is not None:
+        found = resolve_in_tasks(*made_by, batch_df.schema, route_position)
+        if found is not None:
+            return found
+    return resolve(batch_df, route_position)
+
+
 def resolve_in_tasks(
     df: DataFrame, function: ArrowFunction, schema: st.StructType, route_position: int
 ) -> list[DestinationValue] | None:

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
 DELETE_OP = "d"
 TRUNCATE_OP = "t"  # a Debezium truncate: no key, never applied (dead letter ``truncate``)
@@ -87,7 +87,7 @@ def change_set(
 
 
 def last_changes_df(
-    batch_df: DataFrame, key_columns: Sequence[str], order_column: str | None = None
+    batch_df: DataFrame, key_columns: Sequence[str | Column], order_column: str | None = None
 ) -> DataFrame:
     """:func:`last_changes` in Spark: one row per key, the greatest order value, then the latest row.
 
