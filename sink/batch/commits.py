@@ -186,12 +186,18 @@ class StagedCommits:
         due = [s for s in states if self.policy.due(s.staging)]
         run_parallel([functools.partial(self.flush, s, table_of) for s in due])
 
-    def flush(self, state: TableState, table_of: Callable[[TableState], tuple[Table, SinkConfig]]) -> None:
-        """Commit whatever ``state`` has staged (``table_of`` loads its table, with its configuration)."""
+    def flush(
+        self,
+        state: TableState,
+        table_of: Callable[[TableState], tuple[Table, SinkConfig]],
+        last_batch_id: int | None = None,
+    ) -> None:
+        """Commit whatever ``state`` has staged (``table_of`` loads its table, with its configuration;
+        ``last_batch_id``: an empty batch after them, committed with them)."""
         with state.lock:
             if state.staging.batches:
                 table, config = table_of(state)
-                self.commit_staged(table, config, state)
+                self.commit_staged(table, config, state, last_batch_id)
 
     def commit_staged(
         self, table: Table, config: SinkConfig, state: TableState, last_batch_id: int | None = None

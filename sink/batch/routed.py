@@ -217,7 +217,7 @@ class RoutedStep:
         if not targets and not unroutable and not written:
             logger.info("batch %s of sink %s: every table already has it (or it is empty)", batch_id, sink_id)
             if not found and by_source is None:  # an empty batch: the source has caught up
-                self.flush_staged(lambda state: state.sink_id == sink_id)
+                self.flush_staged(lambda state: state.sink_id == sink_id, last_batch_id=batch_id)
             return
         log_unroutable(unroutable, reasons, self._dead_letters.table_name, sink_id, batch_id)
         projection = None
@@ -271,16 +271,24 @@ class RoutedStep:
         self.flush_staged(lambda s: s.sink_id == key.sink_id and s.name not in written_now, due_only=True)
 
     def flush_staged(
-        self, which: Callable[[TableState], bool] = lambda state: True, *, due_only: bool = False
+        self,
+        which: Callable[[TableState], bool] = lambda state: True,
+        *,
+        due_only: bool = False,
+        last_batch_id: int | None = None,
     ) -> None:
-        """Commit what the states ``which`` picks have staged (``due_only``: what the cadence says is due)."""
+        """Commit what the states ``which`` picks have staged (``due_only``: what the cadence says is
+        due; ``last_batch_id``: an empty batch, committed with them)."""
         if not isinstance(self._commits, StagedCommits):
             return
         states = [s for s in self._states.states() if which(s) and s.name != self._dead_letters.table_name]
         if due_only:
             self._commits.commit_due(states, self._table_of)
         else:
-            run_parallel([functools.partial(self._commits.flush, s, self._table_of) for s in states])
+            flush = functools.partial(
+                self._commits.flush, table_of=self._table_of, last_batch_id=last_batch_id
+            )
+            run_parallel([functools.partial(flush, s) for s in states])
 
     def flush(self, query_id: str | None = None) -> None:
         """Commit whatever the sink's tables have staged (those of one streaming query, when given)."""

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import signal
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
 from icesink import IcebergSink
-from tests.integration.test_crash_recovery import job_arguments, job_result, parquet_files_on_disk, run_job
+from tests.integration.test_crash_recovery import parquet_files_on_disk
 from tests.support.tables import catalog_from_options, summary_of
 
 BATCHES = 20
@@ -76,48 +74,3 @@ def test_twenty_small_batches_make_a_handful_of_snapshots(
     assert_each_batch_committed_once(options, ids, warehouse)
     samples = [s for metric in sink.metrics.registry.collect() for s in metric.samples]
     assert sum(s.value for s in samples if s.name == "icesink_rows_written_total") == len(ids)
-
-
-def test_killed_after_staging_then_restarted_commits_each_batch_once(
-    tmp_path: Path, warehouse: Path, catalog_options: dict[str, str]
-) -> None:
-    ids = write_small_input(tmp_path / "input")
-    options = cadence_options(catalog_options)
-    common = job_arguments(tmp_path / "input", tmp_path / "ck", options)
-    killed = run_job(*common, "--crash-at", "after-stage", "--crash-batch", "7")
-    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
-    table = catalog_from_options(options).load_table("db.cadence")
-    committed_before = sum(t.file.record_count for t in table.scan().plan_files())
-    assert committed_before < 8 * ROWS  # batch 7 (at least) is staged, not committed
-    done = run_job(*common)
-    assert done.returncode == 0, done.stderr[-3000:]
-
-    assert_each_batch_committed_once(options, ids, warehouse)
-    # The restarted run commits the staged batches it reloaded, and the rest.
-    assert job_result(done)["icesink_rows_written_total"] == len(ids) - committed_before
-
-
-def test_staged_batches_are_visible_after_flush(spark: SparkSession, catalog_options: dict[str, str]) -> None:
-    options = {**catalog_options, "table": "db.flush", "sink-id": "flush", "commit.max-batches": "10"}
-    sink = IcebergSink.from_options(options)
-    for batch_id in range(3):
-        sink(spark.range(batch_id * 10, batch_id * 10 + 10).select("id", F.lit("x").alias("v")), batch_id)
-    table = sink.catalog.load_table("db.flush")
-    assert table.current_snapshot() is None  # staged, durable, not yet visible
-    sink(spark.range(0, 10).select("id", F.lit("x").alias("v")), 1)  # replay of a staged batch: skipped
-    sink.flush()
-    table = sink.catalog.load_table("db.flush")
-    assert sorted(table.scan().to_arrow().column("id").to_pylist()) == list(range(30))
-    assert [s.summary["icesink.batch-ids"] for s in table.snapshots() if s.summary] == ["0-2"]
-
-
-def test_empty_batch_is_a_chunk_boundary(spark: SparkSession, catalog_options: dict[str, str]) -> None:
-    options = {**catalog_options, "table": "db.boundary", "sink-id": "boundary", "commit.interval-s": "3600"}
-    sink = IcebergSink.from_options(options)
-    sink(spark.range(0, 10), 0)
-    sink(spark.range(10, 20), 1)
-    assert sink.catalog.load_table("db.boundary").current_snapshot() is None
-    sink(spark.range(0, 0), 2)
-    table = sink.catalog.load_table("db.boundary")
-    assert sorted(table.scan().to_arrow().column("id").to_pylist()) == list(range(20))
-    assert table.properties["icesink.sink.boundary.last-batch-id"] == "2"

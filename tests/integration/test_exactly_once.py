@@ -15,22 +15,6 @@ def _frame(spark: SparkSession, start: int, n: int = 1000):
     )
 
 
-def test_same_batch_twice_leaves_one_copy(spark: SparkSession, catalog_options: dict[str, str]) -> None:
-    options = {**catalog_options, "table": "db.replay", "sink-id": "replay", "partition-by": "day(ts)"}
-    sink = IcebergSink.from_options(options)
-    df = _frame(spark, 0)
-    sink(df, 7)
-    sink(df, 7)
-    table = sink.catalog.load_table("db.replay")
-    ids = table.scan().to_arrow().column("id").to_pylist()
-    assert sorted(ids) == list(range(1000))
-    assert len(table.snapshots()) == 1
-    skipped = sink.metrics.registry.get_sample_value(
-        "icesink_replays_skipped_total", {"table": "db.replay", "sink_id": "replay"}
-    )
-    assert skipped == 1.0
-
-
 def test_replay_after_expire_snapshots_writes_nothing(
     spark: SparkSession, catalog_options: dict[str, str]
 ) -> None:

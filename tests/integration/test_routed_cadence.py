@@ -1,18 +1,17 @@
-"""A routed sink with a commit cadence: each table stages its batches and commits them on the cadence."""
+"""A routed sink with a commit cadence: what only many tables have (what one table has too is in
+``test_one_or_many_tables.py``): tables a batch does not write, per-table options."""
 
 from __future__ import annotations
 
-import signal
-from pathlib import Path
+import time
+from types import SimpleNamespace
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from icesink import IcebergSink
+from sink.commit import policy
 from sink.errors import ConfigError
-from tests.integration.test_crash_recovery import job_arguments, job_result, parquet_files_on_disk, run_job
 from tests.support.tables import catalog_from_options, summary_of
 
 KINDS = ("a", "b", "c")
@@ -38,7 +37,7 @@ def _ids(options: dict[str, str], name: str) -> list[int]:
     return sorted(table.scan().to_arrow().column("id").to_pylist())
 
 
-def test_each_table_stages_its_batches_and_commits_every_max_batches(
+def test_a_table_seen_once_is_staged_until_the_sink_closes(
     spark: SparkSession, catalog_options: dict[str, str]
 ) -> None:
     options = _routed(catalog_options, **{"commit.max-batches": "3"})
@@ -65,30 +64,19 @@ def test_each_table_stages_its_batches_and_commits_every_max_batches(
     assert _ids(options, "ev.rare") == expected["rare"]
 
 
-def test_an_empty_batch_commits_every_table_staged(
-    spark: SparkSession, catalog_options: dict[str, str]
+def test_a_table_that_gets_no_more_rows_is_committed_once_its_interval_passes(
+    spark: SparkSession, catalog_options: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    options = _routed(catalog_options, **{"commit.interval-s": "3600"})
+    options = _routed(catalog_options, **{"commit.interval-s": "60"})
     sink = IcebergSink.from_options(options)
     sink(_batch(spark, 0), 0)
-    sink(_batch(spark, 1, ("a",)), 1)
-    assert all(_batch_ids(options, f"ev.{kind}") == [] for kind in KINDS)
-    sink(_batch(spark, 2).limit(0), 2)  # the source has caught up: a chunk boundary
+    assert all(_batch_ids(options, f"ev.{kind}") == [] for kind in KINDS)  # staged
+    later = time.time() + 61  # the cadence's clock only: staging keeps the real one
+    monkeypatch.setattr(policy, "time", SimpleNamespace(time=lambda: later))
+    sink(_batch(spark, 1, ("a",)), 1)  # only table a gets rows; b and c are due all the same
     assert _batch_ids(options, "ev.a") == ["0-1"]
     assert _batch_ids(options, "ev.b") == _batch_ids(options, "ev.c") == ["0"]
-    assert len(_ids(options, "ev.a")) == 10 + 30
-
-
-def test_a_table_that_gets_no_more_rows_is_committed_when_due(
-    spark: SparkSession, catalog_options: dict[str, str]
-) -> None:
-    options = _routed(catalog_options, **{"commit.target-bytes": "1"})  # due as soon as staged
-    sink = IcebergSink.from_options(options)
-    sink(_batch(spark, 0), 0)
-    assert all(_batch_ids(options, f"ev.{kind}") == ["0"] for kind in KINDS)
-    sink(_batch(spark, 1, ("a",)), 1)
-    assert _batch_ids(options, "ev.a") == ["0", "1"]
-    assert _batch_ids(options, "ev.b") == ["0"]
+    assert _ids(options, "ev.b") == [i for i in range(30) if i % 3 == 1]
 
 
 def test_an_upserted_routed_table_refuses_the_cadence(catalog_options: dict[str, str]) -> None:
@@ -97,51 +85,3 @@ def test_an_upserted_routed_table_refuses_the_cadence(catalog_options: dict[str,
         IcebergSink.from_options(
             _routed(catalog_options, **{"commit.max-batches": "3", "route.table-options": table_options})
         )
-
-
-BATCHES = 12
-ROWS = 90
-
-
-def _write_input(folder: Path) -> None:
-    folder.mkdir(parents=True)
-    for n in range(BATCHES):
-        ids = list(range(n * ROWS, (n + 1) * ROWS))
-        kinds = [KINDS[i % len(KINDS)] for i in ids]
-        pq.write_table(
-            pa.table({"id": pa.array(ids, pa.int64()), "kind": pa.array(kinds)}),
-            folder / f"part-{n:03d}.parquet",
-        )
-
-
-def test_killed_while_several_tables_hold_staged_batches_then_restarted_writes_each_row_once(
-    tmp_path: Path, warehouse: Path, catalog_options: dict[str, str]
-) -> None:
-    _write_input(tmp_path / "input")
-    options = _routed(catalog_options, **{"commit.max-batches": "4"})
-    del options["sink-id"]  # the query's id, as a streaming job has it
-    common = job_arguments(tmp_path / "input", tmp_path / "ck", options)
-    killed = run_job(*common, "--crash-at", "after-stage", "--crash-batch", "6")
-    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
-    for kind in KINDS:  # batches 0-3 committed; 4 and 5 staged on every table when the process died
-        assert _batch_ids(options, f"ev.{kind}") == ["0-3"]
-    done = run_job(*common)
-    assert done.returncode == 0, done.stderr[-3000:]
-
-    written = 0
-    for kind in KINDS:
-        expected = [i for i in range(BATCHES * ROWS) if KINDS[i % 3] == kind]
-        assert _ids(options, f"ev.{kind}") == expected  # every row once
-        covered: list[int] = []
-        for ids in _batch_ids(options, f"ev.{kind}"):
-            first, _, last = ids.partition("-")
-            covered.extend(range(int(first), int(last or first) + 1))
-        assert sorted(covered) == list(range(BATCHES))  # every batch in exactly one snapshot
-        written += len(expected)
-    referenced = set()
-    for kind in KINDS:
-        table = catalog_from_options(options).load_table(f"ev.{kind}")
-        referenced |= {t.file.file_path for t in table.scan().plan_files()}
-    assert parquet_files_on_disk(warehouse) == referenced  # no file of the killed run left behind
-    # The restarted run commits the staged batches it reloaded (4, 5, 6 if staged) and the rest.
-    assert job_result(done)["icesink_rows_written_total"] == written - 4 * ROWS

@@ -193,20 +193,6 @@ def test_spark_jobs_per_batch_do_not_grow_with_the_tables(
     assert counts[3] == counts[30] and max(counts[3]) <= 4, counts
 
 
-def test_replay_of_a_committed_batch_writes_nothing(
-    spark: SparkSession, catalog_options: dict[str, str], warehouse: Path
-) -> None:
-    df = _events(spark, ["click", "view", "buy"], 10)
-    with _sink(catalog_options) as sink:
-        sink(df, 0)
-        catalog = catalog_from_options(catalog_options)
-        before = {k: catalog.load_table(f"ev.{k}").metadata.current_snapshot_id for k in COLUMNS}
-        files = _parquet_files(warehouse)
-        sink(df, 0)
-    assert {k: catalog.load_table(f"ev.{k}").metadata.current_snapshot_id for k in COLUMNS} == before
-    assert _parquet_files(warehouse) == files
-
-
 @pytest.mark.parametrize("restart", [False, True], ids=["same-sink", "new-sink"])
 def test_a_crash_between_two_tables_commits_replays_only_the_rest(
     spark: SparkSession, catalog_options: dict[str, str], warehouse: Path, restart: bool
