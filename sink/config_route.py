@@ -171,7 +171,6 @@ def check_route(
     route: RouteConfig,
     table: str,
     staged_commits: set[str],
-    distribution: Any,
     upsert: UpsertConfig,
 ) -> None:
     """Routing options that fit together: a source of names, nothing routing cannot do, keys for upserts.
@@ -180,7 +179,6 @@ def check_route(
         route: The routing section.
         table: The ``table`` option ('' when not given).
         staged_commits: The commit cadence fields that were set (``interval_s`` ...).
-        distribution: The ``distribution-mode`` that was set, if any.
         upsert: The sink's upsert section (the default of every routed table).
 
     Raises:
@@ -212,12 +210,6 @@ def check_route(
         raise ConfigError(
             f"options {keys} cannot be used with route.by={route.by.value}",
             hint="remove the commit cadence options: a routed sink commits every table once per batch",
-        )
-    mode = getattr(distribution, "value", distribution)
-    if mode in ("bucket", "hash"):
-        raise ConfigError(
-            f"option 'distribution-mode' is {mode!r} but routed writes are not shuffled",
-            hint="remove distribution-mode (or set it to none) when route.by is set",
         )
     for pattern, options in route.table_options:
         _check_upserted_pattern(pattern, options, upsert)

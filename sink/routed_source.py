@@ -3,7 +3,8 @@
 The routed counterpart of :mod:`sink.source_write`. A sink routing by topic knows, from
 the batches it wrote, which topic goes to which table. Before a micro-batch's source
 runs, it plans a write by the source's tasks for each of those tables that allows one
-(it exists, every column optional, partition values the tasks can compute, no upsert),
+(it exists, every column optional, partition values the tasks can compute, no upsert, no
+shuffle asked by ``write.distribution-mode``),
 each table's crashed attempts settled and the write's attempt recorded on it, one
 attempt id for every table. The tasks then write the records of a planned topic to its
 table as they decode them (:mod:`sink.write.source_task`), and the routed step
@@ -34,7 +35,7 @@ from pyspark.sql import types as st
 from sink import catalog as catalogs
 from sink import failpoints
 from sink.commit import ledger
-from sink.config import SchemaEvolution, SinkConfig
+from sink.config import DistributionMode, SchemaEvolution, SinkConfig
 from sink.config_route import RouteBy
 from sink.destinations.table_options import TableOptions
 from sink.errors import SinkError
@@ -170,6 +171,11 @@ class RoutedSourcePlanner:
             return None  # a null in a required column is a dead letter
         if table.spec().fields and arrow_key_functions(table.spec(), table.schema()) is None:
             return None  # the routed step says why
+        if table.spec().fields and config.write.distribution_mode in (
+            DistributionMode.BUCKET,
+            DistributionMode.HASH,
+        ):
+            return None  # its rows are shuffled first (sink.route.routed_shuffle)
         self._tables.recover(config, table, sink_id)
         if ledger.is_committed(table, sink_id, batch_id):
             return None  # a replay: the routed step skips the table

@@ -1,7 +1,8 @@
 """Step 4 of a routed batch: each table's attempt on record, then ONE Spark job writes every table's files.
 
-Routed writes are not shuffled: each task splits its rows by table and computes their
-partition values itself (:mod:`sink.write.routed_task`), so a routed table's partition
+Unless ``write.distribution-mode`` asks for a shuffle (:mod:`sink.route.routed_shuffle`),
+routed writes are not shuffled. Either way each task splits its rows by table and computes
+their partition values itself (:mod:`sink.write.routed_task`), so a routed table's partition
 spec must be computable from Arrow columns (:func:`check_keys_in_task`).
 """
 
@@ -20,6 +21,7 @@ from sink.errors import BadRecordError, ConfigError, SchemaError, WriteError, fi
 from sink.metrics import SinkMetrics
 from sink.normalize import bad_record_error
 from sink.parallel import run_parallel
+from sink.route.routed_shuffle import routed_mode, shuffle_routed
 from sink.source_write import SourceWrite
 from sink.worker_python import worker_import_error
 from sink.write.keys import arrow_key_functions
@@ -94,10 +96,12 @@ class RoutedWrites:
             target.file_prefix, target.location = spec.file_prefix, spec.data_location
             destinations.append(DestinationSpec(target.index, spec, projection.slots[target.index]))
         run_parallel(records)  # every attempt is on record before any file is written
+        mode = routed_mode(t.config.write.distribution_mode for t in targets)
         routed = RoutedWriteSpec(tuple(destinations), self._budget)
+        rows, routed = shuffle_routed(projection.rows, routed, mode, log=(batch_id, sink_id))
         with self._metrics.time_step(self._label, "write"):
             try:
-                result = run_routed_write(projection.rows, routed, self._row_bytes.get(sink_id, 0))
+                result = run_routed_write(rows, routed, self._row_bytes.get(sink_id, 0))
             except Exception as e:
                 worker = worker_import_error(e, projection.rows, self._label, batch_id)
                 raise (worker or _write_error(e, self._label, batch_id)) from e
