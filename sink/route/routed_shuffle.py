@@ -147,47 +147,70 @@ def routed_partitions(
     dest, bad = columns[DEST_INDEX_COLUMN], columns[BAD_ROW_COLUMN]
     offsets: dict[int, int] = {}
     layouts: dict[int, BucketLayout | None] = {}
-    by_expression: dict[str, tuple[Column, list[int]]] = {}  # one expression per shared shape
+    by_shape: dict[_Shape, tuple[Column, list[int]]] = {}  # one expression per shared shape
     total = 0
     for d in destinations:
         spec, schema = d.spec.partition_spec, d.spec.schema
         layout = BucketLayout.for_spec(spec, schema)
-        sources = _sources(columns, d, schema)
-        if layout is not None:
-            value = layout.partition_id(_bucket_columns(spec, schema, sources))
-            size = layout.num_partitions
-        elif spec.fields:
-            value = F.pmod(F.hash(*_partition_columns(spec, schema, sources)), F.lit(slots_without_bucket))
-            size = slots_without_bucket
-        else:
-            value, size = F.lit(0), 1
+        size = layout.num_partitions if layout is not None else slots_without_bucket if spec.fields else 1
         offsets[d.index], layouts[d.index] = total, layout
         total += size
-        by_expression.setdefault(str(value), (value, []))[1].append(d.index)
+        shape = (_shape(d), layout)
+        if shape not in by_shape:
+            sources = _sources(columns, d, schema)
+            if layout is not None:
+                value = layout.partition_id(_bucket_columns(spec, schema, sources))
+            elif spec.fields:
+                partition = _partition_columns(spec, schema, sources)
+                value = F.pmod(F.hash(*partition), F.lit(slots_without_bucket))
+            else:
+                value = F.lit(0)
+            by_shape[shape] = (value, [])
+        by_shape[shape][1].append(d.index)
     offset = F.try_element_at(F.expr(_array(offsets)), dest + 1)
-    within: Column | None = None
-    for value, indexes in by_expression.values():
-        within = (
-            F.when(dest.isin(indexes), value) if within is None else within.when(dest.isin(indexes), value)
-        )
-    assert within is not None
-    partition_ids = F.when(bad, F.lit(0)).otherwise(F.coalesce(offset + within, F.lit(0)))
+    partition_ids = offset + _by_destination(dest, by_shape.values())
+    partition_ids = F.when(bad, F.lit(0)).otherwise(F.coalesce(partition_ids, F.lit(0)))
     return RoutedPartitions(partition_ids, total, offsets, layouts)
 
 
 def _hash_key(columns: Sequence[Column], destinations: Sequence[DestinationSpec]) -> Column:
     """A hash of each row's partition tuple in its table (0 for bad rows and unpartitioned tables)."""
     dest, bad = columns[DEST_INDEX_COLUMN], columns[BAD_ROW_COLUMN]
-    by_expression: dict[str, tuple[Column, list[int]]] = {}
+    by_shape: dict[_Shape, tuple[Column, list[int]]] = {}
     for d in destinations:
         spec, schema = d.spec.partition_spec, d.spec.schema
+        shape = (_shape(d), None)
+        if spec.fields and shape not in by_shape:
+            by_shape[shape] = (F.hash(*_partition_columns(spec, schema, _sources(columns, d, schema))), [])
         if spec.fields:
-            value = F.hash(*_partition_columns(spec, schema, _sources(columns, d, schema)))
-            by_expression.setdefault(str(value), (value, []))[1].append(d.index)
-    key = F.when(bad, F.lit(0))
-    for value, indexes in by_expression.values():
-        key = key.when(dest.isin(indexes), value)
-    return key.otherwise(F.lit(0))
+            by_shape[shape][1].append(d.index)
+    if not by_shape:
+        return F.lit(0)
+    return F.when(bad, F.lit(0)).otherwise(F.coalesce(_by_destination(dest, by_shape.values()), F.lit(0)))
+
+
+_Shape = tuple[tuple[tuple[int, str, str], ...], BucketLayout | None]
+"""What a table's expression depends on: per spec field its source slot, transform and type; its layout."""
+
+
+def _shape(destination: DestinationSpec) -> tuple[tuple[int, str, str], ...]:
+    """Per spec field: the projection position of its source, its transform and its source's type."""
+    schema = destination.spec.schema
+    positions = {f.field_id: p for f, p in zip(schema.fields, destination.slots, strict=True)}
+    return tuple(
+        (positions[f.source_id], str(f.transform), str(schema.find_field(f.source_id).field_type))
+        for f in destination.spec.partition_spec.fields
+    )
+
+
+def _by_destination(dest: Column, values: Iterable[tuple[Column, list[int]]]) -> Column:
+    """``CASE`` over the destination index: each value for its destinations (null for others)."""
+    result: Column | None = None
+    for value, indexes in values:
+        when = dest.isin(indexes)
+        result = F.when(when, value) if result is None else result.when(when, value)
+    assert result is not None
+    return result
 
 
 def _sources(columns: Sequence[Column], destination: DestinationSpec, schema: Schema) -> dict[int, Column]:
