@@ -74,12 +74,22 @@ def _compare(spark: SparkSession, tmp: str, args: argparse.Namespace) -> None:
             sink(_batch(spark, args.rows, args.tables), batch_id)
             seconds[mode].append(time.perf_counter() - started)
             print(f"{mode} batch {batch_id}: {seconds[mode][-1]:.2f} s", flush=True)
+    files = {mode: _data_files(sink, f"raw_{mode}") for mode, sink in sinks.items()}
     for sink in sinks.values():
         sink.close()
     first = statistics.median(seconds[modes[0]][1:])
     for mode in modes:
         median = statistics.median(seconds[mode][1:])
-        print(f"{mode}: median {median:.2f} s per batch, {median / first:.2f} x {modes[0]}")
+        print(
+            f"{mode}: median {median:.2f} s per batch, {median / first:.2f} x {modes[0]}; "
+            f"{files[mode]} data files in its tables after {args.batches} batches"
+        )
+
+
+def _data_files(sink: IcebergSink, namespace: str) -> int:
+    """The data files of every table of ``namespace``."""
+    tables = sink.catalog.list_tables(namespace)
+    return sum(len(list(sink.catalog.load_table(t).scan().plan_files())) for t in tables)
 
 
 def main(argv: list[str] | None = None) -> int:

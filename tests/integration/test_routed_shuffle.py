@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 
 from icesink import IcebergSink
 from sink.config import DistributionMode
+from sink.errors import ConfigError
 from sink.route.routed_shuffle import shuffle_routed
 from sink.write.layout import BucketLayout
 from sink.write.routed_task import DestinationSpec, RoutedWriteSpec
@@ -155,3 +156,12 @@ def test_the_shuffle_partition_of_a_row_is_its_tables_offset_plus_its_bucket(
         seen.setdefault(r.dest, set()).add(bucket)
     assert seen == {0: set(range(6)), 1: set(range(3))}
     assert shuffled.rdd.getNumPartitions() == 6 + 4  # c: 3 buckets and its null one (k is optional)
+
+
+@pytest.mark.parametrize("mode", ["range", "bucketed"])
+def test_an_unknown_mode_of_a_routed_sink_is_refused_naming_the_accepted_ones(
+    catalog_options: dict[str, str], mode: str
+) -> None:
+    with pytest.raises(ConfigError, match=rf"invalid value '{mode}' for option 'distribution-mode'") as e:
+        _sink(catalog_options, "refused", mode)
+    assert "['bucket', 'hash', 'none']" in str(e.value)
