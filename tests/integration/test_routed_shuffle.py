@@ -26,10 +26,11 @@ from sink.route.routed_shuffle import shuffle_routed
 from sink.write.layout import BucketLayout
 from sink.write.routed_task import DestinationSpec, RoutedWriteSpec
 from tests.integration.test_bucket_shuffle import Written, tasks_by_bucket, written
+from tests.support.spark_conf import session_conf
 from tests.support.tables import catalog_from_options, check_data_files, table_rows
 from tests.unit.writer_fixtures import task_spec
 
-ROWS = 6_000
+ROWS = 24_000
 INPUT_PARTITIONS = 3
 NULL_TYPES = 7  # rows without a destination value: dead letters
 PARTITION_BY = {
@@ -39,6 +40,9 @@ PARTITION_BY = {
     "d": "day(ts)",  # no bucket field: a few partitions by its partition tuple
     "e": None,  # unpartitioned: one partition
 }
+
+
+SMALL_ARROW_BATCHES = {"spark.sql.execution.arrow.maxRecordsPerBatch": "100"}
 
 
 def _events(spark: SparkSession) -> DataFrame:
@@ -59,7 +63,7 @@ def _bucket_of(layout: BucketLayout, f: Written) -> int:
     return layout.partition_of(f.partition)
 
 
-def _sink(catalog_options: dict[str, str], namespace: str, mode: str) -> IcebergSink:
+def _sink(catalog_options: dict[str, str], namespace: str, mode: str, **more: str) -> IcebergSink:
     overrides = {f"{namespace}.{t}": {"partition-by": p} for t, p in PARTITION_BY.items() if p}
     options = {
         "sink-id": namespace,
@@ -69,7 +73,7 @@ def _sink(catalog_options: dict[str, str], namespace: str, mode: str) -> Iceberg
         "route.table-options": str(overrides).replace("'", '"'),
         "distribution-mode": mode,
     }
-    return IcebergSink.from_options({**catalog_options, **options})
+    return IcebergSink.from_options({**catalog_options, **options, **more})
 
 
 @pytest.mark.parametrize("mode", ["bucket", "hash"])
@@ -78,9 +82,15 @@ def test_each_partition_value_of_each_table_is_one_file(
 ) -> None:
     """bucket: each (table, bucket) read by one task; both: one file per value (none: up to 3 per value)."""
     namespace = f"shuffled_{mode}"
-    with _sink(catalog_options, namespace, mode) as sink:
+    # bucket: small Arrow batches and chunks (of 32 KiB), so that a task's buckets span several
+    # chunks and it finishes each bucket's files while the next one's rows arrive (a bucket
+    # finished too early: a second file). Not for hash: the budget would close its files.
+    small = {"write.fanout.memory-budget-bytes": str(1 << 20)} if mode == "bucket" else {}
+    conf = SMALL_ARROW_BATCHES if mode == "bucket" else {}
+    with _sink(catalog_options, namespace, mode, **small) as sink, session_conf(spark, conf):
         sink(_events(spark), 0)
     catalog = catalog_from_options(catalog_options)
+    values_per_task: dict[int, set[tuple[str, Any]]] = {}
     for kind, partition_by in PARTITION_BY.items():
         table = catalog.load_table(f"{namespace}.{kind}")
         files = written(table)
@@ -90,6 +100,8 @@ def test_each_partition_value_of_each_table_is_one_file(
         assert len(table_rows(table)) == sum(f.records for f in files) == expected, kind
         assert check_data_files(table) == len(files)
         values = {f.partition for f in files}
+        for f in files:
+            values_per_task.setdefault(f.task, set()).add((kind, f.partition))
         repeated = [p for p, n in Counter(f.partition for f in files).items() if n > 1]
         assert len(files) == len(values), (kind, repeated)  # one file per value
         layout = BucketLayout.for_spec(table.spec(), table.schema())
@@ -100,6 +112,14 @@ def test_each_partition_value_of_each_table_is_one_file(
             assert all(len(tasks) == 1 for tasks in buckets.values()), (kind, buckets)
     dead = table_rows(catalog.load_table(f"{namespace}.routed__dlq"))
     assert len(dead) == NULL_TYPES
+    if mode == "bucket":  # 17 partitions in 4 tasks, each holding about one bucket's writers at once
+        registry = sink.metrics.registry
+        peak = max(
+            registry.get_sample_value("icesink_open_writers_max", {"table": f"{namespace}.{k}"}) or 0
+            for k in PARTITION_BY
+        )
+        most = max(len(v) for v in values_per_task.values())
+        assert len(values_per_task) == 4 and 0 < peak < most, (peak, most)
 
 
 def test_the_shuffle_partition_of_a_row_is_its_tables_offset_plus_its_bucket(
