@@ -81,6 +81,10 @@ class WriteConfig(_Frozen):
         distribution_mode: The shuffle before the write tasks: ``bucket`` (shuffle partition ==
             bucket id), ``hash`` (by the partition tuple) or ``none`` (no shuffle). Default:
             ``bucket`` when the spec has a bucket, ``hash`` when it has other fields, else ``none``.
+            A routed sink (``route.by``) shuffles all its tables in its one write job: ``bucket``
+            gives every (table, bucket) one shuffle partition (a table without a bucket field a
+            few, by its partition tuple; an unpartitioned one a single one), ``hash`` shuffles by
+            (table, partition tuple); unset it stays ``none``, as routed writes always were.
     """
 
     target_file_size_bytes: int = Field(default=DEFAULT_TARGET_FILE_SIZE_BYTES, ge=1024)
@@ -248,7 +252,7 @@ class SinkConfig(_Frozen):
         _check_write_and_commit(self.write, self.commit)
         staged = {"target_bytes", "interval_s", "max_batches"} & self.commit.model_fields_set
         check_upsert(self.upsert, bool(staged))
-        check_route(self.route, self.table, staged, self.write.distribution_mode, self.upsert)
+        check_route(self.route, self.table, staged, self.upsert)
         return self
 
     @classmethod

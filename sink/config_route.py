@@ -171,7 +171,6 @@ def check_route(
     route: RouteConfig,
     table: str,
     staged_commits: set[str],
-    distribution: Any,
     upsert: UpsertConfig,
 ) -> None:
     """Routing options that fit together: a source of names, nothing routing cannot do, keys for upserts.
@@ -181,7 +180,6 @@ def check_route(
         table: The ``table`` option ('' when not given).
         staged_commits: The commit cadence fields that were set (``interval_s`` ...): every
             appended table stages its batches; an upserted one cannot.
-        distribution: The ``distribution-mode`` that was set, if any.
         upsert: The sink's upsert section (the default of every routed table).
 
     Raises:
@@ -208,12 +206,6 @@ def check_route(
         )
     if route.table_template is not None:
         check_template(route.table_template)
-    mode = getattr(distribution, "value", distribution)
-    if mode in ("bucket", "hash"):
-        raise ConfigError(
-            f"option 'distribution-mode' is {mode!r} but routed writes are not shuffled",
-            hint="remove distribution-mode (or set it to none) when route.by is set",
-        )
     for pattern, options in route.table_options:
         _check_upserted_pattern(pattern, options, upsert, staged_commits)
 

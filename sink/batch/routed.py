@@ -25,7 +25,7 @@ The number of Spark jobs of a batch does not grow with its number of tables (non
 the source's when its tasks wrote every row); the catalog and storage calls of steps 2, 4
 (the attempt records) and 6 do, a few per table on a small thread pool. A crash between
 two tables' commits replays the batch: the tables that have it are skipped in step 2 and
-their rows left out of the write. Routed writes are not shuffled (no bucket shuffle).
+their rows left out of the write. Routed writes are shuffled as write.distribution-mode asks.
 """
 
 from __future__ import annotations

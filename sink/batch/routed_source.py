@@ -3,7 +3,8 @@
 The routed counterpart of :mod:`sink.batch.source_write`. A sink routing by topic knows, from
 the batches it wrote, which topic goes to which table. Before a micro-batch's source
 runs, it plans a write by the source's tasks for each of those tables that allows one
-(it exists, every column optional, partition values the tasks can compute, no upsert),
+(it exists, every column optional, partition values the tasks can compute, no upsert, no
+shuffle asked by ``write.distribution-mode``),
 each table's crashed attempts settled and the write's attempt recorded on it, one
 attempt id for every table. The tasks then write the records of a planned topic to its
 table as they decode them (:mod:`sink.write.source_task`), and the routed step
@@ -148,7 +149,7 @@ class RoutedSourcePlanner:
             return None  # dropped since
         task_options = source_task_options(table, config, routed=True)
         if task_options is None:
-            return None  # a null in a required column is a dead letter; the routed step says why of a spec
+            return None  # a null could be bad, a spec the tasks cannot compute, a shuffle: the routed step's
         batch = TableBatch(name, config, table, key, self._states.get(name, config, table, key.sink_id))
         if batch.has_batch():
             return None  # a replay: the routed step skips the table

@@ -1,7 +1,8 @@
 """Step 4 of a routed batch: each table's attempt on record, then ONE Spark job writes every table's files.
 
-Routed writes are not shuffled: each task splits its rows by table and computes their
-partition values itself (:mod:`sink.write.routed_task`), so a routed table's partition
+Unless ``write.distribution-mode`` asks for a shuffle (:mod:`sink.route.routed_shuffle`),
+routed writes are not shuffled. Either way each task splits its rows by table and computes
+their partition values itself (:mod:`sink.write.routed_task`), so a routed table's partition
 spec must be computable from Arrow columns (:func:`~sink.batch.routed_tables.check_keys_in_task`).
 """
 
@@ -15,6 +16,7 @@ from sink.batch.write_errors import write_failure
 from sink.destinations.projection import RoutedProjection
 from sink.metrics import SinkMetrics
 from sink.parallel import run_parallel
+from sink.route.routed_shuffle import routed_mode, shuffle_routed
 from sink.write.messages import WriteResult
 from sink.write.routed_task import DestinationSpec, RoutedWriteSpec, run_routed_write
 
@@ -69,10 +71,12 @@ class RoutedWrites:
                 records.append(functools.partial(batch.record, spec))
             destinations.append(DestinationSpec(target.index, spec, projection.slots[target.index]))
         run_parallel(records)  # every attempt is on record before any file is written
+        mode = routed_mode(t.config.write.distribution_mode for t in targets)
         routed = RoutedWriteSpec(tuple(destinations), self._budget)
+        rows, routed = shuffle_routed(projection.rows, routed, mode, log=(key.batch_id, key.sink_id))
         with self._metrics.time_step(self._label, "write"):
             try:
-                result = run_routed_write(projection.rows, routed, self._row_bytes.get(key.sink_id, 0))
+                result = run_routed_write(rows, routed, self._row_bytes.get(key.sink_id, 0))
             except Exception as e:
                 failure = write_failure(
                     e, projection.rows, self._label, key.batch_id, what="routed write job"

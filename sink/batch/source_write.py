@@ -143,14 +143,17 @@ def source_task_options(table: Table, config: SinkConfig, routed: bool = False) 
     """The write tasks' options for ``table`` when a source's tasks can write it; else ``None``.
 
     Every column optional (a null is never a bad row there), and no shuffle (an
-    unpartitioned table, or ``write.distribution-mode=none``; a routed write never shuffles)
-    with partition values the tasks can compute.
+    unpartitioned table, or ``write.distribution-mode=none``, a routed sink's unless it asks
+    for one) with partition values the tasks can compute.
     """
     spec, schema = table.spec(), table.schema()
     if not all_optional(row_schema_of(table)):
         return None
     if spec.fields:  # an unpartitioned table's rows are never shuffled, whatever the mode
-        if not routed and resolve_mode(config.write.distribution_mode, spec) is not DistributionMode.NONE:
+        mode = (
+            config.write.distribution_mode if routed else resolve_mode(config.write.distribution_mode, spec)
+        )
+        if mode in (DistributionMode.BUCKET, DistributionMode.HASH):  # a routed sink's unset mode: none
             return None
         if arrow_key_functions(spec, schema) is None:
             return None

@@ -4,8 +4,10 @@ The patterns are tried in the order given (``fnmatch``, case-insensitive on the 
 name); the first that matches supplies the overrides. The result is an ordinary
 single-table :class:`~sink.config.SinkConfig`, so creating, evolving, writing and
 committing a routed table is what the sink does for its one table. ``write.mode`` and
-``upsert.key-columns`` make a table upserted (:mod:`sink.batch.routed_changes`); the op and
-order columns are the sink's.
+``upsert.key-columns`` make a table upserted (:mod:`sink.batch.changes`); the op and
+order columns are the sink's. Under ``distribution-mode=bucket`` a table whose
+``partition-by`` has no bucket term is given ``hash`` (it is created as it is partitioned,
+and the routed shuffle, :mod:`sink.route.routed_shuffle`, sends its rows by partition tuple).
 """
 
 from __future__ import annotations
@@ -13,9 +15,12 @@ from __future__ import annotations
 import fnmatch
 import threading
 
-from sink.config import SinkConfig
+from pyiceberg.transforms import BucketTransform
+
+from sink.config import DistributionMode, SinkConfig
 from sink.config_route import TABLE_PROPERTY_PREFIX, RouteConfig
 from sink.config_upsert import with_table_options
+from sink.partitioning import parse_partition_by
 
 _WRITE_FIELDS = {
     "write.target-file-size-bytes": "target_file_size_bytes",
@@ -54,11 +59,15 @@ class TableOptions:
     def _build(self, table: str) -> SinkConfig:
         base = self._config
         options = self.overrides(table)
-        write = {
+        write: dict[str, object] = {
             field: int(options[key]) if key.endswith("-bytes") else options[key].lower()
             for key, field in _WRITE_FIELDS.items()
             if key in options
         }
+        bucket_mode = base.write.distribution_mode is DistributionMode.BUCKET
+        if bucket_mode and not _has_bucket(options.get("partition-by", base.partition_by)):
+            # Not created unpartitioned only to be refused: its rows go by partition tuple (or one task).
+            write["distribution_mode"] = DistributionMode.HASH
         properties = {
             key[len(TABLE_PROPERTY_PREFIX) :]: value
             for key, value in options.items()
@@ -74,3 +83,8 @@ class TableOptions:
             update["partition_by"] = options["partition-by"]
         update["upsert"] = with_table_options(base.upsert, options)
         return base.model_copy(update=update)
+
+
+def _has_bucket(partition_by: str | None) -> bool:
+    """Whether ``partition-by`` (already checked when the sink was built) has a bucket term."""
+    return any(isinstance(t.transform, BucketTransform) for t in parse_partition_by(partition_by))

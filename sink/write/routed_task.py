@@ -7,6 +7,12 @@ splits every chunk by destination, computes the partition values itself
 (``partition_values_in_task``) and writes through ONE fanout shared by every destination,
 keyed by ``(destination, partition value)``: the memory budget is the task's, however many
 tables its rows go to. Each file message names its table.
+
+When the rows come from a routed bucket shuffle read in fewer tasks than it has partitions
+(:mod:`sink.route.routed_shuffle`, :attr:`RoutedWriteSpec.sequential`), each task reads
+whole (table, bucket) partitions one after the other: once a row of another (table,
+bucket) arrives, the files of the earlier ones are finished (encoded and closed in the
+background), so the task holds about one bucket's writers at a time.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import functools
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyiceberg.io import FileIO
@@ -63,10 +69,14 @@ class RoutedWriteSpec:
         destinations: The tables the batch's rows go to.
         memory_budget_bytes: Most memory the rows buffered by the task's open writers may
             hold, all tables together.
+        sequential: The input is whole partitions of a routed bucket shuffle, one after the
+            other; each destination's ``spec.sequential_buckets`` is its bucket layout
+            (``None``: the table's rows are one unit).
     """
 
     destinations: tuple[DestinationSpec, ...]
     memory_budget_bytes: int
+    sequential: bool = False
 
 
 def run_routed_write(df: DataFrame, spec: RoutedWriteSpec, row_bytes: int = 0) -> WriteResult:
@@ -96,6 +106,7 @@ class RoutedTaskWriter:
         self._tables: dict[int, TableFiles] = {}  # built on a destination's first rows in this task
         self._output = TaskFanout(self._new_writer, spec.memory_budget_bytes, task_id)
         self._rows = RowTally(task_id)
+        self._units = _UnitSequence(spec.sequential)
 
     @property
     def report(self) -> TaskReport:
@@ -114,6 +125,8 @@ class RoutedTaskWriter:
         batch = self._rows.without_bad_rows(self._rows.received(received), BAD_ROW_COLUMN)
         for (index,), part in split_by_key([batch.column(DEST_INDEX_COLUMN)], batch):
             self.write_destination(int(index), part)
+        if self._units.active and batch.num_rows:
+            self._output.fanout.finish(self._units.complete(self._unit_of(batch.slice(batch.num_rows - 1))))
 
     def write_destination(self, index: int, part: pa.RecordBatch) -> None:
         """Write rows of destination ``index`` (its columns at its slots); on failure call :meth:`abort`."""
@@ -124,6 +137,7 @@ class RoutedTaskWriter:
         for key, piece in split_by_key(keys, rows):
             partition = (index, *files.partition_record(key))
             self._output.fanout.write(partition, piece, int(piece.num_rows * bytes_per_row))
+            self._units.wrote((index, self._bucket_of(index, key)), partition)
 
     def close(self) -> list[DataFileMessage]:
         """Finish every file; the messages of those not given yet, each naming its table."""
@@ -153,6 +167,19 @@ class RoutedTaskWriter:
             )
         return files
 
+    def _bucket_of(self, index: int, key: tuple[Any, ...]) -> int:
+        """The partition of ``key`` (raw partition values) in its table's bucket layout (0 without one)."""
+        layout = self._destinations[index].spec.sequential_buckets
+        return layout.partition_of(key) if layout is not None and self._units.active else 0
+
+    def _unit_of(self, last: pa.RecordBatch) -> tuple[int, int]:
+        """The (destination, bucket) of a one-row batch of the input."""
+        index = int(last.column(DEST_INDEX_COLUMN)[0].as_py())
+        files = self._files(index)
+        rows = files.to_file_batch([last.column(i) for i in self._destinations[index].slots])
+        key = tuple(k(rows)[0].as_py() for k in files.key_functions or ())
+        return index, self._bucket_of(index, key)
+
     def _new_writer(self, key: tuple[object, ...]) -> RollingFileWriter:
         index = key[0]
         assert isinstance(index, int)
@@ -163,3 +190,24 @@ class RoutedTaskWriter:
             if path.startswith(files.spec.data_location.rstrip("/") + "/"):
                 return files.io
         return next(iter(self._tables.values())).io
+
+
+class _UnitSequence:
+    """Which partition values are complete, when the input is whole (table, bucket) partitions in a row.
+
+    Without ``active``, nothing is ever complete early.
+    """
+
+    def __init__(self, active: bool) -> None:
+        self.active = active
+        self._open: dict[tuple[int, int], set[tuple[object, ...]]] = {}
+
+    def wrote(self, unit: tuple[int, int], partition: tuple[object, ...]) -> None:
+        """Rows of (destination, bucket) ``unit`` went to the writer of ``partition``."""
+        if self.active:
+            self._open.setdefault(unit, set()).add(partition)
+
+    def complete(self, current: tuple[int, int]) -> list[tuple[object, ...]]:
+        """The partitions complete once the input has reached ``current``."""
+        done = [unit for unit in self._open if unit != current]
+        return [partition for unit in done for partition in self._open.pop(unit)]

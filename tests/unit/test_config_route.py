@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sink.batch.dead_letters import dead_letter_table_name
-from sink.config import SinkConfig
+from sink.config import DistributionMode, SinkConfig
 from sink.config_route import DEFAULT_MAX_TABLES, RouteBy
 from sink.destinations.table_options import TableOptions
 from sink.errors import ConfigError
@@ -72,7 +72,7 @@ def test_bad_table_options_name_the_pattern_and_the_key(table_options: str, mess
             {"commit.interval-s": "60", "route.table-options": '{"ev.o*": {"write.mode": "upsert"}}'},
             r"'ev.o\*' upserts \(write.mode=upsert\), which options \['commit.interval-s'\] cannot hold",
         ),
-        ({"distribution-mode": "hash"}, "routed writes are not shuffled"),
+        ({"distribution-mode": "range"}, r"invalid value 'range' for option 'distribution-mode'.*bucket"),
         (
             {"route.table-options": '{"ev.o*": {"write.mode": "upsert"}}'},
             r"pattern 'ev.o\*' upserts \(write.mode=upsert\) without upsert.key-columns",
@@ -96,6 +96,20 @@ def test_what_routing_cannot_do_is_refused(options: dict[str, str], message: str
 def test_a_routed_sink_takes_the_commit_cadence() -> None:
     config = SinkConfig.from_options({**ROUTED, "commit.max-batches": "3", "commit.interval-s": "60"})
     assert (config.commit.max_batches, config.commit.interval_s) == (3, 60)
+
+
+def test_routed_tables_take_the_sinks_distribution_mode_and_hash_without_a_bucket_term() -> None:
+    table_options = '{"ev.b*": {"partition-by": "bucket(4, id)"}, "ev.d*": {"partition-by": "day(ts)"}}'
+    unset = TableOptions(SinkConfig.from_options({**ROUTED, "route.table-options": table_options}))
+    assert unset.config_for("ev.buys").write.distribution_mode is None  # none for routed writes
+    options = {"distribution-mode": "bucket", "route.table-options": table_options}
+    tables = TableOptions(SinkConfig.from_options({**ROUTED, **options}))
+    assert tables.config_for("ev.buys").write.distribution_mode is DistributionMode.BUCKET
+    # Without a bucket term a table would be refused when created under bucket: it is hashed instead.
+    assert tables.config_for("ev.days").write.distribution_mode is DistributionMode.HASH
+    assert tables.config_for("ev.other").write.distribution_mode is DistributionMode.HASH
+    hashed = TableOptions(SinkConfig.from_options({**ROUTED, "distribution-mode": "hash"}))
+    assert hashed.config_for("ev.x").write.distribution_mode is DistributionMode.HASH
 
 
 def test_upserted_routed_tables_take_the_sink_keys_or_their_own() -> None:

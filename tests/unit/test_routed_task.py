@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -10,12 +11,13 @@ import pyarrow.parquet as pq
 import pytest
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
-from pyiceberg.transforms import IdentityTransform
-from pyiceberg.types import LongType, NestedField, StringType
+from pyiceberg.transforms import BucketTransform, IdentityTransform
+from pyiceberg.types import IntegerType, LongType, NestedField, StringType
 from pyspark.sql import types as st
 
 from sink.config import SinkConfig
 from sink.destinations.resolve import route_column
+from sink.write.layout import BucketLayout
 from sink.write.routed_task import DestinationSpec, RoutedTaskWriter, RoutedWriteSpec
 from sink.write.spec import WriteSpec
 from tests.unit.writer_fixtures import task_spec
@@ -87,3 +89,57 @@ def test_route_column_prefers_the_kafka_topic_column_and_names_the_missing_one()
     ).route
     with pytest.raises(ConfigError, match="no column 'Kind'"):
         route_column(schema, field, case_sensitive=False)
+
+
+BY_K_BUCKET = PartitionSpec(
+    PartitionField(source_id=1, field_id=1000, transform=BucketTransform(4), name="k_bucket")
+)
+BY_S = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="s"))
+KS = Schema(
+    NestedField(1, "k", IntegerType(), required=False), NestedField(2, "s", StringType(), required=False)
+)
+
+
+def _unit(dest: int, ks: list[int], ss: list[str]) -> pa.RecordBatch:
+    """Rows of one shuffle partition: ``[dest, bad, slot k, slot s]``."""
+    return pa.RecordBatch.from_pydict(
+        {
+            "dest": pa.array([dest] * len(ks), pa.int32()),
+            "bad": [False] * len(ks),
+            "k": pa.array(ks, pa.int32()),
+            "s": ss,
+        }
+    )
+
+
+@pytest.mark.parametrize(("sequential", "peak"), [(True, 4), (False, 6)])
+def test_a_task_reading_table_buckets_in_a_row_finishes_each_before_the_next(
+    tmp_path: Path, sequential: bool, peak: int
+) -> None:
+    """Three buckets of one table, then the three values of another: 4 writers open at most, not 6."""
+    bucket = BucketTransform(4).transform(IntegerType())
+    ks = {b: [k for k in range(200) if bucket(k) == b][:5] for b in range(3)}
+    layout = BucketLayout.for_spec(BY_K_BUCKET, KS) if sequential else None
+    spec = RoutedWriteSpec(
+        (
+            DestinationSpec(0, _spec(tmp_path, "ev.a", KS, BY_K_BUCKET), (2, 3)),
+            DestinationSpec(1, _spec(tmp_path, "ev.b", KS, BY_S), (2, 3)),
+        ),
+        memory_budget_bytes=32 << 20,
+        sequential=sequential,
+    )
+    if layout is not None:  # as the routed bucket shuffle gives it (sink.route.routed_shuffle)
+        first = dataclasses.replace(spec.destinations[0].spec, sequential_buckets=layout)
+        spec = dataclasses.replace(
+            spec, destinations=(dataclasses.replace(spec.destinations[0], spec=first), spec.destinations[1])
+        )
+    writer = RoutedTaskWriter(spec, task_id=0, attempt=0)
+    for b in range(3):
+        writer.write_chunk(_unit(0, ks[b], ["x"] * 5))
+    writer.write_chunk(_unit(1, [1, 2, 3, 4, 5, 6], ["p", "q", "r", "p", "q", "r"]))
+    messages = writer.close()
+    assert {m.open_writers_peak for m in messages} == {peak}
+    assert sorted((m.table, m.partition, m.record_count) for m in messages) == [
+        *[("ev.a", (b,), 5) for b in range(3)],
+        *[("ev.b", (s,), 2) for s in "pqr"],
+    ]  # one file per value either way
