@@ -26,7 +26,12 @@ _CHECKOUT = str(Path(__file__).resolve().parent.parent)
 if _CHECKOUT not in sys.path:  # run as a script: its own folder is on the path, not the checkout
     sys.path.insert(0, _CHECKOUT)
 
-from monitoring.dashboard.files import with_commits, with_data_files, with_staging  # noqa: E402
+from monitoring.dashboard.files import (  # noqa: E402
+    with_commits,
+    with_data_files,
+    with_staging,
+    with_write_tasks,
+)
 from monitoring.dashboard.latency import with_latency, with_schema  # noqa: E402
 from monitoring.dashboard.panels import DATASOURCE  # noqa: E402
 from monitoring.dashboard.tables import with_top_tables  # noqa: E402
@@ -81,6 +86,7 @@ def build() -> model.Dashboard:
         with_throughput,
         with_row_outcomes,
         with_data_files,
+        with_write_tasks,
         with_commits,
         with_staging,
         with_latency,

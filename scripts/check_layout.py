@@ -15,7 +15,11 @@ of :data:`CHECKED`:
   module loads a heavy or optional dependency only where it runs.
 
 And in the library alone: an import of the public package, the jobs, the benchmarks or the
-tests.
+tests. In the jobs and the monitoring code (:data:`PUBLIC_ONLY`): an import of the library
+itself (``sink``, ``sink.*``): they use it through its public face, ``icesink`` and
+``icesink.sources``, the only modules that follow the library's internals when they move.
+The benchmarks may import ``sink.*``: most of them measure an internal step (a write task,
+the committer, the route step) on its own.
 
 Usage: ``python scripts/check_layout.py [ROOT]`` (ROOT: the checkout, by default the parent
 of this script's folder). Standard library only, so it runs before anything is installed.
@@ -36,10 +40,15 @@ LIBRARY = "sink"
 # above too); a further folder is one more line here.
 CHECKED = (
     LIBRARY,
+    "icesink",
     "benchmarks",
+    "streaming_jobs",
+    "monitoring",
 )
 # Packages that import the library (icesink: its public face); the library must never import them.
 ABOVE_LIBRARY = ("icesink", "streaming_jobs", "benchmarks", "tests")
+# Folders that may use the library only through its public face.
+PUBLIC_ONLY = ("streaming_jobs", "monitoring")
 
 
 @dataclass(frozen=True)
@@ -91,14 +100,25 @@ def check_folder(root: Path, folder: str) -> list[str]:
             problems.append(
                 f"{where}:{line}: function {name} of {length} lines (at most {MAX_FUNCTION_LINES})"
             )
-        for line, target in imports(module) if folder == LIBRARY else ():
-            if target.split(".")[0] in ABOVE_LIBRARY:
-                problems.append(f"{where}:{line}: the library imports {target}")
+        problems.extend(f"{where}:{problem}" for problem in wrong_imports(module, folder))
     for cycle in package_cycles(modules, folder):
         problems.append("import cycle between packages: " + cycle)
     for cycle in module_cycles(modules):
         problems.append(f"import cycle inside {package_of(cycle.split()[0])}: {cycle}")
     return problems
+
+
+def wrong_imports(module: Module, folder: str) -> Iterator[str]:
+    """``line: problem`` of each import going the wrong way: the library importing from above it,
+    or a folder of :data:`PUBLIC_ONLY` importing the library's internals."""
+    internal_lines = set()
+    for line, target in imports(module):
+        top = target.split(".")[0]
+        if folder == LIBRARY and top in ABOVE_LIBRARY:
+            yield f"{line}: the library imports {target}"
+        elif folder in PUBLIC_ONLY and top == LIBRARY and line not in internal_lines:
+            internal_lines.add(line)  # once per import statement: its module, not each name
+            yield f"{line}: {folder} imports {target}: use the public names of icesink or icesink.sources"
 
 
 def load_modules(root: Path, package: str) -> Iterator[Module]:

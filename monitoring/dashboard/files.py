@@ -8,7 +8,7 @@ from monitoring.dashboard.panels import TS, T, graph, increase, quantiles, rate
 
 
 def with_data_files(board: dash.Dashboard) -> dash.Dashboard:
-    """The "Data files" row: file sizes against the target, the write tasks' writers and memory."""
+    """The "Data files" row: file sizes against the target, files committed."""
     board = board.with_row(dash.Row("Data files"))
     board = board.with_panel(
         graph(
@@ -43,6 +43,11 @@ def with_data_files(board: dash.Dashboard) -> dash.Dashboard:
             width=8,
         )
     )
+    return board
+
+
+def with_write_tasks(board: dash.Dashboard) -> dash.Dashboard:
+    """The end of the "Data files" row: what one write task held open, its memory and its time."""
     board = board.with_panel(
         graph(
             "Open writers (max per task)",

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 
-from sink.schema.casts import TIMESTAMP_MAX_MICROS, TIMESTAMP_MIN_MICROS
+from icesink.sources import TIMESTAMP_MAX_MICROS, TIMESTAMP_MIN_MICROS
 from streaming_jobs.kafka.decode.chunk import Rejection
 from streaming_jobs.kafka.decode.passes import payloads
 from streaming_jobs.kafka.decode.spec import (

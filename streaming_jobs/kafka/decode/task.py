@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 from pyspark.sql import types as st
 
 from icesink import WriteError
-from sink.schema.casts import TIMESTAMP_MAX_MICROS, TIMESTAMP_MIN_MICROS
+from icesink.sources import TIMESTAMP_MAX_MICROS, TIMESTAMP_MIN_MICROS
 from streaming_jobs.kafka.decode import debezium
 from streaming_jobs.kafka.decode.chunk import (
     OUT_OF_RANGE,

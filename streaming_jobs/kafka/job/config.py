@@ -45,7 +45,7 @@ A complete file (every key but ``kafka.bootstrap-servers``, one of ``kafka.topic
 
 The file and the flags are read by :func:`streaming_jobs.kafka.job.cli.load_config` (flags
 win); :func:`streaming_jobs.kafka.job.validate.validate` checks the result. Any error names
-the key, the value and what is accepted, and is raised as :class:`~sink.errors.ConfigError`
+the key, the value and what is accepted, and is raised as :class:`~icesink.ConfigError`
 before a SparkSession exists. A value may refer to an environment variable, ``${env:NAME}``
 (:mod:`streaming_jobs.config_env`): credentials need not be in the file nor on the command line.
 The ``kafka`` section is :mod:`streaming_jobs.kafka.job.kafka_settings`.
@@ -59,7 +59,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from sink.secrets import hidden
+from icesink import hidden
 from streaming_jobs.kafka.decode import DdlError, DecodeOptions, ValueFormat, parse_ddl
 from streaming_jobs.kafka.decode.debezium import SOURCE_TS_COLUMN
 from streaming_jobs.kafka.job.kafka_settings import KafkaSettings

@@ -127,7 +127,7 @@ class KafkaSettings(Section):
             tasks (``icesink-kafka-decoded``), so that they cross to the JVM once, decoded;
             false: the source yields raw records and a pass of their own decodes them.
         write_in_source: Let the tasks that decode the values write them to the table too,
-            when the sink allows it (:mod:`sink.source_write`): the rows then never cross
+            when the sink allows it (:class:`icesink.sources.SourceWrite`): the rows then never cross
             to the JVM. False: every row goes through the sink's own write.
         security: Authentication and encryption.
         options: Other client properties, without the ``kafka.`` prefix, in the names of the

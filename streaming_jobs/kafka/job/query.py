@@ -14,9 +14,7 @@ from typing import Any
 
 from pyspark.errors import StreamingQueryException
 
-from icesink import ConfigError, IcebergSink, SinkMetrics
-from sink.config_route import RouteBy, route_label
-from sink.metrics import SinkIdentity
+from icesink import ConfigError, IcebergSink, RouteBy, SinkIdentity, SinkMetrics, route_label
 from streaming_jobs.kafka.decode import DecodingSink, ValueDecoder
 from streaming_jobs.kafka.decoding_source import register_decoding_source
 from streaming_jobs.kafka.job.config import JobConfig

@@ -2,7 +2,7 @@
 
 :func:`validate` checks the model, then what the model alone cannot: the routing against
 the decoding, the sink's own options, the Python source's client properties. Every error
-is a :class:`~sink.errors.ConfigError` naming the key, the value (credentials masked) and
+is a :class:`~icesink.ConfigError` naming the key, the value (credentials masked) and
 what is accepted.
 """
 
@@ -13,8 +13,7 @@ from typing import Any
 
 from pydantic import SecretStr, ValidationError
 
-from icesink import ConfigError, SinkConfig
-from sink.secrets import hidden
+from icesink import ConfigError, SinkConfig, hidden
 from streaming_jobs.config_env import expand_env
 from streaming_jobs.kafka.job.config import JobConfig
 from streaming_jobs.kafka.job.kafka_settings import KafkaSettings

@@ -2,7 +2,7 @@
 
 :class:`~streaming_jobs.kafka.source.kafka_options.KafkaSourceOptions` puts them together;
 each function here reads one option or one rule between two, and fails with
-:class:`~sink.errors.ConfigError` naming the option, its value and what is accepted.
+:class:`~icesink.ConfigError` naming the option, its value and what is accepted.
 """
 
 from __future__ import annotations

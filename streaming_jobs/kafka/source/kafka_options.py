@@ -23,7 +23,7 @@ Accepted options (case-insensitive, like Spark's):
 The clients log through :class:`~streaming_jobs.kafka.source.kafka_client_log.ClientLog`:
 librdkafka's repeated lines (a failed connection every 50 ms) at most once per 30 s.
 
-Anything else fails with :class:`~sink.errors.ConfigError` naming the option, the value
+Anything else fails with :class:`~icesink.ConfigError` naming the option, the value
 and what is accepted (each option is read in
 :mod:`streaming_jobs.kafka.source.kafka_option_values`).
 """
