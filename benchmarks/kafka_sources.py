@@ -58,7 +58,7 @@ def run_source(
 ) -> dict[str, Any]:
     """One run of the job reading with ``source``; its seconds, CPU seconds and rows written."""
     from sink.metrics import SinkMetrics
-    from streaming_jobs.kafka_to_iceberg import run as run_job
+    from streaming_jobs.kafka.job.main import run as run_job
 
     name = f"{source}_{run}" if run >= 0 else f"warmup_{source}_{-run}"
     table = f"bench.events_{source}"

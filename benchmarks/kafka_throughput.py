@@ -3,7 +3,7 @@
 Starts a Tansu broker on 127.0.0.1, produces ``--messages`` JSON messages of about
 1 KB (13 fields, a nested object, an array, an ISO timestamp string, text) over
 ``--partitions`` partitions, then runs the Kafka-to-Iceberg job
-(:func:`streaming_jobs.kafka_to_iceberg.run`, the Python Kafka source, schema inferred
+(:func:`streaming_jobs.kafka.job.main.run`, the Python Kafka source, schema inferred
 per batch) with ``availableNow``, ``--runs`` times, and reports
 messages per second (median), from the query's start to its end, and where the time
 goes: the sink's step timings as its metrics endpoint serves them; "source and Spark"
@@ -77,7 +77,7 @@ def job_config(
         max_offsets: ``kafka.max-offsets-per-trigger``; ``None``: one micro-batch.
         kafka_options: More keys of the ``kafka`` section (``max-partitions``, ...).
     """
-    from streaming_jobs.kafka_config import validate
+    from streaming_jobs.kafka.job.validate import validate
 
     kafka: dict[str, Any] = {
         "bootstrap-servers": broker.bootstrap_servers,
@@ -109,7 +109,7 @@ def timed_run(spark: Any, config: Any, metrics: Any = None) -> tuple[float, dict
 
     ``metrics`` (a :class:`~sink.metrics.SinkMetrics`) takes the sink's metrics, to read after the run.
     """
-    from streaming_jobs.kafka_to_iceberg import run as run_job
+    from streaming_jobs.kafka.job.main import run as run_job
 
     cpu_before = tree_cpu_seconds()
     start = time.perf_counter()

@@ -2,7 +2,7 @@
 
 The sink's options come from :class:`sink.config.SinkConfig` and its sections (the keys
 ``SinkConfig.from_options()`` accepts, :func:`sink.config_options.option_fields`); the
-Kafka job's from :class:`streaming_jobs.kafka_config.JobConfig`. Each option's text is the
+Kafka job's from :class:`streaming_jobs.kafka.job.config.JobConfig`. Each option's text is the
 field's ``description``, else its entry in the ``Attributes:`` section of its model's
 docstring: an option without either is an error naming the model and the field, so a new
 option cannot reach the reference undocumented.
@@ -67,7 +67,7 @@ before the table is created.
 KAFKA_INTRO = """\
 ## Kafka job options
 
-The keys of `icesink-kafka-to-iceberg --config job.yaml` (`streaming_jobs/kafka_config.py`);
+The keys of `icesink-kafka-to-iceberg --config job.yaml` (`streaming_jobs/kafka/job/config.py`);
 `--set KEY=VALUE` sets any of them and `--help` lists the flags. A value may be
 `${env:NAME}`, replaced by the environment variable `NAME`. The configuration is validated
 before Spark starts; an error exits with code 2, naming the key. See
@@ -124,7 +124,7 @@ def main(argv: list[str]) -> int:
 def render() -> str:
     """The whole reference, as Markdown."""
     from sink.config import SinkConfig
-    from streaming_jobs.kafka_config import JobConfig
+    from streaming_jobs.kafka.job.config import JobConfig
 
     parts = [HEADER, SINK_INTRO]
     for title, options in sink_sections(SinkConfig):

@@ -8,7 +8,7 @@ import sys
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
-from sink.write.allocator import executor_environment
+from icesink import executor_environment
 from streaming_jobs import class_archive
 
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
@@ -19,7 +19,7 @@ def get_spark(app_name: str, master: str | None = None, conf: dict[str, str] | N
 
     Python workers must run the driver's interpreter (the virtual environment's), or
     they cannot import pyarrow; ``PYSPARK_PYTHON`` is set to it unless already set. They
-    start with jemalloc as Arrow's pool (:func:`sink.write.allocator.executor_environment`)
+    start with jemalloc as Arrow's pool (:func:`icesink.executor_environment`)
     unless ``conf`` or the environment chooses one (a ``spark-submit --conf`` of it is
     overridden: the builder's settings come after). A driver JVM it starts maps the class
     archive when there is one (:mod:`streaming_jobs.class_archive`), its options added to

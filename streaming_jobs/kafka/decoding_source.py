@@ -29,7 +29,8 @@ from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
 from icesink import ConfigError
-from streaming_jobs.kafka.decode.task import SPEC_OPTION, DecodeSpec, decode_function
+from streaming_jobs.kafka.decode.spec import SPEC_OPTION, DecodeSpec
+from streaming_jobs.kafka.decode.task import decode_function
 from streaming_jobs.kafka.source.kafka import KafkaBatchReader, KafkaDataSource, KafkaStreamReader
 from streaming_jobs.kafka.source.kafka_options import KafkaSourceOptions, check_client_config
 from streaming_jobs.kafka.source.kafka_range_reader import KAFKA_SCHEMA

@@ -32,8 +32,8 @@ import pytest
 import yaml
 
 from sink.metrics import SinkMetrics
-from streaming_jobs.kafka_config import validate
-from streaming_jobs.kafka_to_iceberg import run
+from streaming_jobs.kafka.job.main import run
+from streaming_jobs.kafka.job.validate import validate
 from tests.support.kafka_job import JOB_TIMEOUT_S, start_job
 from tests.support.tansu import TansuBroker
 

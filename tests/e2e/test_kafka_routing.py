@@ -31,8 +31,8 @@ import yaml
 from pyiceberg.catalog import Catalog
 
 from sink.batch.source_write import SOURCE_FILE_SUFFIX
-from streaming_jobs.kafka_config import validate
-from streaming_jobs.kafka_to_iceberg import run
+from streaming_jobs.kafka.job.main import run
+from streaming_jobs.kafka.job.validate import validate
 from tests.support.kafka_job import start_job, started_batches, wait_for_batches
 from tests.support.processes import wait_until
 from tests.support.tables import added_files, catalog_from_options

@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from streaming_jobs.jvm_jars import spark_kafka_jars
-from streaming_jobs.kafka_config import validate
+from streaming_jobs.kafka.job.validate import validate
 from tests.support.kafka_broker import KafkaBroker
 from tests.support.kafka_job import JOB_TIMEOUT_S, start_job, wait_for_batches
 from tests.support.processes import free_port, http_get, wait_until

@@ -31,9 +31,9 @@ import yaml
 from icesink import ConfigError
 from sink import failpoints, metrics_server
 from sink import sink as sink_module
+from streaming_jobs.kafka.job.main import run
+from streaming_jobs.kafka.job.validate import validate
 from streaming_jobs.kafka.source.kafka_select import kafka_format
-from streaming_jobs.kafka_config import validate
-from streaming_jobs.kafka_to_iceberg import run
 from tests.support.kafka_job import JOB_TIMEOUT_S, start_job, wait_for_batches
 from tests.support.tables import catalog_from_options, check_data_files
 from tests.support.tansu import TansuBroker
@@ -264,7 +264,7 @@ def test_a_failing_batch_ends_the_job_with_code_1_after_its_restarts(
     kafka_broker.produce(topic, [(0, None, b'{"n": 1}'), (0, None, b"oops")])
     data = job_config(kafka_broker, topic, tmp_path, "e2e.strict", max_offsets=100, **{"max-restarts": 1})
     data["sink"]["on-bad-record"] = "fail"
-    with caplog.at_level(logging.WARNING, logger="streaming_jobs.kafka_to_iceberg"):
+    with caplog.at_level(logging.WARNING, logger="streaming_jobs.kafka.job"):
         assert run(validate(data), spark) == 1
     assert "restart 1 of 1" in caplog.text and "restart 2" not in caplog.text
     assert not catalog_from_options({k: str(v) for k, v in data["sink"].items()}).table_exists("e2e.strict")
@@ -309,7 +309,7 @@ def test_a_failed_query_starts_again_from_its_checkpoint_and_each_message_lands_
     # The first batch's files are written, then foreachBatch fails before they are staged.
     failpoints.arm("stage")
     try:
-        with caplog.at_level(logging.WARNING, logger="streaming_jobs.kafka_to_iceberg"):
+        with caplog.at_level(logging.WARNING, logger="streaming_jobs.kafka.job"):
             assert run(validate(data), spark) == 0
     finally:
         failpoints.disarm_all()

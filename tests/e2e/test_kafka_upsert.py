@@ -11,8 +11,8 @@ import pytest
 import yaml
 from pyiceberg.manifest import DataFileContent
 
-from streaming_jobs.kafka_cli import load_config
-from streaming_jobs.kafka_to_iceberg import run
+from streaming_jobs.kafka.job.cli import load_config
+from streaming_jobs.kafka.job.main import run
 from tests.e2e.test_kafka_to_iceberg import job_config
 from tests.support.duckdb_reader import duckdb_read
 from tests.support.tables import catalog_from_options

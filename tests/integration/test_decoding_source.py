@@ -10,7 +10,7 @@ import pytest
 
 from icesink import IcebergSink
 from streaming_jobs.kafka.decode import DecodeOptions, DecodingSink, ValueDecoder, ValueFormat, parse_ddl
-from streaming_jobs.kafka.decode.task import PASS_COLUMNS
+from streaming_jobs.kafka.decode.passes import PASS_COLUMNS
 from streaming_jobs.kafka.decoding_source import register_decoding_source
 from streaming_jobs.kafka.source.kafka import register_kafka_source
 from tests.support.processes import wait_until

@@ -13,12 +13,12 @@ JOB_TIMEOUT_S = 900
 
 
 def start_job(config_file: Path, log: Path, *flags: str) -> subprocess.Popen[bytes]:
-    """The installed console command, in its own process group (so a kill takes the JVM too)."""
-    command = Path(sys.executable).parent / "icesink-kafka-to-iceberg"
+    """The job's command (``python -m streaming_jobs.kafka.job``, what ``icesink-kafka-to-iceberg``
+    runs), in its own process group (so a kill takes the JVM too)."""
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
     with log.open("wb") as out:
         return subprocess.Popen(
-            [str(command), "--config", str(config_file), *flags],
+            [sys.executable, "-m", "streaming_jobs.kafka.job", "--config", str(config_file), *flags],
             cwd=ROOT,
             env=env,
             stdout=out,

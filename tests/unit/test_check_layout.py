@@ -190,3 +190,38 @@ def test_a_driver_import_chain_over_four_modules_fails_but_typing_imports_do_not
 
 def test_the_checkout_passes() -> None:
     assert check_layout.check(ROOT) == []
+
+
+def test_the_jobs_and_monitoring_are_checked_and_use_the_library_only_through_icesink(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "sink/__init__.py": "",
+            "sink/catalog.py": "",
+            "icesink/__init__.py": "from sink import catalog\n",
+            "icesink/sources.py": "",
+            "streaming_jobs/__init__.py": "",
+            "streaming_jobs/kafka/__init__.py": "",
+            "streaming_jobs/kafka/job/__init__.py": "",
+            "streaming_jobs/kafka/job/main.py": "import icesink.sources\nfrom icesink import IcebergSink\n"
+            + "from streaming_jobs.kafka.job.query import run_query\n",
+            "streaming_jobs/kafka/job/query.py": "from sink import catalog as catalogs\n"
+            + "from streaming_jobs.kafka.job.main import run\n",
+            "streaming_jobs/spark.py": "x = 1\n" * 351,
+            "monitoring/build_dashboard.py": "from monitoring.dashboard.panels import graph\n",
+            "monitoring/dashboard/__init__.py": "",
+            "monitoring/dashboard/panels.py": "import sink.metrics\n" + _function("graph", 60),
+            "benchmarks/__init__.py": "",
+            "benchmarks/task_cpu.py": "from sink.catalog import load_table\n",
+        },
+    )
+    assert check_layout.check(root) == [
+        "streaming_jobs/kafka/job/query.py:1: streaming_jobs imports sink: "
+        "use the public names of icesink or icesink.sources",
+        "streaming_jobs/spark.py: module of 351 lines (at most 350)",
+        "import cycle inside streaming_jobs.kafka: "
+        "streaming_jobs.kafka.job.main -> streaming_jobs.kafka.job.query -> streaming_jobs.kafka.job.main",
+        "monitoring/dashboard/panels.py:2: function graph of 61 lines (at most 60)",
+        "monitoring/dashboard/panels.py:1: monitoring imports sink.metrics: "
+        "use the public names of icesink or icesink.sources",
+    ]

@@ -9,7 +9,7 @@ import yaml
 
 from sink.errors import ConfigError
 from streaming_jobs.config_env import expand_env
-from streaming_jobs.kafka_cli import load_config
+from streaming_jobs.kafka.job.cli import load_config
 
 ENV = {"S3_SECRET": "s3cr3t-value", "PG_PASSWORD": "p@ss"}
 

@@ -12,9 +12,11 @@ import yaml
 
 from sink.errors import ConfigError
 from streaming_jobs.kafka.decode import ValueFormat
-from streaming_jobs.kafka_cli import load_config
-from streaming_jobs.kafka_config import DEFAULT_METRICS_PORT, SOURCE_TASKS_PER_CORE, JobConfig, validate
-from streaming_jobs.kafka_to_iceberg import main
+from streaming_jobs.kafka.job.cli import load_config
+from streaming_jobs.kafka.job.config import DEFAULT_METRICS_PORT, JobConfig
+from streaming_jobs.kafka.job.kafka_settings import SOURCE_TASKS_PER_CORE
+from streaming_jobs.kafka.job.main import main
+from streaming_jobs.kafka.job.validate import validate
 
 MINIMAL: dict[str, Any] = {
     "kafka": {"bootstrap-servers": "broker:9092", "topics": ["orders"]},
@@ -261,7 +263,7 @@ def test_yaml_errors_and_non_mappings(tmp_path: Path) -> None:
 def test_main_fails_before_spark_starts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import streaming_jobs.kafka_to_iceberg as job
+    import streaming_jobs.kafka.job.main as job
 
     monkeypatch.setattr(job, "run", lambda *args: pytest.fail("the job went on to start Spark"))
     code = main(["--config", write(tmp_path, with_({"kafka/max-offsets-per-trigger": -1}))])
@@ -272,7 +274,7 @@ def test_main_fails_before_spark_starts(
 def test_without_the_kafka_extra_the_job_names_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import streaming_jobs.kafka_to_iceberg as job
+    import streaming_jobs.kafka.job.main as job
 
     monkeypatch.setattr(job, "run", lambda *args: pytest.fail("the job went on to start Spark"))
     for name in [m for m in sys.modules if m.split(".")[0] == "confluent_kafka"]:

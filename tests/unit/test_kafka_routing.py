@@ -12,8 +12,8 @@ import yaml
 from sink.config import SinkConfig
 from sink.destinations.table_options import TableOptions
 from sink.errors import ConfigError
-from streaming_jobs.kafka_cli import load_config
-from streaming_jobs.kafka_routing import is_routed, upserted_tables
+from streaming_jobs.kafka.job.cli import load_config
+from streaming_jobs.kafka.job.routing import is_routed, upserted_tables
 
 BASE = [
     "--bootstrap-servers",

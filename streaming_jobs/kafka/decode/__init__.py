@@ -10,7 +10,9 @@ Layout, in the order a micro-batch meets it:
 
 - :mod:`streaming_jobs.kafka.decode.sink`: the ``foreachBatch`` function (decode, dead-letter, write);
 - :mod:`streaming_jobs.kafka.decode.decoder`: driver side, two passes over the batch, one cache;
-- :mod:`streaming_jobs.kafka.decode.task`: executor side, the ``mapInArrow`` functions;
+- :mod:`streaming_jobs.kafka.decode.task`: executor side, the ``mapInArrow`` functions, given a
+  :mod:`streaming_jobs.kafka.decode.spec`, passing rows of :mod:`streaming_jobs.kafka.decode.passes`,
+  undecodable values as :mod:`streaming_jobs.kafka.decode.rejected_rows`;
 - :mod:`streaming_jobs.kafka.decode.chunk`: one Arrow batch of JSON values into Arrow tables;
 - :mod:`streaming_jobs.kafka.decode.debezium`: change-event envelopes unwrapped;
 - :mod:`streaming_jobs.kafka.decode.types`: types merged across a batch, integers narrowed, casts;

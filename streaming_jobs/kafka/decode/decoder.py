@@ -28,23 +28,16 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_type
 
 from icesink import ConfigError
 from streaming_jobs.kafka.decode import debezium
-from streaming_jobs.kafka.decode.task import (
-    DATA,
-    DEAD_LETTER_DDL,
+from streaming_jobs.kafka.decode.passes import DATA, PASS_COLUMNS, PASS_DDL, REJECTED, SKIPPED, WRITTEN
+from streaming_jobs.kafka.decode.rejected_rows import DEAD_LETTER_DDL, dead_letter_function
+from streaming_jobs.kafka.decode.spec import (
     KAFKA_COLUMNS,
     KAFKA_INPUT_COLUMNS,
-    PASS_COLUMNS,
-    PASS_DDL,
-    REJECTED,
-    SKIPPED,
     SPEC_OPTION,
     TIMESTAMP_COLUMN,
-    WRITTEN,
     DecodeSpec,
-    conform_function,
-    dead_letter_function,
-    decode_function,
 )
+from streaming_jobs.kafka.decode.task import conform_function, decode_function
 from streaming_jobs.kafka.decode.types import merge_schemas, without_nulls
 
 logger = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """Values that could not be decoded go to the sink's dead-letter table, exactly once per batch.
 
 They travel the dead-letter table's own exactly-once path
-(:class:`~sink.batch.dead_letters.DeadLetterQueue`): written by the executors, committed with
+(:class:`~icesink.DeadLetterQueue`): written by the executors, committed with
 the batch id in the dead-letter table's ledger. They are recorded under the sink id
 ``<sink id>.decode``, apart from the dead letters the sink itself finds while
 converting rows (under ``<sink id>``), so a batch's two kinds of dead letters never
@@ -15,11 +15,15 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame
 
-from icesink import BadRecordError, BadRecordPolicy
-from sink import catalog as catalogs
-from sink.batch.dead_letters import DeadLetterOutcome, DeadLetterQueue
-from sink.batch.key import BatchKey
-from sink.write.messages import RowCounts
+from icesink import (
+    BadRecordError,
+    BadRecordPolicy,
+    BatchKey,
+    DeadLetterOutcome,
+    DeadLetterQueue,
+    ensure_namespace,
+)
+from icesink.sources import RowCounts
 
 if TYPE_CHECKING:
     from icesink import IcebergSink
@@ -82,5 +86,5 @@ class RejectedValues:
         """Create the dead-letter table's namespace: the first batch may be all undecodable."""
         if not self._namespace_checked:
             namespace = self.table_name.rsplit(".", 1)[0]
-            catalogs.ensure_namespace(self._catalog, namespace)
+            ensure_namespace(self._catalog, namespace)
             self._namespace_checked = True

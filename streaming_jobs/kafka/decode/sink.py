@@ -10,15 +10,15 @@
 Per micro-batch:
 
 0. plan (``write_in_source``): when the table allows it, the sink plans a write by the
-   decoding tasks themselves (:mod:`sink.batch.source_write`), before they run;
+   decoding tasks themselves (:class:`~icesink.sources.SourceWrite`), before they run;
 1. decode (:class:`~streaming_jobs.kafka.decode.decoder.ValueDecoder`): typed rows, plus the values
    that could not be decoded;
 2. dead letters (:class:`~streaming_jobs.kafka.decode.rejects.RejectedValues`): those values go to the
    sink's dead-letter table with their raw bytes, committed exactly once;
-3. write: the rows go through the :class:`~sink.sink.IcebergSink`, whose schema
+3. write: the rows go through the :class:`~icesink.IcebergSink`, whose schema
    evolution adds new fields as columns and widens types, exactly once. When the rows
    need nothing from Spark on their way to the files (see
-   :class:`~sink.sink.ArrowSource`), the write tasks decode them from the cache
+   :class:`~icesink.sources.ArrowSource`), the write tasks decode them from the cache
    themselves, and the rows cross from Python to the JVM and back once fewer. With a
    plan, the decoding tasks wrote the rows they could give the table's type already;
    the sink writes the rest (rows with new fields or wider types, after evolving the
@@ -50,17 +50,14 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
-from icesink import ConfigError
-from sink import catalog as catalogs
-from sink.batch.arrow_source import ArrowSource
-from sink.config_route import RouteBy, route_label
-from sink.metric_families import TOMBSTONE
+from icesink import ConfigError, RouteBy, load_table, route_label
+from icesink.sources import TOMBSTONE, ArrowSource
 from streaming_jobs.kafka.decode.decoder import ValueDecoder
 from streaming_jobs.kafka.decode.rejects import RejectedValues
 
 if TYPE_CHECKING:
     from icesink import IcebergSink
-    from sink.batch.source_write import SourceWrite
+    from icesink.sources import SourceWrite
 
 logger = logging.getLogger(__name__)
 
@@ -71,13 +68,13 @@ ReadLatest = Callable[[frozenset[str]], Mapping[str, list[pa.RecordBatch]]]
 
 
 class DecodingSink:
-    """Decodes Kafka values and writes them with an :class:`~sink.sink.IcebergSink` (see the module).
+    """Decodes Kafka values and writes them with an :class:`~icesink.IcebergSink` (see the module).
 
     Args:
         sink: Writes the rows; its dead-letter table takes the undecodable values.
         decoder: Decodes the values.
         write_in_source: Let the decoding tasks write the rows they can give the table's
-            type to the table themselves, when the sink allows it (:mod:`sink.batch.source_write`).
+            type to the table themselves, when the sink allows it (:class:`~icesink.sources.SourceWrite`).
         latest_records: For a sink routing by topic: reads the latest records of the topics
             it has no table for yet, to make their tables before the batch (see the module).
     """
@@ -233,7 +230,7 @@ class DecodingSink:
             return False
         if self.decoder.fixed_schema() is not None:
             return True
-        return catalogs.load_table(self.sink.catalog, self.sink.config.table) is not None
+        return load_table(self.sink.catalog, self.sink.config.table) is not None
 
 
 def _query_id(batch_df: DataFrame) -> str | None:

@@ -10,18 +10,17 @@ Decoding a micro-batch takes two passes over it, and reads Kafka's values only o
    decoded, one more stream with their raw bytes and the reason. The driver caches
    these rows and merges the schemas into the batch's type.
 2. :func:`conform_function` casts every decoded stream to that type and emits the rows;
-   :func:`dead_letter_function` turns the rejected values into dead-letter rows.
+   :func:`~streaming_jobs.kafka.decode.rejected_rows.dead_letter_function` turns the
+   rejected values into dead-letter rows.
 
-Only pyarrow (and pyspark's type objects) is imported here: the workers need nothing else.
+What the pass is given is :class:`~streaming_jobs.kafka.decode.spec.DecodeSpec`; the rows
+between the passes are :mod:`streaming_jobs.kafka.decode.passes`. Only pyarrow (and
+pyspark's type objects) is imported here: the workers need nothing else.
 """
 
 from __future__ import annotations
 
-import base64
-import datetime as dt
-import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -29,7 +28,7 @@ import pyarrow.compute as pc
 from pyspark.sql import types as st
 
 from icesink import WriteError
-from sink.schema.casts import TIMESTAMP_MAX_MICROS, TIMESTAMP_MIN_MICROS
+from icesink.sources import TIMESTAMP_MAX_MICROS, TIMESTAMP_MIN_MICROS
 from streaming_jobs.kafka.decode import debezium
 from streaming_jobs.kafka.decode.chunk import (
     OUT_OF_RANGE,
@@ -39,97 +38,21 @@ from streaming_jobs.kafka.decode.chunk import (
     Piece,
     Rejection,
 )
+from streaming_jobs.kafka.decode.passes import (
+    DATA,
+    REJECTED,
+    SKIPPED,
+    WRITTEN,
+    ipc_stream,
+    pass_row,
+    payloads,
+)
+from streaming_jobs.kafka.decode.rejected_rows import rejected_table
+from streaming_jobs.kafka.decode.spec import KAFKA_COLUMNS, KAFKA_INPUT_COLUMNS, TIMESTAMP_COLUMN, DecodeSpec
 from streaming_jobs.kafka.decode.types import cast_array, cast_table, narrow_integers
 from streaming_jobs.kafka.decode.written import TaskWrite
 
-KAFKA_INPUT_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
-TOPIC_COLUMN = "_kafka_topic"
-PARTITION_COLUMN = "_kafka_partition"
-OFFSET_COLUMN = "_kafka_offset"
-TIMESTAMP_COLUMN = "_kafka_timestamp"
-KAFKA_COLUMNS = pa.schema(
-    [
-        pa.field(TOPIC_COLUMN, pa.string()),
-        pa.field(PARTITION_COLUMN, pa.int32()),
-        pa.field(OFFSET_COLUMN, pa.int64()),
-        pa.field(TIMESTAMP_COLUMN, pa.timestamp("us", tz="UTC")),
-    ]
-)
-DEAD_LETTER_COLUMN = "_kafka_value"  # the dead letter's ``column``: the whole value failed
-DEAD_LETTER_VALUE_MAX_CHARS = 1024  # of the value shown as text; original_row keeps all its bytes
-
-DATA, REJECTED, WRITTEN = "data", "rejected", "written"  # WRITTEN: a file's message (written.py)
-SKIPPED = "skipped"  # Debezium tombstones, only counted (num_rows)
-PASS_DDL = "kind string, num_rows bigint, schema binary, payload binary"
-PASS_COLUMNS = ("kind", "num_rows", "schema", "payload")
-SPEC_OPTION = "decode.spec"  # the option of a source that decodes as it reads: DecodeSpec.to_json()
-DEAD_LETTER_DDL = "column string, reason string, value string, original_row string"
 OUTPUT_BATCH_ROWS = 10_000
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-PAYLOAD_COMPRESSION: str | None = "lz4"  # cheapest to write and read back; zstd saves memory, not time
-
-_REJECTED_SCHEMA = pa.schema(
-    [
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("timestamp", pa.timestamp("us", tz="UTC")),
-        ("reason", pa.string()),
-        ("message", pa.string()),
-    ]
-)
-
-
-@dataclass(frozen=True)
-class DecodeSpec:
-    """What the decoding pass needs (picklable, shipped to the executors).
-
-    Attributes:
-        debezium: Unwrap Debezium change events.
-        fixed_schema: Keep only these fields (nested ones too); ``None`` keeps every field.
-        metadata_columns: Add the ``_kafka_*`` columns to every row.
-        payload_compression: Codec of the decoded streams Spark caches between the passes.
-    """
-
-    debezium: bool = False
-    fixed_schema: st.StructType | None = None
-    metadata_columns: bool = True
-    payload_compression: str | None = PAYLOAD_COMPRESSION
-
-    def to_json(self) -> str:
-        """The spec as a JSON string: how a data source option carries it to the executors."""
-        fixed = None if self.fixed_schema is None else self.fixed_schema.jsonValue()
-        return json.dumps(
-            {
-                "debezium": self.debezium,
-                "fixed_schema": fixed,
-                "metadata_columns": self.metadata_columns,
-                "payload_compression": self.payload_compression,
-            },
-            sort_keys=True,
-        )
-
-    @classmethod
-    def from_json(cls, text: str) -> DecodeSpec:
-        """The spec of :meth:`to_json`."""
-        value = json.loads(text)
-        fixed = value["fixed_schema"]
-        return cls(
-            debezium=bool(value["debezium"]),
-            fixed_schema=None if fixed is None else st.StructType.fromJson(fixed),
-            metadata_columns=bool(value["metadata_columns"]),
-            payload_compression=value["payload_compression"],
-        )
-
-    @property
-    def reserved_names(self) -> frozenset[str]:
-        """Column names the decoder adds itself: a value may not have such a field."""
-        names = set(KAFKA_COLUMNS.names) if self.metadata_columns else set()
-        if self.debezium:
-            names.update(debezium.COLUMNS)
-        return frozenset(names)
 
 
 def decode_function(spec: DecodeSpec) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
@@ -147,7 +70,7 @@ def decode_function(spec: DecodeSpec) -> Callable[[Iterator[pa.RecordBatch]], It
                 writing.abort(e)
             raise
         for file in files:
-            yield _pass_row(WRITTEN, file.record_count, None, pa.py_buffer(file.to_json().encode()))
+            yield pass_row(WRITTEN, file.record_count, None, pa.py_buffer(file.to_json().encode()))
 
     return decode
 
@@ -159,28 +82,11 @@ def conform_function(schema: pa.Schema) -> Callable[[Iterator[pa.RecordBatch]], 
     def conform(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         target = pa.ipc.read_schema(pa.py_buffer(serialized))
         for batch in batches:
-            for payload in _payloads(batch):
+            for payload in payloads(batch):
                 table = pa.ipc.open_stream(payload).read_all()
                 yield from cast_table(table, target).to_batches(max_chunksize=OUTPUT_BATCH_ROWS)
 
     return conform
-
-
-def dead_letter_function() -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The rejected values in, dead-letter rows out (:data:`DEAD_LETTER_DDL`).
-
-    ``original_row`` is a JSON object with the Kafka metadata under the names of the
-    table's metadata columns, the raw key and value in base64 (``_kafka_key``,
-    ``_kafka_value``) and the ``error``.
-    """
-
-    def dead_letters(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for payload in _payloads(batch):
-                table = pa.ipc.open_stream(payload).read_all()
-                yield _dead_letter_rows(table)
-
-    return dead_letters
 
 
 def _decode_batch(
@@ -203,12 +109,12 @@ def _decode_batch(
     for schema, tables in by_schema.items():
         table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
         if writing is None or index is None or not writing.write(index, table):
-            yield _pass_row(DATA, table.num_rows, schema, _ipc(table, spec.payload_compression))
+            yield pass_row(DATA, table.num_rows, schema, ipc_stream(table, spec.payload_compression))
     if rejections:
-        rejected = _rejected_table(batch, rejections)
-        yield _pass_row(REJECTED, len(rejections), None, _ipc(rejected, spec.payload_compression))
+        rejected = rejected_table(batch, rejections)
+        yield pass_row(REJECTED, len(rejections), None, ipc_stream(rejected, spec.payload_compression))
     if chunk.tombstones:
-        yield _pass_row(SKIPPED, len(chunk.tombstones), None, pa.py_buffer(b""))
+        yield pass_row(SKIPPED, len(chunk.tombstones), None, pa.py_buffer(b""))
     _check_accounted(batch.num_rows, chunk, by_schema, rejections)
 
 
@@ -318,93 +224,6 @@ def _with_metadata(table: pa.Table, batch: pa.RecordBatch, indices: np.ndarray) 
         source = batch.column(KAFKA_INPUT_COLUMNS[2 + KAFKA_COLUMNS.get_field_index(field.name)])
         table = table.append_column(field, source.take(take).cast(field.type))
     return table
-
-
-def _rejected_table(batch: pa.RecordBatch, rejections: list[Rejection]) -> pa.Table:
-    take = pa.array([r.index for r in rejections], pa.int64())
-    columns = [batch.column(name).take(take) for name in KAFKA_INPUT_COLUMNS]
-    columns.append(pa.array([r.reason for r in rejections], pa.string()))
-    columns.append(pa.array([r.message for r in rejections], pa.string()))
-    arrays = [c.cast(f.type) for c, f in zip(columns, _REJECTED_SCHEMA, strict=True)]
-    return pa.Table.from_arrays(arrays, schema=_REJECTED_SCHEMA)
-
-
-def _dead_letter_rows(table: pa.Table) -> pa.RecordBatch:
-    values, reasons, originals = [], [], []
-    # as numbers: a timestamp outside Python's datetime range is why some of these were rejected
-    timestamps = table.column("timestamp").cast(pa.int64()).to_pylist()
-    for row, micros in zip(table.drop_columns(["timestamp"]).to_pylist(), timestamps, strict=True):
-        raw: bytes | None = row["value"]
-        values.append(None if raw is None else raw.decode("utf-8", "replace")[:DEAD_LETTER_VALUE_MAX_CHARS])
-        reasons.append(row["reason"])
-        original = {
-            TOPIC_COLUMN: row["topic"],
-            PARTITION_COLUMN: row["partition"],
-            OFFSET_COLUMN: row["offset"],
-            TIMESTAMP_COLUMN: _timestamp_text(micros),
-            "_kafka_key": _base64(row["key"]),
-            "_kafka_value": _base64(raw),
-            "error": row["message"],
-        }
-        originals.append(json.dumps(original))
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array([DEAD_LETTER_COLUMN] * table.num_rows, pa.string()),
-            pa.array(reasons, pa.string()),
-            pa.array(values, pa.string()),
-            pa.array(originals, pa.string()),
-        ],
-        names=["column", "reason", "value", "original_row"],
-    )
-
-
-def _pass_row(kind: str, num_rows: int, schema: pa.Schema | None, payload: pa.Buffer) -> pa.RecordBatch:
-    schema_bytes = None if schema is None else schema.serialize().to_pybytes()
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array([kind], pa.string()),
-            pa.array([num_rows], pa.int64()),
-            pa.array([schema_bytes], pa.binary()),
-            _one_binary(payload),
-        ],
-        names=["kind", "num_rows", "schema", "payload"],
-    )
-
-
-def _ipc(table: pa.Table, compression: str | None) -> pa.Buffer:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(
-        sink, table.schema, options=pa.ipc.IpcWriteOptions(compression=compression)
-    ) as writer:
-        writer.write_table(table)
-    return sink.getvalue()
-
-
-def _one_binary(buffer: pa.Buffer) -> pa.Array:
-    """A one-value binary array over ``buffer``, without copying it."""
-    offsets = pa.py_buffer(np.array([0, buffer.size], dtype=np.int32).tobytes())
-    return pa.Array.from_buffers(pa.binary(), 1, [None, offsets, buffer])
-
-
-def _payloads(batch: pa.RecordBatch) -> Iterator[pa.Buffer]:
-    column = batch.column(batch.schema.get_field_index("payload"))
-    for index in range(len(column)):
-        scalar = column[index]
-        if scalar.is_valid:
-            yield scalar.as_buffer()
-
-
-def _timestamp_text(micros: int | None) -> str | None:
-    """ISO 8601 (UTC) within the writable range; the microseconds since the epoch outside it."""
-    if micros is None:
-        return None
-    if TIMESTAMP_MIN_MICROS <= micros <= TIMESTAMP_MAX_MICROS:
-        return (_EPOCH + dt.timedelta(microseconds=micros)).isoformat()
-    return str(micros)
-
-
-def _base64(data: bytes | None) -> str | None:
-    return None if data is None else base64.b64encode(data).decode("ascii")
 
 
 def _check_accounted(

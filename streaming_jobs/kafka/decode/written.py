@@ -1,7 +1,7 @@
 """Decoded rows the decoding task writes to the table itself, when the sink planned it.
 
 Before a micro-batch's source runs, the sink may plan a write by the source's own tasks
-(:mod:`sink.batch.source_write`), for one table or, for a sink routing by topic, for each table
+(:class:`~icesink.sources.SourceWrite`), for one table or, for a sink routing by topic, for each table
 the sink wrote before. A decoding task then gives the rows it decoded their table's
 row type where it can do so exactly (:func:`~streaming_jobs.kafka.decode.types.fields_covered`:
 the same fields or fewer, the same types or narrower integers, nulls) and writes them; only
@@ -22,8 +22,7 @@ import pyarrow.compute as pc
 from streaming_jobs.kafka.decode.types import cast_table, fields_covered
 
 if TYPE_CHECKING:
-    from sink.write.messages import DataFileMessage
-    from sink.write.source_task import SourceTaskWriter, SourceWritePlan
+    from icesink.sources import DataFileMessage, SourceTaskWriter, SourceWritePlan
 
 
 class TaskWrite:
@@ -42,7 +41,7 @@ class TaskWrite:
     @classmethod
     def in_task(cls) -> TaskWrite | None:
         """The task's part of its job's plan; ``None`` when the job has none."""
-        from sink.write.source_task import plan_in_task
+        from icesink.sources import plan_in_task
 
         plan = plan_in_task()
         return cls(plan) if plan is not None else None
@@ -92,7 +91,7 @@ class TaskWrite:
         if self._writer is None:
             from pyspark import TaskContext
 
-            from sink.write.source_task import SourceTaskWriter
+            from icesink.sources import SourceTaskWriter
 
             context = TaskContext.get()
             task_id, attempt = (context.partitionId(), context.attemptNumber()) if context else (0, 0)

@@ -97,7 +97,7 @@ class KafkaDataSource(DataSource):
     """The ``icesink-kafka`` data source: Spark's Kafka source options and schema.
 
     Options are validated when the DataFrame is created (``load()``), with
-    :class:`~sink.errors.ConfigError` naming the option, its value and what is accepted.
+    :class:`~icesink.ConfigError` naming the option, its value and what is accepted.
     """
 
     @classmethod

@@ -37,7 +37,7 @@ class KafkaDataLossError(KafkaSourceError):
 
 
 def require_client() -> ModuleType:
-    """confluent-kafka, the Python source's client, or a :class:`~sink.errors.ConfigError` naming the extra.
+    """confluent-kafka, the Python source's client, or a :class:`~icesink.ConfigError` naming the extra.
 
     Raises:
         ConfigError: confluent-kafka is not installed (the sink itself does not need it).

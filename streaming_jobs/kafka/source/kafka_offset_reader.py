@@ -24,7 +24,8 @@ from typing import Any, TypeVar
 from icesink import ConfigError
 from streaming_jobs.kafka.source.kafka_errors import KafkaSourceError
 from streaming_jobs.kafka.source.kafka_offsets import EARLIEST, LATEST, PartitionOffsets, TopicPartitionId
-from streaming_jobs.kafka.source.kafka_options import KafkaSourceOptions, OffsetSpec
+from streaming_jobs.kafka.source.kafka_option_values import OffsetSpec
+from streaming_jobs.kafka.source.kafka_options import KafkaSourceOptions
 
 logger = logging.getLogger(__name__)
 

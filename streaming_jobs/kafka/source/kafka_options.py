@@ -23,31 +23,33 @@ Accepted options (case-insensitive, like Spark's):
 The clients log through :class:`~streaming_jobs.kafka.source.kafka_client_log.ClientLog`:
 librdkafka's repeated lines (a failed connection every 50 ms) at most once per 30 s.
 
-Anything else fails with :class:`~sink.errors.ConfigError` naming the option, the value
-and what is accepted.
+Anything else fails with :class:`~icesink.ConfigError` naming the option, the value
+and what is accepted (each option is read in
+:mod:`streaming_jobs.kafka.source.kafka_option_values`).
 """
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from icesink import ConfigError
 from streaming_jobs.kafka.source.kafka_client_log import ClientLog
 from streaming_jobs.kafka.source.kafka_errors import require_client
-from streaming_jobs.kafka.source.kafka_offsets import (
-    EARLIEST,
-    LATEST,
-    PartitionOffsets,
-    TopicPartitionId,
-    offsets_from_json,
+from streaming_jobs.kafka.source.kafka_option_values import (
+    Mode,
+    OffsetSpec,
+    boolean,
+    bootstrap_servers,
+    check_no_headers,
+    kafka_params,
+    offset_bounds,
+    partition_bounds,
+    positive_int,
 )
 from streaming_jobs.kafka.source.kafka_subscription import Subscription, parse_subscription
-
-Mode = Literal["stream", "batch"]
 
 DEFAULT_POLL_TIMEOUT_MS = 120_000  # Spark's default: spark.network.timeout
 DEFAULT_FETCH_OFFSET_NUM_RETRIES = 3
@@ -56,69 +58,6 @@ DEFAULT_BROKER_TIMEOUT_MS = 30_000  # with Spark's start, a missing broker is re
 DEFAULT_GROUP_ID_PREFIX = "spark-kafka-source"
 FETCH_WAIT_MAX_MS = 100  # short broker-side waits keep the end-of-range checks quick
 QUEUED_MIN_MESSAGES = 1_000_000  # prefetch bound; queued.max.messages.kbytes (64 MiB) still applies
-
-# Lower-case option name -> the spelling used in messages.
-_OPTIONS = {
-    name.lower(): name
-    for name in (
-        "kafka.bootstrap.servers",
-        "subscribe",
-        "subscribePattern",
-        "assign",
-        "startingOffsets",
-        "endingOffsets",
-        "maxOffsetsPerTrigger",
-        "minPartitions",
-        "maxPartitions",
-        "failOnDataLoss",
-        "includeHeaders",
-        "kafkaConsumer.pollTimeoutMs",
-        "fetchOffset.numRetries",
-        "fetchOffset.retryIntervalMs",
-        "groupIdPrefix",
-        "brokerTimeoutMs",
-    )
-}
-# Options of Spark's Kafka source that this source does not implement.
-_UNSUPPORTED = {
-    name.lower(): name
-    for name in (
-        "startingTimestamp",
-        "startingOffsetsByTimestamp",
-        "startingOffsetsByTimestampStrategy",
-        "endingTimestamp",
-        "endingOffsetsByTimestamp",
-        "minOffsetsPerTrigger",
-        "maxTriggerDelay",
-        "maxRecordsPerPartition",
-    )
-}
-# kafka.* options the source sets itself (as Spark's Kafka source forbids them).
-_RESERVED_KAFKA = {
-    "auto.offset.reset": "use the startingOffsets option",
-    "enable.auto.commit": "the source never commits offsets to Kafka; Spark's checkpoint holds them",
-    "enable.partition.eof": "the source needs end-of-partition events to stop reading",
-    "key.deserializer": "keys are always returned as binary; cast them in the query",
-    "value.deserializer": "values are always returned as binary; cast them in the query",
-}
-
-
-@dataclass(frozen=True)
-class OffsetSpec:
-    """A ``startingOffsets``/``endingOffsets`` value.
-
-    Attributes:
-        kind: ``earliest``, ``latest`` or ``specific``.
-        specific: For ``specific``: (topic-partition, offset) pairs, offset -2 meaning
-            earliest and -1 latest.
-    """
-
-    kind: Literal["earliest", "latest", "specific"]
-    specific: tuple[tuple[TopicPartitionId, int], ...] = ()
-
-    def offsets(self) -> PartitionOffsets:
-        """The specific offsets as a dict."""
-        return dict(self.specific)
 
 
 @dataclass(frozen=True)
@@ -173,88 +112,29 @@ class KafkaSourceOptions:
             ConfigError: Naming the option, its value and what is accepted.
         """
         opts = {str(k).lower(): str(v) for k, v in options.items()}
-        kafka_params: dict[str, str] = {}
-        for key, value in opts.items():
-            if key.startswith("kafka."):
-                name = key[len("kafka.") :]
-                if name in _RESERVED_KAFKA:
-                    raise ConfigError(
-                        f"option {key!r} (value {value!r}) is not supported",
-                        hint=_RESERVED_KAFKA[name],
-                        option=key,
-                    )
-                if name != "bootstrap.servers":
-                    kafka_params[name] = value
-            elif key in _UNSUPPORTED:
-                raise ConfigError(
-                    f"option {_UNSUPPORTED[key]!r} (value {value!r}) of Spark's Kafka source is not "
-                    "supported by icesink's Python Kafka source",
-                    hint="use startingOffsets/maxOffsetsPerTrigger, or Spark's JVM Kafka connector",
-                    option=_UNSUPPORTED[key],
-                )
-            elif key not in _OPTIONS:
-                raise ConfigError(
-                    f"unknown option {key!r} (value {value!r})",
-                    hint="accepted options are kafka.* and "
-                    + ", ".join(sorted(v for v in _OPTIONS.values() if not v.startswith("kafka."))),
-                    option=key,
-                )
-        bootstrap = opts.get("kafka.bootstrap.servers", "").strip()
-        if not bootstrap:
-            raise ConfigError(
-                "option 'kafka.bootstrap.servers' is required",
-                hint="set it to the brokers' host:port list, e.g. 'broker1:9092,broker2:9092'",
-                option="kafka.bootstrap.servers",
-            )
-        starting = _offset_spec(opts, "startingOffsets")
-        ending = _offset_spec(opts, "endingOffsets")
-        if opts.get("includeheaders", "false").strip().lower() != "false":
-            raise ConfigError(
-                f"option 'includeHeaders' has value {opts['includeheaders']!r}; only 'false' is supported",
-                hint="remove the option: this source returns key, value, topic, partition, offset, "
-                "timestamp and timestampType",
-                option="includeHeaders",
-            )
-        if mode == "stream":
-            if "endingoffsets" in opts:
-                raise ConfigError(
-                    f"option 'endingOffsets' (value {opts['endingoffsets']!r}) is not valid in a "
-                    "streaming query",
-                    hint="remove it, or read with spark.read (a batch query)",
-                    option="endingOffsets",
-                )
-            starting = starting or OffsetSpec("latest")
-        elif mode == "batch":
-            starting = starting or OffsetSpec("earliest")
-            _check_batch_bound(starting, "startingOffsets", forbidden=LATEST, opts=opts)
-            _check_batch_bound(ending or OffsetSpec("latest"), "endingOffsets", forbidden=EARLIEST, opts=opts)
+        params = kafka_params(opts)
+        bootstrap = bootstrap_servers(opts)
+        starting, ending = offset_bounds(opts, mode)
+        check_no_headers(opts)
         prefix = opts.get("groupidprefix", DEFAULT_GROUP_ID_PREFIX)
-        min_partitions = _positive_int(opts, "minPartitions")
-        max_partitions = _positive_int(opts, "maxPartitions")
-        if min_partitions is not None and max_partitions is not None and min_partitions > max_partitions:
-            raise ConfigError(
-                f"option 'minPartitions' ({min_partitions}) is greater than "
-                f"'maxPartitions' ({max_partitions})",
-                hint="set minPartitions <= maxPartitions, or drop one of them",
-                option="maxPartitions",
-            )
+        min_partitions, max_partitions = partition_bounds(opts)
         return cls(
             bootstrap_servers=bootstrap,
             subscription=parse_subscription(opts),
-            starting_offsets=starting or OffsetSpec("latest"),
-            ending_offsets=ending or OffsetSpec("latest"),
-            max_offsets_per_trigger=_positive_int(opts, "maxOffsetsPerTrigger"),
+            starting_offsets=starting,
+            ending_offsets=ending,
+            max_offsets_per_trigger=positive_int(opts, "maxOffsetsPerTrigger"),
             min_partitions=min_partitions,
             max_partitions=max_partitions,
-            fail_on_data_loss=_boolean(opts, "failOnDataLoss", default=True),
-            poll_timeout_ms=_positive_int(opts, "kafkaConsumer.pollTimeoutMs") or DEFAULT_POLL_TIMEOUT_MS,
-            fetch_offset_num_retries=_positive_int(opts, "fetchOffset.numRetries")
+            fail_on_data_loss=boolean(opts, "failOnDataLoss", default=True),
+            poll_timeout_ms=positive_int(opts, "kafkaConsumer.pollTimeoutMs") or DEFAULT_POLL_TIMEOUT_MS,
+            fetch_offset_num_retries=positive_int(opts, "fetchOffset.numRetries")
             or DEFAULT_FETCH_OFFSET_NUM_RETRIES,
-            fetch_offset_retry_interval_ms=_positive_int(opts, "fetchOffset.retryIntervalMs")
+            fetch_offset_retry_interval_ms=positive_int(opts, "fetchOffset.retryIntervalMs")
             or DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS,
-            group_id=kafka_params.pop("group.id", f"{prefix}-{uuid.uuid4()}"),
-            kafka_params=tuple(sorted(kafka_params.items())),
-            broker_timeout_ms=_positive_int(opts, "brokerTimeoutMs") or DEFAULT_BROKER_TIMEOUT_MS,
+            group_id=params.pop("group.id", f"{prefix}-{uuid.uuid4()}"),
+            kafka_params=tuple(sorted(params.items())),
+            broker_timeout_ms=positive_int(opts, "brokerTimeoutMs") or DEFAULT_BROKER_TIMEOUT_MS,
         )
 
     def consumer_config(self, role: str) -> dict[str, Any]:
@@ -312,62 +192,3 @@ def check_client_config(options: KafkaSourceOptions) -> None:
             hint="use librdkafka property names and values (see librdkafka's CONFIGURATION.md), "
             "e.g. kafka.security.protocol, kafka.sasl.mechanism, kafka.ssl.ca.location",
         ) from e
-
-
-def _offset_spec(opts: Mapping[str, str], name: str) -> OffsetSpec | None:
-    value = opts.get(name.lower())
-    if value is None:
-        return None
-    text = value.strip()
-    if text.lower() in ("earliest", "latest"):
-        return OffsetSpec("earliest" if text.lower() == "earliest" else "latest")
-    try:
-        offsets = offsets_from_json(json.loads(text))
-        bad = {tp: o for tp, o in offsets.items() if o < EARLIEST}
-        if bad:
-            raise ValueError(f"offsets must be >= 0, or -2 (earliest) or -1 (latest); got {bad}")
-        if not offsets:
-            raise ValueError("no partitions given")
-    except ValueError as e:  # json.JSONDecodeError is a ValueError
-        raise ConfigError(
-            f"option {name!r} has value {value!r}, which is not valid: {e}",
-            hint=f"accepted: 'earliest', 'latest' or a JSON such as "
-            f'{{"topicA": {{"0": 23, "1": -2}}}} (-2 earliest, -1 latest); {name} must list every '
-            "partition of the subscribed topics",
-            option=name,
-        ) from e
-    return OffsetSpec("specific", tuple(sorted(offsets.items())))
-
-
-def _check_batch_bound(spec: OffsetSpec, name: str, *, forbidden: int, opts: Mapping[str, str]) -> None:
-    word = "latest" if forbidden == LATEST else "earliest"
-    if spec.kind == word or any(o == forbidden for _, o in spec.specific):
-        raise ConfigError(
-            f"option {name!r} has value {opts.get(name.lower(), word)!r}; {word} ({forbidden}) is not "
-            f"valid for {name} in a batch query",
-            hint="batch queries read from startingOffsets (default earliest) to endingOffsets "
-            "(default latest)",
-            option=name,
-        )
-
-
-def _positive_int(opts: Mapping[str, str], name: str) -> int | None:
-    value = opts.get(name.lower())
-    if value is None:
-        return None
-    try:
-        number = int(value.strip())
-    except ValueError:
-        number = 0
-    if number <= 0:
-        raise ConfigError(f"option {name!r} has value {value!r}; accepted: a positive integer", option=name)
-    return number
-
-
-def _boolean(opts: Mapping[str, str], name: str, *, default: bool) -> bool:
-    value = opts.get(name.lower())
-    if value is None:
-        return default
-    if value.strip().lower() not in ("true", "false"):
-        raise ConfigError(f"option {name!r} has value {value!r}; accepted: 'true' or 'false'", option=name)
-    return value.strip().lower() == "true"

@@ -3,7 +3,7 @@
 Named flags cover the common keys (``--bootstrap-servers``, ``--topics``,
 ``--max-offsets-per-trigger``, ``--available-now``, ``--table``, the routing flags
 ``--route-by``, ``--route-field``, ``--table-template``, ``--route-tables``, ...); ``--set KEY=VALUE``
-sets any key of :mod:`streaming_jobs.kafka_config` (the value read as YAML), and
+sets any key of :mod:`streaming_jobs.kafka.job.config` (the value read as YAML), and
 ``--sink-option``, ``--kafka-option``, ``--spark-conf`` add to those mappings.
 """
 
@@ -17,8 +17,9 @@ from typing import Any
 import yaml
 
 from icesink import ConfigError
-from streaming_jobs.kafka_config import JobConfig, validate
-from streaming_jobs.kafka_routing import ROUTE_FLAGS
+from streaming_jobs.kafka.job.config import JobConfig
+from streaming_jobs.kafka.job.routing import ROUTE_FLAGS
+from streaming_jobs.kafka.job.validate import validate
 
 
 def load_config(argv: Sequence[str] | None = None) -> JobConfig:

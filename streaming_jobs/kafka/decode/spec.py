@@ -1,0 +1,82 @@
+"""What the decoding pass is given (:class:`DecodeSpec`), and the columns it reads and adds.
+
+Shared by the driver (:mod:`streaming_jobs.kafka.decode.decoder`, the decoding source) and
+the executors (:mod:`streaming_jobs.kafka.decode.task`). Only pyarrow and pyspark's type
+objects are imported here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.sql import types as st
+
+from streaming_jobs.kafka.decode import debezium
+
+KAFKA_INPUT_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
+TOPIC_COLUMN = "_kafka_topic"
+PARTITION_COLUMN = "_kafka_partition"
+OFFSET_COLUMN = "_kafka_offset"
+TIMESTAMP_COLUMN = "_kafka_timestamp"
+KAFKA_COLUMNS = pa.schema(
+    [
+        pa.field(TOPIC_COLUMN, pa.string()),
+        pa.field(PARTITION_COLUMN, pa.int32()),
+        pa.field(OFFSET_COLUMN, pa.int64()),
+        pa.field(TIMESTAMP_COLUMN, pa.timestamp("us", tz="UTC")),
+    ]
+)
+SPEC_OPTION = "decode.spec"  # the option of a source that decodes as it reads: DecodeSpec.to_json()
+PAYLOAD_COMPRESSION: str | None = "lz4"  # cheapest to write and read back; zstd saves memory, not time
+
+
+@dataclass(frozen=True)
+class DecodeSpec:
+    """What the decoding pass needs (picklable, shipped to the executors).
+
+    Attributes:
+        debezium: Unwrap Debezium change events.
+        fixed_schema: Keep only these fields (nested ones too); ``None`` keeps every field.
+        metadata_columns: Add the ``_kafka_*`` columns to every row.
+        payload_compression: Codec of the decoded streams Spark caches between the passes.
+    """
+
+    debezium: bool = False
+    fixed_schema: st.StructType | None = None
+    metadata_columns: bool = True
+    payload_compression: str | None = PAYLOAD_COMPRESSION
+
+    def to_json(self) -> str:
+        """The spec as a JSON string: how a data source option carries it to the executors."""
+        fixed = None if self.fixed_schema is None else self.fixed_schema.jsonValue()
+        return json.dumps(
+            {
+                "debezium": self.debezium,
+                "fixed_schema": fixed,
+                "metadata_columns": self.metadata_columns,
+                "payload_compression": self.payload_compression,
+            },
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> DecodeSpec:
+        """The spec of :meth:`to_json`."""
+        value = json.loads(text)
+        fixed = value["fixed_schema"]
+        return cls(
+            debezium=bool(value["debezium"]),
+            fixed_schema=None if fixed is None else st.StructType.fromJson(fixed),
+            metadata_columns=bool(value["metadata_columns"]),
+            payload_compression=value["payload_compression"],
+        )
+
+    @property
+    def reserved_names(self) -> frozenset[str]:
+        """Column names the decoder adds itself: a value may not have such a field."""
+        names = set(KAFKA_COLUMNS.names) if self.metadata_columns else set()
+        if self.debezium:
+            names.update(debezium.COLUMNS)
+        return frozenset(names)
