@@ -58,8 +58,15 @@ def routing_figures(out: Path, printed: str) -> Figures:
         runs = [r for r in result["runs"] if r["kind"] == kind]
         figures[f"{kind} msg/s"] = float(rate)
         figures[f"{kind} msg per CPU s"] = statistics.median([r["messages"] / r["cpu_seconds"] for r in runs])
+        later = [r["after_first_rate"] for r in runs if r.get("after_first_rate")]
+        if later:  # the micro-batches after the first, which creates the tables
+            figures[f"{kind} msg/s after batch 1"] = statistics.median(later)
         if kind in result["ratios"]:
             figures[f"{kind} / single"] = statistics.median(result["ratios"][kind])
+        if kind in result.get("ratios_after_first_batch", {}):
+            figures[f"{kind} / single after batch 1"] = statistics.median(
+                result["ratios_after_first_batch"][kind]
+            )
     return figures
 
 

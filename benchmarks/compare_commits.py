@@ -3,15 +3,14 @@
 ::
 
     # the reference workload, bucket and none modes against Spark's Parquet sink (about 10 min)
-    .venv/bin/python -m benchmarks.compare_commits 3d0e3f0 batch --rounds 3 --rotate \\
+    .venv/bin/python -m benchmarks.compare_commits A B --rounds 3 --rotate \\
         --contenders icesink-bucket,icesink-none,parquet --batches 10
-    # 200 topics routed to 200 tables against one topic into one table (about 10 min)
-    .venv/bin/python -m benchmarks.compare_commits 3d0e3f0 batch --benchmark routing --rounds 2 \\
-        --rotate -- --topics 200 --messages-per-topic 500 --single-messages 100000 \\
-        --max-offsets 25000 --rounds 2
-    # upserts of 20,000 changes into a table of 1M rows (about 10 min)
-    .venv/bin/python -m benchmarks.compare_commits 3d0e3f0 batch --benchmark upsert --rounds 3 \\
-        --rotate -- --rows 1000000 --batches 10 --batch-size 20000 --read-repeats 1
+    # 200 topics routed to 200 tables against one topic into one table (about 11 min)
+    .venv/bin/python -m benchmarks.compare_commits A B --benchmark routing --rounds 2 --rotate \\
+        -- --topics 200 --messages-per-topic 500 --single-messages 100000 --max-offsets 25000 --rounds 2
+    # upserts: batches of 20,000 changes into a table of 1M rows (about 10 min)
+    .venv/bin/python -m benchmarks.compare_commits A B --benchmark upsert --rounds 3 --rotate \\
+        -- --rows 1000000 --batches 10 --batch-size 20000 --read-repeats 1
 
 Each commit is checked out into a detached worktree under ``--workdir``. Every round runs
 the benchmark (``--benchmark``: ``run``, ``routing`` or ``upsert``, see
@@ -32,22 +31,24 @@ round) and each round's figures; then each run's load average at its start, its 
 and its ``sink``. A difference is real when the per-round ratios stay on one side of 1.0
 by more than their spread between rounds.
 
-Sizes for a 2-core machine:
+Sizes for a 2-core machine (the times are for a quiet one):
 
-* ``run``: ``--batches 10`` of the default 1M rows, three contenders: about 1.5 min per
-  process. The inputs are made once (``--workdir/inputs``) and shared by every run.
-* ``routing``: each process produces its own topics first (about 300 microseconds a
-  message, not timed) and warms up on a tenth of the topics. 200 topics keep the
-  per-table work of the driver (each table's batch, ledger check and commit) the subject;
-  500 messages per topic in micro-batches of 25,000 give 4 micro-batches per run, of which
-  3 write tables that exist; 100,000 messages for the single table and two rounds within
-  each process (after ``--``): about 2.5 min per process.
-* ``upsert``: 1M rows in 16 buckets and 10 batches of 20,000 changes (the first a warm-up):
-  a batch's lookup then reads 100-200 data files, as a stream between compactions does,
-  and a batch takes about 2 s. Smaller tables make the batch mostly Spark's fixed costs;
-  fewer than 6 batches give a median of too few. About 1.5 min per process, pyiceberg
-  left out (``--pyiceberg-batches 0``, set by the A/B). It times the sink's upsert
-  modules (``sink.upsert``, the write tasks) called directly, not ``IcebergSink``'s driver.
+* ``run``: ``--batches 10`` of the default 1M rows and three contenders, about 1.5 min a
+  process (JVM start and a warm-up run per contender included); the inputs are made once,
+  in ``--workdir/inputs``, and shared by every run.
+* ``routing``: every process produces its own topics first (about 0.3 ms a message, not
+  timed) and warms up on a tenth of them, so fewer messages per topic, not fewer topics:
+  200 tables keep each table's driver work (its batch, replay check and commit) the subject.
+  500 messages a topic in micro-batches of 25,000 offsets make 4 micro-batches a run, 3 of
+  them into tables that exist; 100,000 messages for the single table; two rounds within
+  each process. About 2.5-3 min a process.
+* ``upsert``: 1M rows in 16 buckets, then 10 batches of 20,000 changes (the first a warm-up,
+  not counted): each batch's lookup reads every data file of the table, which grows from a
+  few dozen to a few hundred as the batches add theirs, as a stream between two compactions. With much
+  smaller tables or batches a batch is mostly Spark's fixed cost per job; fewer than 6
+  batches make a median of too few. About 1.5 min a process; pyiceberg is left out
+  (``--pyiceberg-batches 0``, set here). It times the upsert modules (``sink.upsert``, the
+  write tasks) called directly, not ``IcebergSink``'s micro-batch around them.
 """
 
 from __future__ import annotations

@@ -53,10 +53,11 @@ def test_figures_of_the_reference_workload_and_of_routing(tmp_path: Path) -> Non
     result = {
         "median_messages_per_s": {"single": 50_000, "routed": 20_000},
         "ratios": {"routed": [0.38, 0.42, 0.41]},
+        "ratios_after_first_batch": {"routed": [0.5, 0.6]},
         "runs": [
-            {"kind": "single", "messages": 100, "cpu_seconds": 4},
-            {"kind": "single", "messages": 100, "cpu_seconds": 5},
-            {"kind": "routed", "messages": 100, "cpu_seconds": 10},
+            {"kind": "single", "messages": 100, "cpu_seconds": 4, "after_first_rate": 60_000},
+            {"kind": "single", "messages": 100, "cpu_seconds": 5, "after_first_rate": 70_000},
+            {"kind": "routed", "messages": 100, "cpu_seconds": 10, "after_first_rate": None},
         ],
     }
     printed = (
@@ -65,9 +66,11 @@ def test_figures_of_the_reference_workload_and_of_routing(tmp_path: Path) -> Non
     assert routing_figures(tmp_path / "none.json", printed + "\ncompare_commits: sink /x\n") == {
         "single msg/s": 50_000,
         "single msg per CPU s": 22.5,
+        "single msg/s after batch 1": 65_000,
         "routed msg/s": 20_000,
         "routed msg per CPU s": 10,
         "routed / single": 0.41,
+        "routed / single after batch 1": 0.55,
     }
     with pytest.raises(SystemExit, match="no JSON line"):
         last_json_line("median: ...\n")
