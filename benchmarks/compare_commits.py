@@ -125,6 +125,7 @@ def _arguments(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR)
     p.add_argument("--out", type=Path, help="write the figures and the runs as JSON here")
     args, unknown = p.parse_known_args(own)
+    args.workdir = args.workdir.resolve()  # the runs' folders are their checkouts
     if args.contenders and not BENCHMARKS[args.benchmark].contenders:
         p.error(f"--contenders: the {args.benchmark} benchmark has none")
     return args, unknown + after

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks._ab_benchmarks import last_json_line, routing_figures, run_figures
+from benchmarks._ab_benchmarks import Benchmark, last_json_line, routing_figures, run_figures
 from benchmarks._ab_summary import Run, figure_rows, markdown
 from benchmarks.compare_commits import _arguments, round_contenders, round_order
+from benchmarks.compare_commits import _run as run_process
 
 A, B = "a" * 40, "b" * 40
 
@@ -101,3 +102,28 @@ def test_summary_takes_b_over_a_round_by_round_whatever_ran_first() -> None:
     assert "| rate | 90 | 81 | 0.900 | 1.100, 0.900, 0.900 | 100, 50, 90 | 110, 45, 81 |" in table
     assert "| only_a | 1 | - | - |  | 1 |  |" in table
     assert "| 2 | 1 | B bbbbbbb | 1.0 | 60 | /ab/bbbbbbbbbbbb/sink/__init__.py |" in table
+
+
+def _tree(root: Path, imports_sink: bool) -> Path:
+    """A checkout of one module that prints a JSON line, with a ``sink`` package of its own."""
+    (root / "sink").mkdir(parents=True)
+    (root / "sink" / "__init__.py").write_text("")
+    body = "import json, sys\n" + ("import sink\n" if imports_sink else "")
+    (root / "ab_probe.py").write_text(body + "print(json.dumps({'args': sys.argv[1:], 'x': 2}))\n")
+    return root
+
+
+def test_each_run_is_a_fresh_process_of_its_checkout_and_names_the_sink_it_imported(tmp_path: Path) -> None:
+    def figures(out: Path, printed: str) -> dict[str, float]:
+        result = last_json_line(printed)
+        return {"x": float(result["x"]), "args": float(len(result["args"]))}
+
+    probe = Benchmark("ab_probe", (), lambda contenders, out, workdir: ["--out", str(out)], figures)
+    tree = _tree(tmp_path / "a", imports_sink=True)
+    run = run_process(probe, tree, A, 2, 1, "", ["--rows", "10"], tmp_path / "ab")
+    assert (run.commit, run.round, run.position, run.figures) == (A, 2, 1, {"x": 2.0, "args": 4.0})
+    assert run.sink_file == str(tree / "sink" / "__init__.py")
+    assert not (tmp_path / "ab" / "tmp" / f"ab_probe-{A[:12]}-2").exists()  # its TMPDIR, removed
+    elsewhere = _tree(tmp_path / "b", imports_sink=False)
+    with pytest.raises(SystemExit, match="ran the sink of None"):
+        run_process(probe, elsewhere, B, 1, 1, "", [], tmp_path / "ab")
