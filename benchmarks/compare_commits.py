@@ -31,7 +31,8 @@ round) and each round's figures; then each run's load average at its start, its 
 and its ``sink``. A difference is real when the per-round ratios stay on one side of 1.0
 by more than their spread between rounds.
 
-Sizes for a 2-core machine (the times are for a quiet one):
+Sizes for a 2-core machine (the times: estimates for a quiet one, from the figures in
+``benchmarks/LOG.md``):
 
 * ``run``: ``--batches 10`` of the default 1M rows and three contenders, about 1.5 min a
   process (JVM start and a warm-up run per contender included); the inputs are made once,
@@ -42,13 +43,14 @@ Sizes for a 2-core machine (the times are for a quiet one):
   500 messages a topic in micro-batches of 25,000 offsets make 4 micro-batches a run, 3 of
   them into tables that exist; 100,000 messages for the single table; two rounds within
   each process. About 2.5-3 min a process.
-* ``upsert``: 1M rows in 16 buckets, then 10 batches of 20,000 changes (the first a warm-up,
-  not counted): each batch's lookup reads every data file of the table, which grows from a
-  few dozen to a few hundred as the batches add theirs, as a stream between two compactions. With much
-  smaller tables or batches a batch is mostly Spark's fixed cost per job; fewer than 6
-  batches make a median of too few. About 1.5 min a process; pyiceberg is left out
-  (``--pyiceberg-batches 0``, set here). It times the upsert modules (``sink.upsert``, the
-  write tasks) called directly, not ``IcebergSink``'s micro-batch around them.
+* ``upsert``: 1M rows in 16 buckets, then 10 batches of 20,000 changes (the first a
+  warm-up, not counted): each batch's lookup reads every data file of the table, a few
+  dozen growing to a few hundred as the batches add theirs, as in a stream between two
+  compactions. With much smaller tables or batches a batch is mostly Spark's fixed cost
+  per job; fewer than 6 batches make a median of too few. About 1.5 min a process;
+  pyiceberg is left out (``--pyiceberg-batches 0``, set here). It times the upsert modules
+  (``sink.upsert``, the write tasks) called directly, not ``IcebergSink``'s micro-batch
+  around them.
 """
 
 from __future__ import annotations
