@@ -212,7 +212,8 @@ class RoutedStep:
         sink_id, batch_id = key.sink_id, key.batch_id
         indexes = {v: t.index for t in targets for v in t.values} | dict.fromkeys(prepared.skipped, SKIPPED)
         unroutable = [d for d in found if tables_of[d.value] is None]
-        reasons = {d.value: self._names.reason(d.value, prepared.refused) for d in unroutable if d.value}
+        refused = prepared.refused
+        reasons = {d.value: self._names.reason(d.value, refused) for d in unroutable if d.value is not None}
         written = source_targets(by_source, targets, self._options, key, self._states)  # the source's alone
         if not targets and not unroutable and not written:
             logger.info("batch %s of sink %s: every table already has it (or it is empty)", batch_id, sink_id)
