@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: env system-deps demo demo-cluster test test-fast test-faults test-deploy lint docs format bench bench-upsert bench-routing bench-deploy bench-scale clean
+.PHONY: env system-deps demo demo-cluster demo-kafka test test-fast test-faults test-deploy lint docs format bench bench-upsert bench-routing bench-deploy bench-scale clean
 
 # The virtual environment; Spark's Kafka source for this pyspark and Apache Kafka for the tests'
 # broker, fetched with mvn into the venv (jvm/*/pom.xml, once); and the Spark driver's class
@@ -54,6 +54,13 @@ demo: env
 # SeaweedFS (S3 + REST catalog) and a two-worker Spark cluster on loopback, stopped at the end.
 demo-cluster: env
 	$(PY) -m streaming_jobs.demo_cluster
+
+# An Apache Kafka broker on loopback (the jars make env fetched), 20,000 JSON messages, the Kafka
+# job on the embedded default until it has them all, what it wrote; the broker stopped at the end.
+# Spark's connector instead of the Python source: make demo-kafka DEMO_KAFKA_ARGS="--source jvm"
+DEMO_KAFKA_ARGS ?=
+demo-kafka: env
+	$(PY) -m streaming_jobs.demo_kafka $(DEMO_KAFKA_ARGS)
 
 # pytest exits 5 when it collects no test; make (and so CI) fails on that as on any failure.
 # system-deps first: make env fetches with its Maven.
