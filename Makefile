@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: env system-deps demo demo-cluster test test-fast test-faults test-deploy lint docs format bench bench-upsert bench-routing bench-deploy bench-scale clean
+.PHONY: env system-deps demo demo-cluster demo-kafka test test-fast test-faults test-kafka test-deploy lint docs format bench bench-upsert bench-routing bench-deploy bench-scale clean
 
 # The virtual environment; Spark's Kafka source for this pyspark and Apache Kafka for the tests'
 # broker, fetched with mvn into the venv (jvm/*/pom.xml, once); and the Spark driver's class
@@ -55,6 +55,13 @@ demo: env
 demo-cluster: env
 	$(PY) -m streaming_jobs.demo_cluster
 
+# An Apache Kafka broker on loopback (the jars make env fetched), 20,000 JSON messages, the Kafka
+# job on the embedded default until it has them all, what it wrote; the broker stopped at the end.
+# Spark's connector instead of the Python source: make demo-kafka DEMO_KAFKA_ARGS="--source jvm"
+DEMO_KAFKA_ARGS ?=
+demo-kafka: env
+	$(PY) -m streaming_jobs.demo_kafka $(DEMO_KAFKA_ARGS)
+
 # pytest exits 5 when it collects no test; make (and so CI) fails on that as on any failure.
 # system-deps first: make env fetches with its Maven.
 test: system-deps env
@@ -67,6 +74,11 @@ test-fast: env
 # selection of them runs in make test), and the SIGKILL runs kept out of make test.
 test-faults: system-deps env
 	$(PY) -m pytest -q -m faults_full tests $(PYTEST_ARGS)
+
+# The Kafka job's end-to-end tests on both of its sources where the second adds minutes and little
+# news (make test runs each such behaviour on one source).
+test-kafka: system-deps env
+	$(PY) -m pytest -q -m kafka_full tests/e2e $(PYTEST_ARGS)
 
 # Real servers on loopback: SeaweedFS (S3 + REST catalog), PostgreSQL, Spark cluster, Spark Connect;
 # with the Spark cluster's own checks, which make test leaves to the sink's cluster test.

@@ -20,6 +20,7 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 OPT_IN_MARKERS = {
     "faults_full": "part of the full fault matrix: make test-faults (-m faults_full)",
     "cluster_full": "a check of the Spark cluster the tests start: make test-deploy (-m cluster_full)",
+    "kafka_full": "the Kafka job's longer matrix over its two sources: make test-kafka (-m kafka_full)",
 }
 """Markers of tests that run only when ``-m`` names them, and where they run instead."""
 
@@ -38,9 +39,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
-    """One local[2] SparkSession shared by the whole test session."""
+    """One local[2] SparkSession shared by the whole test session.
+
+    It has Spark's Kafka source on its class path when ``make env`` fetched it, so the Kafka
+    job runs in the test's process on either source (``kafka.source``: ``jvm`` or ``python``).
+    """
     from pyspark.sql import SparkSession
 
+    from streaming_jobs.jvm_jars import with_spark_kafka_jars
     from streaming_jobs.spark import with_class_archive
 
     session = (
@@ -52,6 +58,7 @@ def spark() -> Iterator[object]:
         .config("spark.driver.memory", "2g")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config(map=dict(with_class_archive({})))  # as the jobs' JVMs: Spark's classes mapped
+        .config(map=dict(with_spark_kafka_jars({})))
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

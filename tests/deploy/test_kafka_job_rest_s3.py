@@ -79,6 +79,7 @@ def job_config(seaweedfs: SeaweedFS, broker: TansuBroker, topic: str, tmp_path: 
             "topics": [topic],
             "starting-offsets": "earliest",
             "max-offsets-per-trigger": MAX_OFFSETS,
+            "source": "python",  # the session has Spark's connector too; Tansu is tested with this one
         },
         "sink": {
             "table": f"{namespace}.events",

@@ -1,4 +1,8 @@
-"""Fixtures of the end-to-end tests: real Prometheus, Pushgateway and Kafka-protocol servers."""
+"""Fixtures of the end-to-end tests: real Prometheus and Pushgateway servers.
+
+The Kafka broker is Apache Kafka, one for the whole run: the ``apache_kafka`` fixture of
+:mod:`tests.support.server_fixtures`; each test creates its own topics.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,6 @@ import pytest
 
 from sink import metrics_server
 from tests.e2e.servers import PrometheusServer, Pushgateway, require_binary
-from tests.support.tansu import TansuBroker
 
 REPO = Path(__file__).resolve().parents[2]
 MONITORING = REPO / "monitoring"
@@ -51,12 +54,6 @@ def pushgateway(tmp_path: Path) -> Iterator[Pushgateway]:
     server.start()
     yield server
     server.stop()
-
-
-@pytest.fixture(scope="module")
-def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TansuBroker]:
-    with TansuBroker(log_dir=tmp_path_factory.mktemp("tansu")) as broker:
-        yield broker
 
 
 @pytest.fixture()

@@ -1,30 +1,38 @@
-"""The Kafka job (Python source) without a broker: it fails soon, with the coded error first in sight.
+"""The Kafka job without its broker, on both sources: it fails soon, with the coded error first in sight.
 
-- At start-up, against an address where no broker listens: exit code 1 once the default
+- At start-up, against an address where no broker listens: exit code 1 with
+  ``ICESINK-KAFKA-SOURCE`` naming the brokers. The Python source gives up once the default
   ``kafka.broker-timeout-s`` (30 s) ran out, which the error states (its deadline is kept
-  by the source's monotonic clock, :mod:`tests.unit.test_kafka_offset_deadline`); with
-  Spark's start, well inside a minute on an idle machine. The test waits as long as a job
-  may take on a loaded one rather than timing it.
-- Mid-run, a broker of the test's own stopped after the first micro-batch: the query
-  fails the same way, and ``max-restarts`` starts it again once, which fails again.
+  by the source's monotonic clock, :mod:`tests.unit.test_kafka_offset_deadline`); Spark's
+  connector after three offset requests of ``default.api.timeout.ms`` each (2 s here).
+  The test waits as long as a job may take on a loaded machine rather than timing it.
+- Mid-run, an Apache Kafka broker of the test's own stopped after the first micro-batch:
+  the query fails the same way, and ``max-restarts`` starts it again once, which fails again.
+- In the test's process, the job's metrics after the broker is lost:
+  ``icesink_source_connected`` 0 and the lag NaN (unknown), where the lag stayed at its last
+  value (0) and a dead broker looked like an idle topic.
+- A broker restarted while the job runs: the job (with ``max-restarts``) goes on, and every
+  record produced before and after lands once.
 
-A third runs the job in the test's process to read its metrics after the broker is lost:
-``icesink_source_connected`` 0 and the lag NaN (unknown), where the lag stayed at its last
-value (0) and a dead broker looked like an idle topic.
-
-The first two count librdkafka's log lines (``Connect to ... failed``): a few per client at most,
-where there were about 17 a second, so that the error is what a user reads.
+Each test but the first starts a broker of its own: on Spark's connector they run in ``make
+test-kafka`` (``kafka_full``), on the Python source in ``make test``. With the Python source,
+librdkafka's log lines (``Connect to ... failed``) are counted: a
+few per client at most, where there were about 17 a second, so that the error is what a
+user reads.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import signal
 import socket
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,18 +42,42 @@ import yaml
 from sink.metrics import SinkMetrics
 from streaming_jobs.kafka.job.main import run
 from streaming_jobs.kafka.job.validate import validate
-from tests.support.kafka_job import JOB_TIMEOUT_S, start_job
-from tests.support.tansu import TansuBroker
+from tests.support.kafka_broker import KafkaBroker
+from tests.support.kafka_job import JOB_TIMEOUT_S, SOURCES, SOURCES_JVM_IN_FULL, require_source, start_job
+from tests.support.processes import wait_until
+from tests.support.tables import catalog_from_options
 
 pytestmark = [pytest.mark.e2e]
 
 CLIENT_LINES_AT_MOST = 24
 _CLIENT_LINE = re.compile(r"Connect to \S+ failed|Connection refused|brokers are down")
+LOST_TIMEOUT_S = 5  # how long the source waits for a lost broker, here
+RESTART_TIMEOUT_S = 240.0  # bounds a wait: a restarted broker and query on a loaded machine
 
 
-def job_data(tmp_path: Path, bootstrap: str, topic: str, **extra: Any) -> dict[str, Any]:
+@pytest.fixture()
+def own_kafka(tmp_path: Path) -> Iterator[KafkaBroker]:
+    """An Apache Kafka broker of the test's own, which it may stop (the shared one stays up)."""
+    broker = KafkaBroker(tmp_path / "kafka")
+    (tmp_path / "kafka").mkdir()
+    broker.start()
+    yield broker
+    broker.stop()
+
+
+def job_data(tmp_path: Path, bootstrap: str, topic: str, source: str, **extra: Any) -> dict[str, Any]:
+    """The job of ``topic``, waiting ``LOST_TIMEOUT_S`` for a broker that does not answer."""
+    kafka: dict[str, Any] = {
+        "bootstrap-servers": bootstrap,
+        "topics": [topic],
+        "starting-offsets": "earliest",
+    }
+    if source == "python":
+        kafka["broker-timeout-s"] = LOST_TIMEOUT_S
+    else:  # Spark's connector: its admin client's wait for each of its three offset requests
+        kafka["options"] = {"default.api.timeout.ms": str(LOST_TIMEOUT_S * 1000 // 3)}
     return {
-        "kafka": {"bootstrap-servers": bootstrap, "topics": [topic], "starting-offsets": "earliest"},
+        "kafka": {**kafka, "source": source},
         "sink": {
             "table": "e2e.lost",
             "catalog.type": "sql",
@@ -80,78 +112,95 @@ def client_lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if _CLIENT_LINE.search(line)]
 
 
-def test_no_broker_at_start_up_fails_after_the_broker_timeout_with_the_coded_error(tmp_path: Path) -> None:
+def produce_numbers(broker: KafkaBroker, topic: str, numbers: range) -> None:
+    broker.produce(topic, [(0, None, json.dumps({"n": n}).encode()) for n in numbers])
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_no_broker_at_start_up_fails_with_the_coded_error_naming_the_brokers(
+    source: str, tmp_path: Path
+) -> None:
+    require_source(source)
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         address = f"127.0.0.1:{s.getsockname()[1]}"
-    data = job_data(tmp_path, address, "orders", trigger={"available-now": True})
+    data = job_data(tmp_path, address, "orders", source, trigger={"available-now": True})
+    if source == "python":
+        del data["kafka"]["broker-timeout-s"]  # the default, which the error states
     text = run_to_end(tmp_path, data, tmp_path / "job.log")
-    assert "query failed: ICESINK-KAFKA-SOURCE: could not list topics after 3 attempts within 30 s" in text
-    assert f"bootstrap_servers={address}" in text
-    assert len(client_lines(text)) <= CLIENT_LINES_AT_MOST, "\n".join(client_lines(text)[:40])
-
-
-def test_a_broker_lost_mid_run_fails_the_query_and_its_restart(tmp_path: Path) -> None:
-    broker = TansuBroker(log_dir=tmp_path).start()
-    try:
-        broker.create_topic("orders", 1)
-        broker.produce("orders", [(0, None, json.dumps({"n": i}).encode()) for i in range(5)])
-        data = job_data(
-            tmp_path,
-            broker.bootstrap_servers,
-            "orders",
-            trigger={"interval": "1 second"},
-            **{"max-restarts": 1},
+    if source == "python":
+        assert (
+            "query failed: ICESINK-KAFKA-SOURCE: could not list topics after 3 attempts within 30 s" in text
         )
-        data["kafka"]["broker-timeout-s"] = 5
-        log = tmp_path / "job.log"
+        assert f"bootstrap_servers={address}" in text
+        assert len(client_lines(text)) <= CLIENT_LINES_AT_MOST, "\n".join(client_lines(text)[:40])
+    else:
+        assert f"ICESINK-KAFKA-SOURCE: Spark's Kafka source failed on the brokers at {address}" in text
+        assert "org.apache.kafka.common.errors.TimeoutException" in text
 
-        def lose_the_broker(job: subprocess.Popen[bytes]) -> None:
-            # Micro-batch 0 committed and 1 not started (no new record): the query waits for records.
-            committed = tmp_path / "checkpoint" / "commits" / "0"
-            while not committed.exists():
-                assert job.poll() is None, log.read_text()[-4000:]
-                time.sleep(0.2)
-            (tmp_path / "job.log.mark").write_text(str(len(log.read_text(errors="replace"))))
-            broker.stop()
 
-        text = run_to_end(tmp_path, data, log, lose_the_broker)
-    finally:
-        broker.stop()
+@pytest.mark.parametrize("source", SOURCES_JVM_IN_FULL)
+def test_a_broker_lost_mid_run_fails_the_query_and_its_restart(
+    own_kafka: KafkaBroker, source: str, tmp_path: Path
+) -> None:
+    require_source(source)
+    own_kafka.create_topic("orders", 1)
+    produce_numbers(own_kafka, "orders", range(5))
+    data = job_data(
+        tmp_path,
+        own_kafka.bootstrap_servers,
+        "orders",
+        source,
+        trigger={"interval": "1 second"},
+        **{"max-restarts": 1},
+    )
+    log = tmp_path / "job.log"
+
+    def lose_the_broker(job: subprocess.Popen[bytes]) -> None:
+        # Micro-batch 0 committed and 1 not started (no new record): the query waits for records.
+        committed = tmp_path / "checkpoint" / "commits" / "0"
+        while not committed.exists():
+            assert job.poll() is None, log.read_text()[-4000:]
+            time.sleep(0.2)
+        (tmp_path / "job.log.mark").write_text(str(len(log.read_text(errors="replace"))))
+        own_kafka.stop()
+
+    text = run_to_end(tmp_path, data, log, lose_the_broker)
     after = text[int((tmp_path / "job.log.mark").read_text()) :]
     assert after.count("ICESINK-KAFKA-SOURCE") >= 2, after[-4000:]  # the query's and its restart's
-    assert "within 5 s" in after and "restart 1 of 1" in after
-    assert len(client_lines(after)) <= CLIENT_LINES_AT_MOST, "\n".join(client_lines(after)[:40])
+    assert "restart 1 of 1" in after
+    if source == "python":
+        assert f"within {LOST_TIMEOUT_S} s" in after
+        assert len(client_lines(after)) <= CLIENT_LINES_AT_MOST, "\n".join(client_lines(after)[:40])
+    else:
+        assert f"Spark's Kafka source failed on the brokers at {own_kafka.bootstrap_servers}" in after
 
 
+@pytest.mark.parametrize("source", SOURCES_JVM_IN_FULL)
 def test_a_lost_broker_shows_in_the_metrics_as_disconnected_and_an_unknown_lag(
-    spark: Any, tmp_path: Path, metrics_exports: None
+    spark: Any, own_kafka: KafkaBroker, source: str, tmp_path: Path, metrics_exports: None
 ) -> None:
-    broker = TansuBroker(log_dir=tmp_path).start()
+    require_source(source)
     done = threading.Event()
     committed = tmp_path / "checkpoint" / "commits" / "0"
 
     def lose_the_broker_after_the_first_batch() -> None:
         while not committed.exists() and not done.wait(0.1):
             pass
-        broker.stop()
+        own_kafka.stop()
 
+    own_kafka.create_topic("orders", 1)
+    produce_numbers(own_kafka, "orders", range(5))
+    data = job_data(tmp_path, own_kafka.bootstrap_servers, "orders", source, trigger={"interval": "1 second"})
+    data["sink"]["metrics.port"] = 0  # served (on a free port): the progress listener reports the lag
+    metrics = SinkMetrics()
+    loser = threading.Thread(target=lose_the_broker_after_the_first_batch, daemon=True)
+    loser.start()
     try:
-        broker.create_topic("orders", 1)
-        broker.produce("orders", [(0, None, json.dumps({"n": i}).encode()) for i in range(5)])
-        data = job_data(tmp_path, broker.bootstrap_servers, "orders", trigger={"interval": "1 second"})
-        data["kafka"]["broker-timeout-s"] = 2
-        data["sink"]["metrics.port"] = 0  # served (on a free port): the progress listener reports the lag
-        metrics = SinkMetrics()
-        loser = threading.Thread(target=lose_the_broker_after_the_first_batch, daemon=True)
-        loser.start()
-        try:
-            assert run(validate(data), spark, metrics) == 1
-        finally:
-            done.set()
-            loser.join()
+        assert run(validate(data), spark, metrics) == 1
     finally:
-        broker.stop()
+        done.set()
+        loser.join()
     assert committed.exists()  # the query read the topic before the broker went
     values = {
         sample.name: sample.value
@@ -162,3 +211,58 @@ def test_a_lost_broker_shows_in_the_metrics_as_disconnected_and_an_unknown_lag(
     }
     assert values.get("icesink_source_connected") == 0, values
     assert math.isnan(values["icesink_source_offsets_behind_latest"]), values
+
+
+@pytest.mark.parametrize("source", SOURCES_JVM_IN_FULL)
+def test_a_broker_restarted_while_the_job_runs_loses_and_repeats_no_record(
+    spark: Any, own_kafka: KafkaBroker, source: str, tmp_path: Path, metrics_exports: None
+) -> None:
+    require_source(source)
+    own_kafka.create_topic("orders", 1)
+    produce_numbers(own_kafka, "orders", range(100))
+    data = job_data(
+        tmp_path,
+        own_kafka.bootstrap_servers,
+        "orders",
+        source,
+        trigger={"interval": "1 second"},
+        **{"max-restarts": 3},
+    )
+    catalog = catalog_from_options({k: str(v) for k, v in validate(data).sink_options().items()})
+    failures: list[BaseException] = []
+    ended, ending = threading.Event(), threading.Lock()
+
+    def rows() -> int:
+        if not catalog.table_exists("e2e.lost"):
+            return 0
+        return int(catalog.load_table("e2e.lost").scan().to_arrow().num_rows)
+
+    def restart_produce_and_stop() -> None:
+        try:
+            wait_until(lambda: ended.is_set() or rows() == 100, RESTART_TIMEOUT_S, "the first 100 records")
+            own_kafka.restart()  # on the same port, its records kept
+            produce_numbers(own_kafka, "orders", range(100, 250))
+            wait_until(
+                lambda: ended.is_set() or rows() >= 250, RESTART_TIMEOUT_S, "the records produced after"
+            )
+        except BaseException as e:  # reported by the test's thread
+            failures.append(e)
+        finally:
+            with ending:
+                if not ended.is_set():  # only while the job's handler is there to take it
+                    os.kill(os.getpid(), signal.SIGTERM)  # the job stops its query between micro-batches
+            # The kernel stops the restarted broker when the thread that started it ends: not before the job
+            ended.wait(RESTART_TIMEOUT_S)
+
+    worker = threading.Thread(target=restart_produce_and_stop, daemon=True)
+    worker.start()
+    try:
+        code = run(validate(data), spark)
+    finally:
+        with ending:
+            ended.set()
+        worker.join()
+    assert not failures, failures
+    assert code == 0
+    numbers = catalog.load_table("e2e.lost").scan().to_arrow().column("n").to_pylist()
+    assert sorted(numbers) == list(range(250))

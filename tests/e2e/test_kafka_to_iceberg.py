@@ -1,18 +1,20 @@
-"""The Kafka-to-Iceberg job against a real Kafka-protocol broker (Tansu): every message exactly once.
+"""The Kafka-to-Iceberg job against Apache Kafka, on both of its sources: every message exactly once.
 
-The topic: 200,000 JSON messages over 4 partitions. Halfway, the messages gain a field
-(``email``) and their ``counter`` outgrows 32 bits (int to long); 0.5 % of the values
-are malformed (broken JSON, not JSON, not UTF-8, not an object, tombstones). A
-message's (partition, offset) tells what it holds, so every row is checked, not counted.
+The topic: 40,000 JSON messages over 4 partitions (:mod:`tests.support.kafka_messages`).
+Halfway, the messages gain a field (``email``) and their ``counter`` outgrows 32 bits
+(int to long); 0.5 % of the values are malformed (broken JSON, not JSON, not UTF-8, not an
+object, tombstones). A message's (partition, offset) tells what it holds, so every row is
+checked, not counted.
 
 The claim each test checks: table rows + dead letters = messages produced, each
 (partition, offset) exactly once, the malformed ones exactly in the dead-letter table,
-and the table's schema evolved (``counter`` from int to long, ``email`` added).
+and the table's schema evolved (``counter`` from int to long, ``email`` added). The job
+runs in the test's process on icesink's Python source (``kafka.source: python``) and on
+Spark's connector (``jvm``), whose jars the shared session has.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import os
@@ -20,9 +22,9 @@ import random
 import signal
 import threading
 import time
-from collections import Counter, defaultdict
-from dataclasses import dataclass
+from collections import defaultdict
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -33,115 +35,32 @@ from sink import failpoints, metrics_server
 from sink import sink as sink_module
 from streaming_jobs.kafka.job.main import run
 from streaming_jobs.kafka.job.validate import validate
-from streaming_jobs.kafka.source.kafka_select import kafka_format
-from tests.support.kafka_job import JOB_TIMEOUT_S, start_job, wait_for_batches
+from streaming_jobs.kafka.source.kafka_select import JVM_FORMAT, kafka_format
+from tests.support.kafka_broker import KafkaBroker
+from tests.support.kafka_job import (
+    JOB_TIMEOUT_S,
+    SOURCES,
+    job_config,
+    require_source,
+    start_job,
+    wait_for_batches,
+)
+from tests.support.kafka_messages import MessageSet, Produced, check_exactly_once
 from tests.support.tables import catalog_from_options, check_data_files
-from tests.support.tansu import TansuBroker
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-MESSAGES = 200_000
-PARTITIONS = 4
-MALFORMED_EVERY = 200  # 0.5 %
-COUNTER_BASE_AFTER = 3_000_000_000  # beyond int
-Position = tuple[int, int]
-
-
-@dataclass(frozen=True)
-class Produced:
-    topic: str
-    positions: frozenset[Position]
-    malformed: frozenset[Position]
-
-
-def value_of(i: int) -> bytes | None:
-    """Message ``i``: well-formed unless ``i % MALFORMED_EVERY == 199``; new shape from the second half."""
-    if i % MALFORMED_EVERY == MALFORMED_EVERY - 1:
-        kind = (i // MALFORMED_EVERY) % 5
-        return [b'{"id": %d, "name": "cut' % i, b"not json", None, b'{"id": "\xff\xfe"}', b"[1, 2, 3]"][kind]
-    event: dict[str, Any] = {"id": i, "name": f"user-{i}", "amount": i / 8, "ts": "2024-05-01T12:00:00Z"}
-    if i < MESSAGES // 2:
-        event["counter"] = i
-    else:
-        event["counter"] = COUNTER_BASE_AFTER + i
-        event["email"] = f"user-{i}@example.com"
-    return json.dumps(event).encode()
-
-
-def position_of(i: int) -> Position:
-    """Where message ``i`` lands: produced in order, partition ``i % 4``."""
-    return i % PARTITIONS, i // PARTITIONS
+MESSAGES = MessageSet(count=40_000, partitions=4, malformed_every=200, evolve_at=20_000)
+PER_BATCH = 10_000  # 4 micro-batches
 
 
 @pytest.fixture(scope="module")
-def events(kafka_broker: TansuBroker) -> Produced:
-    topic = f"events-{os.getpid()}"
-    kafka_broker.create_topic(topic, PARTITIONS)
-    for first in range(0, MESSAGES, 50_000):
-        batch = range(first, first + 50_000)
-        delivered = kafka_broker.produce(
-            topic, [(i % PARTITIONS, None, value_of(i)) for i in batch], linger_ms=20
-        )
-        assert delivered == [position_of(i) for i in batch]
-    malformed = {position_of(i) for i in range(MESSAGES) if i % MALFORMED_EVERY == MALFORMED_EVERY - 1}
-    return Produced(topic, frozenset(position_of(i) for i in range(MESSAGES)), frozenset(malformed))
+def events(apache_kafka: KafkaBroker) -> Produced:
+    return MESSAGES.produce(apache_kafka, f"events-{os.getpid()}")
 
 
-def job_config(
-    broker: TansuBroker, topic: str, tmp_path: Path, table: str, max_offsets: int, **extra: Any
-) -> dict[str, Any]:
-    return {
-        "kafka": {
-            "bootstrap-servers": broker.bootstrap_servers,
-            "topics": [topic],
-            "starting-offsets": "earliest",
-            "max-offsets-per-trigger": max_offsets,
-        },
-        "sink": {
-            "table": table,
-            "catalog.type": "sql",
-            "catalog.uri": f"sqlite:///{tmp_path / 'catalog.db'}",
-            "catalog.warehouse": f"file://{tmp_path / 'warehouse'}",
-            "metrics.port": 0,
-        },
-        "trigger": {"available-now": True},
-        "checkpoint-location": str(tmp_path / "checkpoint"),
-        # As deployed: a query that fails to start on a loaded machine (Spark gives a new
-        # Python worker 10 s to connect back) starts again from its checkpoint.
-        "max-restarts": 2,
-        "spark": {
-            "master": "local[2]",
-            "conf": {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"},
-        },
-        **extra,
-    }
-
-
-def check_exactly_once(options: dict[str, str], table_name: str, produced: Produced) -> list[dict[str, Any]]:
-    """Every produced message once in the table or the dead-letter table; returns the table's rows."""
-    catalog = catalog_from_options(options)
-    rows = catalog.load_table(table_name).scan().to_arrow().to_pylist()
-    dead = [
-        json.loads(r["original_row"])
-        for r in catalog.load_table(f"{table_name}__dlq").scan().to_arrow().to_pylist()
-    ]
-    in_table = Counter((r["_kafka_partition"], r["_kafka_offset"]) for r in rows)
-    in_dlq = Counter((d["_kafka_partition"], d["_kafka_offset"]) for d in dead)
-    assert len(rows) + len(dead) == len(produced.positions)
-    assert max(in_table.values()) == 1, "a message is in the table twice"
-    assert not in_dlq or max(in_dlq.values()) == 1, "a message is in the dead-letter table twice"
-    assert set(in_dlq) == produced.malformed
-    assert set(in_table) | set(in_dlq) == produced.positions
-    for row in rows:  # each row holds what its message held
-        i = row["_kafka_offset"] * PARTITIONS + row["_kafka_partition"]
-        assert row["id"] == i and row["name"] == f"user-{i}"
-        assert row["counter"] == (i if i < MESSAGES // 2 else COUNTER_BASE_AFTER + i)
-        assert row["email"] == (None if i < MESSAGES // 2 else f"user-{i}@example.com")
-    for letter in dead:
-        i = letter["_kafka_offset"] * PARTITIONS + letter["_kafka_partition"]
-        raw = value_of(i)
-        assert letter["_kafka_value"] == (None if raw is None else base64.b64encode(raw).decode())
-    return rows
+def sink_options_of(config: Any) -> dict[str, str]:
+    return {k: str(v) for k, v in config.sink_options().items()}
 
 
 def check_schema_evolved(options: dict[str, str], table_name: str) -> None:
@@ -154,16 +73,20 @@ def check_schema_evolved(options: dict[str, str], table_name: str) -> None:
     assert str(current.find_field("ts").field_type) == "string"  # JSON strings stay strings
 
 
+@pytest.mark.parametrize("source", SOURCES)
 def test_job_ingests_every_message_once_and_evolves_the_schema(
     spark: Any,
-    kafka_broker: TansuBroker,
+    apache_kafka: KafkaBroker,
     events: Produced,
+    source: str,
     tmp_path: Path,
     metrics_exports: None,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    require_source(source)
     table = "e2e.events_once"
-    config = validate(job_config(kafka_broker, events.topic, tmp_path, table, max_offsets=50_000))
+    servers = apache_kafka.bootstrap_servers
+    config = validate(job_config(servers, events.topic, tmp_path, table, PER_BATCH, source))
     served: dict[str, float] = defaultdict(float)
     real_unexport = sink_module.unexport
 
@@ -179,24 +102,29 @@ def test_job_ingests_every_message_once_and_evolves_the_schema(
     monkeypatch.setattr(sink_module, "unexport", unexport)
     started = time.monotonic()
     assert run(config, spark) == 0
-    print(f"\n{MESSAGES:,} messages in {time.monotonic() - started:.0f} s")  # for the record, not asserted
-    options = {k: str(v) for k, v in config.sink_options().items()}
-    check_exactly_once(options, table, events)
+    print(f"\n{MESSAGES.count:,} messages in {time.monotonic() - started:.0f} s")  # for the record
+    options = sink_options_of(config)
+    check_exactly_once(catalog_from_options(options), table, MESSAGES, events)
     check_schema_evolved(options, table)
-    assert served["icesink_rows_written_total"] == MESSAGES - len(events.malformed)
+    loaded = catalog_from_options(options).load_table(table)
+    assert len(loaded.snapshots()) >= MESSAGES.count // PER_BATCH  # a commit per micro-batch at least
+    assert served["icesink_rows_written_total"] == MESSAGES.count - len(events.malformed)
     assert served["icesink_dead_letter_rows_total"] == len(events.malformed)
 
 
 # The routed job's SIGKILL test (tests/e2e/test_kafka_routing.py) kills this job's process
 # in make test; this one, twice at seeded random moments, is in make test-faults.
 @pytest.mark.faults_full
+@pytest.mark.parametrize("source", SOURCES)
 def test_sigkilled_twice_then_restarted_ends_with_the_same_result(
-    kafka_broker: TansuBroker, events: Produced, tmp_path: Path
+    apache_kafka: KafkaBroker, events: Produced, source: str, tmp_path: Path
 ) -> None:
+    require_source(source)
     seed = int(os.environ.get("ICESINK_KILL_SEED", time.time_ns() % 1_000_000))
     rng = random.Random(seed)
     table = "e2e.events_killed"
-    data = job_config(kafka_broker, events.topic, tmp_path, table, max_offsets=25_000)  # 8 micro-batches
+    servers = apache_kafka.bootstrap_servers
+    data = job_config(servers, events.topic, tmp_path, table, PER_BATCH // 2, source)  # 8 micro-batches
     config_file = tmp_path / "job.yaml"
     config_file.write_text(yaml.safe_dump(data))
     offsets_log = tmp_path / "checkpoint" / "offsets"
@@ -215,8 +143,8 @@ def test_sigkilled_twice_then_restarted_ends_with_the_same_result(
     code = job.wait(JOB_TIMEOUT_S)
     assert code == 0, f"seed {seed}: " + (tmp_path / "job-final.log").read_text()[-4000:]
 
-    options = {k: str(v) for k, v in validate(data).sink_options().items()}
-    check_exactly_once(options, table, events)
+    options = sink_options_of(validate(data))
+    check_exactly_once(catalog_from_options(options), table, MESSAGES, events)
     check_schema_evolved(options, table)
     for name in (table, f"{table}__dlq"):
         loaded = catalog_from_options(options).load_table(name)
@@ -226,43 +154,18 @@ def test_sigkilled_twice_then_restarted_ends_with_the_same_result(
         assert on_disk == referenced, f"seed {seed}: files of crashed attempts left in {name}"
 
 
-def test_a_partition_added_mid_stream_is_ingested(
-    spark: Any, kafka_broker: TansuBroker, tmp_path: Path, metrics_exports: None
-) -> None:
-    topic = f"growing-{os.getpid()}"
-    kafka_broker.create_topic(topic, 2)
-    kafka_broker.produce(
-        topic, [(i % 2, None, json.dumps({"n": i}).encode()) for i in range(2_000)], linger_ms=20
-    )
-    table = "e2e.growing"
-    data = job_config(kafka_broker, topic, tmp_path, table, max_offsets=800)
-    config = validate(data)
-    assert run(config, spark) == 0  # the query's checkpoint knows partitions 0 and 1
-
-    kafka_broker.add_partitions(topic, 3)  # Tansu: the topic is recreated with the same records
-    kafka_broker.produce(
-        topic, [(i % 3, None, json.dumps({"n": i}).encode()) for i in range(2_000, 3_500)], linger_ms=20
-    )
-    assert run(config, spark) == 0  # resumes from the checkpoint and finds partition 2
-
-    options = {k: str(v) for k, v in config.sink_options().items()}
-    rows = catalog_from_options(options).load_table(table).scan().to_arrow().to_pylist()
-    assert sorted(r["n"] for r in rows) == list(range(3_500))
-    new_partition = sorted(r["_kafka_offset"] for r in rows if r["_kafka_partition"] == 2)
-    assert new_partition == list(range(500))
-
-
 def test_a_failing_batch_ends_the_job_with_code_1_after_its_restarts(
     spark: Any,
-    kafka_broker: TansuBroker,
+    apache_kafka: KafkaBroker,
     tmp_path: Path,
     metrics_exports: None,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     topic = f"strict-{os.getpid()}"
-    kafka_broker.create_topic(topic, 1)
-    kafka_broker.produce(topic, [(0, None, b'{"n": 1}'), (0, None, b"oops")])
-    data = job_config(kafka_broker, topic, tmp_path, "e2e.strict", max_offsets=100, **{"max-restarts": 1})
+    apache_kafka.create_topic(topic, 1)
+    apache_kafka.produce(topic, [(0, None, b'{"n": 1}'), (0, None, b"oops")])
+    servers = apache_kafka.bootstrap_servers
+    data = job_config(servers, topic, tmp_path, "e2e.strict", 100, "python", **{"max-restarts": 1})
     data["sink"]["on-bad-record"] = "fail"
     with caplog.at_level(logging.WARNING, logger="streaming_jobs.kafka.job"):
         assert run(validate(data), spark) == 1
@@ -271,12 +174,12 @@ def test_a_failing_batch_ends_the_job_with_code_1_after_its_restarts(
 
 
 def test_sigterm_stops_a_running_job(
-    spark: Any, kafka_broker: TansuBroker, tmp_path: Path, metrics_exports: None
+    spark: Any, apache_kafka: KafkaBroker, tmp_path: Path, metrics_exports: None
 ) -> None:
     topic = f"endless-{os.getpid()}"
-    kafka_broker.create_topic(topic, 1)
-    kafka_broker.produce(topic, [(0, None, json.dumps({"n": i}).encode()) for i in range(10)])
-    data = job_config(kafka_broker, topic, tmp_path, "e2e.endless", max_offsets=100)
+    apache_kafka.create_topic(topic, 1)
+    apache_kafka.produce(topic, [(0, None, json.dumps({"n": i}).encode()) for i in range(10)])
+    data = job_config(apache_kafka.bootstrap_servers, topic, tmp_path, "e2e.endless", 100, "python")
     data["trigger"] = {"interval": "1 second"}  # runs until stopped
     timer = threading.Timer(20.0, os.kill, (os.getpid(), signal.SIGTERM))
     timer.start()
@@ -288,24 +191,31 @@ def test_sigterm_stops_a_running_job(
     assert rows.scan().to_arrow().num_rows == 10
 
 
-def test_the_jvm_source_is_chosen_only_when_on_the_classpath(spark: Any) -> None:
-    assert kafka_format(spark, "auto") == "icesink-kafka"  # no connector in this environment
+def test_the_jvm_source_is_chosen_when_on_the_classpath_and_named_when_missing(spark: Any) -> None:
+    require_source("jvm")
+    assert kafka_format(spark, "auto") == JVM_FORMAT  # the tests' session has the fetched jars
+    assert kafka_format(spark, "python") == "icesink-kafka"
+    connect_like = SimpleNamespace(version=spark.version)  # no JVM to ask, as through Spark Connect
     with pytest.raises(ConfigError, match="spark-sql-kafka-0-10"):
-        kafka_format(spark, "jvm")
+        kafka_format(connect_like, "jvm")
 
 
+@pytest.mark.parametrize("source", SOURCES)
 def test_a_failed_query_starts_again_from_its_checkpoint_and_each_message_lands_once(
     spark: Any,
-    kafka_broker: TansuBroker,
+    apache_kafka: KafkaBroker,
+    source: str,
     tmp_path: Path,
     metrics_exports: None,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    topic = f"restarted-{os.getpid()}"
-    kafka_broker.create_topic(topic, 2)
-    kafka_broker.produce(topic, [(i % 2, None, json.dumps({"n": i}).encode()) for i in range(3_000)])
+    require_source(source)
+    topic = f"restarted-{source}-{os.getpid()}"
+    apache_kafka.create_topic(topic, 2)
+    apache_kafka.produce(topic, [(i % 2, None, json.dumps({"n": i}).encode()) for i in range(3_000)])
     restarts = {"max-restarts": 2}
-    data = job_config(kafka_broker, topic, tmp_path, "e2e.restarted", max_offsets=1_000, **restarts)
+    servers = apache_kafka.bootstrap_servers
+    data = job_config(servers, topic, tmp_path, "e2e.restarted", 1_000, source, **restarts)
     # The first batch's files are written, then foreachBatch fails before they are staged.
     failpoints.arm("stage")
     try:

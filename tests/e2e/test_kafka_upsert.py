@@ -1,4 +1,8 @@
-"""The Kafka job with ``--upsert-key`` on a Debezium topic of the real broker: each key's last change."""
+"""The Kafka job with ``--upsert-key`` on Debezium topics of Apache Kafka: each key's last change.
+
+The single-table job runs on both of the job's sources; the job routing two topics by topic,
+on the Python source.
+"""
 
 from __future__ import annotations
 
@@ -13,10 +17,10 @@ from pyiceberg.manifest import DataFileContent
 
 from streaming_jobs.kafka.job.cli import load_config
 from streaming_jobs.kafka.job.main import run
-from tests.e2e.test_kafka_to_iceberg import job_config
 from tests.support.duckdb_reader import duckdb_read
+from tests.support.kafka_broker import KafkaBroker
+from tests.support.kafka_job import SOURCES, job_config, require_source
 from tests.support.tables import catalog_from_options
-from tests.support.tansu import TansuBroker
 
 pytestmark = [pytest.mark.e2e]
 
@@ -36,17 +40,23 @@ def debezium(n: int, op: str, before: dict[str, Any] | None, after: dict[str, An
     return json.dumps(event).encode()
 
 
+@pytest.mark.parametrize("source", SOURCES)
 def test_a_debezium_topic_becomes_an_upserted_table(
-    spark: Any, kafka_broker: TansuBroker, tmp_path: Path, metrics_exports: None
+    spark: Any, apache_kafka: KafkaBroker, source: str, tmp_path: Path, metrics_exports: None
 ) -> None:
-    topic_name = f"debezium-{os.getpid()}"
-    kafka_broker.create_topic(topic_name, 1)
+    require_source(source)
+    topic_name = f"debezium-{source}-{os.getpid()}"
+    apache_kafka.create_topic(topic_name, 1)
     records = [(0, None, debezium(n, *event)) for n, event in enumerate(EVENTS)]
-    kafka_broker.produce(topic_name, records)
+    apache_kafka.produce(topic_name, records)
     table_name = "e2e.customers"
     config_file = tmp_path / "job.yaml"
     # Two events per micro-batch: the update and the delete land in later batches than their create.
-    config_file.write_text(yaml.safe_dump(job_config(kafka_broker, topic_name, tmp_path, table_name, 2)))
+    config_file.write_text(
+        yaml.safe_dump(
+            job_config(apache_kafka.bootstrap_servers, topic_name, tmp_path, table_name, 2, source)
+        )
+    )
     config = load_config(
         [
             "--config",
@@ -78,18 +88,20 @@ def test_a_debezium_topic_becomes_an_upserted_table(
 
 
 def test_debezium_topics_routed_by_topic_each_become_an_upserted_table(
-    spark: Any, kafka_broker: TansuBroker, tmp_path: Path, metrics_exports: None
+    spark: Any, apache_kafka: KafkaBroker, tmp_path: Path, metrics_exports: None
 ) -> None:
     topics = [f"customers-{os.getpid()}", f"vendors-{os.getpid()}"]
     for topic in topics:  # the same changes on both topics, the second shifted by 10
-        kafka_broker.create_topic(topic, 1)
+        apache_kafka.create_topic(topic, 1)
         shift = 10 * topics.index(topic)
         records = [
             (0, None, debezium(n, op, _shifted(before, shift), _shifted(after, shift)))
             for n, (op, before, after) in enumerate(EVENTS)
         ]
-        kafka_broker.produce(topic, records)
-    data = job_config(kafka_broker, topics[0], tmp_path, "", 4)  # a few changes per micro-batch
+        apache_kafka.produce(topic, records)
+    data = job_config(
+        apache_kafka.bootstrap_servers, topics[0], tmp_path, "", 4, "python"
+    )  # a few changes per micro-batch
     data["kafka"]["topics"] = topics
     data["sink"] = {k: v for k, v in data["sink"].items() if k != "table"}
     data["sink"].update({"route.by": "topic", "route.table-template": "e2e.{topic}"})

@@ -1,6 +1,6 @@
 """A Kafka stream through the sink, scraped by a real Prometheus: the metrics tell the truth.
 
-The stream reads a topic of a real Kafka-protocol broker (Tansu) through the
+The stream reads a topic of Apache Kafka (the session's broker) through the
 ``icesink-kafka`` source in several ``availableNow`` micro-batches and writes it with
 ``metrics.port`` on. Prometheus (Debian's package, 127.0.0.1, 200 ms scrapes, icesink's
 alert rules loaded) then has to report exactly what the table holds, and every
@@ -22,8 +22,8 @@ from sink.progress import unwatch_progress, watch_progress
 from tests.e2e.conftest import DASHBOARD, RULES
 from tests.e2e.monitoring_files import alert_rules, dashboard_queries, for_grafana_variables
 from tests.e2e.servers import PrometheusServer, wait_until
+from tests.support.kafka_broker import KafkaBroker
 from tests.support.kafka_streams import run_json_topic
-from tests.support.tansu import TansuBroker
 
 pytestmark = pytest.mark.e2e
 
@@ -41,7 +41,7 @@ VALUE_SCHEMA = st.StructType(
 )
 
 
-def _produce(broker: TansuBroker, topic: str) -> None:
+def _produce(broker: KafkaBroker, topic: str) -> None:
     records = []
     for partition, count in RECORDS_PER_PARTITION.items():
         for i in range(count):
@@ -68,15 +68,15 @@ def _table_truth(sink: IcebergSink) -> dict[str, Any]:
 
 def test_stream_metrics_reach_prometheus(
     spark: Any,
-    kafka_broker: TansuBroker,
+    apache_kafka: KafkaBroker,
     start_prometheus: Any,
     catalog_options: dict[str, str],
     tmp_path: Path,
     metrics_exports: None,
 ) -> None:
     topic = f"e2e-metrics-{time.time_ns()}"
-    kafka_broker.create_topic(topic, partitions=len(RECORDS_PER_PARTITION))
-    _produce(kafka_broker, topic)
+    apache_kafka.create_topic(topic, partitions=len(RECORDS_PER_PARTITION))
+    _produce(apache_kafka, topic)
     sink = IcebergSink.from_options(
         {
             **catalog_options,
@@ -110,7 +110,7 @@ def test_stream_metrics_reach_prometheus(
         watch_progress(spark, sink.metrics)
         run_json_topic(
             spark,
-            kafka_broker,
+            apache_kafka,
             topic,
             VALUE_SCHEMA,
             write_batch,

@@ -1,184 +1,95 @@
-"""Apache Kafka for tests: one KRaft broker-and-controller process on 127.0.0.1.
+"""Apache Kafka for tests (:mod:`streaming_jobs.local_servers.kafka`); a test without its jars skips.
 
-The jars are Apache Kafka's own (``kafka_2.13`` and its dependencies), fetched by ``make
-env`` into :func:`streaming_jobs.jvm_jars.kafka_broker_folder`; a test without them skips
-(fails in CI). Each start formats a fresh log folder (``kafka.tools.StorageTool format``,
-as ``kafka-storage.sh format`` does) and runs ``kafka.Kafka`` with one node that is both
-broker and controller, on two free ports. The process is a
-:class:`~streaming_jobs.local_servers.processes.ServerProcess`: stopped at the end, and
-killed by the kernel if the test process dies first.
-
-Topics are created and records produced with confluent-kafka, as with Tansu
-(:mod:`tests.support.tansu`), so a test can move between the two.
+A test without the jars ``make env`` fetches skips (fails in CI). Beyond the server's own
+topics and producer, tests grow topics, read a partition back as the broker holds it, and
+produce in transactions, committed or aborted.
 """
 
 from __future__ import annotations
 
-import base64
 import os
-import shutil
-import subprocess
-import uuid
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import NewPartitions
 
-from streaming_jobs.jvm_jars import jars_in, kafka_broker_folder
-from tests.support.processes import ServerProcess, port_open
+from streaming_jobs.jvm_jars import kafka_broker_folder
+from streaming_jobs.local_servers import kafka
+from streaming_jobs.local_servers.kafka import REQUEST_TIMEOUT_S, Record
 
-REQUEST_TIMEOUT_S = 30.0
-HEAP = "-Xmx512m"
-Record = tuple[int | None, bytes | None, bytes | None]
-"""(partition, key, value); ``None`` partition: the producer's partitioner chooses."""
-
-_LOG4J = """\
-rootLogger.level = WARN
-rootLogger.appenderRef.stdout.ref = STDOUT
-appender.stdout.type = Console
-appender.stdout.name = STDOUT
-appender.stdout.layout.type = PatternLayout
-appender.stdout.layout.pattern = [%d] %p %m (%c)%n
-logger.server.name = kafka.server.KafkaRaftServer
-logger.server.level = INFO
-"""
+__all__ = ["REQUEST_TIMEOUT_S", "KafkaBroker", "Record"]
 
 
 def kafka_classpath() -> str:
     """The class path of Apache Kafka's jars; skips the test when ``make env`` did not fetch them."""
-    jars = jars_in(kafka_broker_folder())
-    if not jars:
+    try:
+        return kafka.kafka_classpath()
+    except RuntimeError:
         message = f"Apache Kafka's jars are not in {kafka_broker_folder()}; make env fetches them"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
-    return ":".join(str(j) for j in jars)
 
 
-class KafkaBroker(ServerProcess):
-    """One Apache Kafka node (broker and KRaft controller) with its log folder under ``workdir``.
+class KafkaBroker(kafka.KafkaBroker):
+    """:class:`streaming_jobs.local_servers.kafka.KafkaBroker` with the tests' own requests.
 
     Args:
         workdir: Folder for the configuration, the log folder and the process's output.
     """
 
-    name = "kafka"
-    port_names = ("broker", "controller")
-
     def __init__(self, workdir: Path) -> None:
-        super().__init__(workdir)
-        self.classpath = kafka_classpath()
-        self.java = shutil.which("java") or "java"
-        self._admin: AdminClient | None = None
+        super().__init__(workdir, kafka_classpath())
 
-    @property
-    def bootstrap_servers(self) -> str:
-        """``127.0.0.1:PORT`` of the broker's listener."""
-        return f"127.0.0.1:{self.port}"
+    def add_partitions(self, name: str, total: int) -> None:
+        """Grow topic ``name`` to ``total`` partitions (its records stay where they are)."""
+        self.admin().create_partitions([NewPartitions(name, total)])[name].result(REQUEST_TIMEOUT_S)
 
-    def _properties(self) -> dict[str, str]:
-        broker, controller = self.ports["broker"], self.ports["controller"]
-        return {
-            "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.voters": f"1@127.0.0.1:{controller}",
-            "listeners": f"PLAINTEXT://127.0.0.1:{broker},CONTROLLER://127.0.0.1:{controller}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{broker}",
-            "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "log.dirs": str(self.workdir / "logs"),
-            "num.partitions": "1",
-            "offsets.topic.replication.factor": "1",
-            "offsets.topic.num.partitions": "4",
-            "transaction.state.log.replication.factor": "1",
-            "transaction.state.log.min.isr": "1",
-            "share.coordinator.state.topic.replication.factor": "1",
-            "share.coordinator.state.topic.min.isr": "1",
-            "group.initial.rebalance.delay.ms": "0",
-            "auto.create.topics.enable": "false",
-        }
-
-    def _prepare(self) -> None:
-        """Write the configuration for this attempt's ports and format a fresh log folder."""
-        shutil.rmtree(self.workdir / "logs", ignore_errors=True)
-        config = self.workdir / "server.properties"
-        config.write_text("".join(f"{k}={v}\n" for k, v in self._properties().items()))
-        (self.workdir / "log4j2.properties").write_text(_LOG4J)
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        # "=": an id may start with "-", which would otherwise be taken for an option
-        format_command = [*self._java(), "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}"]
-        done = subprocess.run(
-            [*format_command, f"--config={config}"], capture_output=True, text=True, timeout=120, check=False
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"formatting Kafka's log folder failed:\n{done.stdout}{done.stderr}")
-
-    def _java(self) -> list[str]:
-        log4j = f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.properties'}"
-        return [self.java, HEAP, "-XX:+UseSerialGC", "-Xshare:auto", log4j, "-cp", self.classpath]
-
-    def _command(self) -> Sequence[str]:
-        return [*self._java(), "kafka.Kafka", str(self.workdir / "server.properties")]
-
-    def _ready(self) -> bool:
-        if not port_open(self.port):
-            return False
-        brokers = AdminClient({"bootstrap.servers": self.bootstrap_servers}).list_topics(timeout=5).brokers
-        return bool(brokers)
-
-    def stop(self) -> None:
-        """Stop the broker (safe twice)."""
-        self._admin = None
-        super().stop()
-
-    def admin(self) -> AdminClient:
-        """An admin client of this broker."""
-        if self._admin is None:
-            self._admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
-        return self._admin
-
-    def create_topic(self, name: str, partitions: int = 1, config: Mapping[str, str] | None = None) -> None:
-        """Create a topic; returns once the controller has it."""
-        topic = NewTopic(name, num_partitions=partitions, replication_factor=1, config=dict(config or {}))
-        self.admin().create_topics([topic])[name].result(REQUEST_TIMEOUT_S)
-
-    def produce(self, topic: str, records: Iterable[Record], *, linger_ms: int = 5) -> list[tuple[int, int]]:
-        """Produce ``records`` and wait until all are acknowledged; their (partition, offset) in order."""
-        producer = Producer(
+    def read_partition(self, topic: str, partition: int) -> list[tuple[int, bytes | None, bytes | None]]:
+        """Every record the partition holds now, as (offset, key, value), up to its high watermark."""
+        consumer = Consumer(
             {
                 "bootstrap.servers": self.bootstrap_servers,
-                "linger.ms": linger_ms,
-                "enable.idempotence": True,  # in order, once, whatever the retries
+                "group.id": "test-support",
+                "enable.auto.commit": False,
             }
         )
-        delivered: dict[int, tuple[int, int]] = {}
-        errors: list[str] = []
+        records: list[tuple[int, bytes | None, bytes | None]] = []
+        try:
+            _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), REQUEST_TIMEOUT_S)
+            consumer.assign([TopicPartition(topic, partition, 0)])
+            position, deadline = 0, time.monotonic() + REQUEST_TIMEOUT_S
+            while position < high:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"{topic}-{partition}: not read past {position} of {high} in {REQUEST_TIMEOUT_S} s"
+                    )
+                for m in consumer.consume(10_000, timeout=0.2):  # what came within 0.2 s
+                    if m.error() is not None:
+                        raise KafkaException(m.error())
+                    offset = int(m.offset() or 0)
+                    records.append((offset, m.key(), m.value()))
+                    position = offset + 1
+        finally:
+            consumer.close()
+        return records
 
-        def report(index: int) -> Any:
-            def on_delivery(error: KafkaError | None, message: Any) -> None:
-                if error is not None:
-                    errors.append(str(error))
-                else:
-                    delivered[index] = (message.partition(), message.offset())
-
-            return on_delivery
-
-        count = 0
-        for count, (partition, key, value) in enumerate(records, start=1):
-            chosen = -1 if partition is None else partition  # -1: the partitioner chooses
-            while True:
-                try:
-                    producer.produce(topic, value=value, key=key, partition=chosen, on_delivery=report(count))
-                    break
-                except BufferError:  # the local queue is full: let deliveries drain it
-                    producer.poll(0.1)
-            producer.poll(0)
-        if producer.flush(REQUEST_TIMEOUT_S * 3) or errors or len(delivered) != count:
-            raise RuntimeError(
-                f"producing to {topic} failed: {errors[:3]}, {len(delivered)} of {count} delivered"
-            )
-        return [delivered[i] for i in range(1, count + 1)]
+    def produce_transaction(
+        self, topic: str, records: Iterable[Record], transactional_id: str, *, commit: bool
+    ) -> None:
+        """Produce ``records`` in one transaction, then commit it or abort it."""
+        producer = Producer(
+            {"bootstrap.servers": self.bootstrap_servers, "transactional.id": transactional_id}
+        )
+        producer.init_transactions(REQUEST_TIMEOUT_S)
+        producer.begin_transaction()
+        for partition, key, value in records:
+            producer.produce(topic, value=value, key=key, partition=-1 if partition is None else partition)
+        if commit:
+            producer.commit_transaction(REQUEST_TIMEOUT_S)
+        else:
+            producer.flush(REQUEST_TIMEOUT_S)  # the records are in the log, then marked aborted
+            producer.abort_transaction(REQUEST_TIMEOUT_S)

@@ -1,4 +1,9 @@
-"""The Kafka-to-Iceberg job as a subprocess: started from a YAML file, watched through its checkpoint."""
+"""The Kafka-to-Iceberg job in the tests: its configuration, and the job as a subprocess.
+
+:func:`job_config` is the configuration the end-to-end tests start from (a SQLite catalog
+and a warehouse in the test's folder, one table); :func:`start_job` runs the installed
+command on a YAML file, watched through its checkpoint.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +12,65 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streaming_jobs.jvm_jars import spark_kafka_jars
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB_TIMEOUT_S = 900
+SOURCES = ("python", "jvm")
+"""The job's two Kafka sources: icesink's Python source and Spark's connector."""
+SOURCES_JVM_IN_FULL = ("python", pytest.param("jvm", marks=pytest.mark.kafka_full))
+"""Both sources, Spark's connector only in ``make test-kafka``: for tests that start servers of their own."""
+
+
+def require_source(source: str) -> None:
+    """Skip a test of Spark's connector when ``make env`` did not fetch its jars (fail in CI)."""
+    if source == "jvm" and not spark_kafka_jars():
+        message = "Spark's Kafka source was not fetched; make env fetches it"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+def job_config(
+    bootstrap_servers: str,
+    topic: str,
+    tmp_path: Path,
+    table: str,
+    max_offsets: int,
+    source: str,
+    **extra: Any,
+) -> dict[str, Any]:
+    """The job's configuration: ``topic`` into ``table``, ``max_offsets`` messages a micro-batch."""
+    return {
+        "kafka": {
+            "bootstrap-servers": bootstrap_servers,
+            "topics": [topic],
+            "starting-offsets": "earliest",
+            "max-offsets-per-trigger": max_offsets,
+            "source": source,
+        },
+        "sink": {
+            "table": table,
+            "catalog.type": "sql",
+            "catalog.uri": f"sqlite:///{tmp_path / 'catalog.db'}",
+            "catalog.warehouse": f"file://{tmp_path / 'warehouse'}",
+            "metrics.port": 0,
+        },
+        "trigger": {"available-now": True},
+        "checkpoint-location": str(tmp_path / "checkpoint"),
+        # As deployed: a query that fails to start on a loaded machine (Spark gives a new
+        # Python worker 10 s to connect back) starts again from its checkpoint.
+        "max-restarts": 2,
+        "spark": {
+            "master": "local[2]",
+            "conf": {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"},
+        },
+        **extra,
+    }
 
 
 def start_job(config_file: Path, log: Path, *flags: str) -> subprocess.Popen[bytes]:

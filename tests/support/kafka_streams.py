@@ -4,20 +4,26 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pyspark.sql import functions as F
 from pyspark.sql import types as st
 
 from streaming_jobs.kafka.source.kafka import register_kafka_source
-from tests.support.tansu import TansuBroker
 
 QUERY_TIMEOUT_S = 120
 
 
+class Broker(Protocol):
+    """A broker of the tests (Apache Kafka, or Tansu in the integration tests)."""
+
+    @property
+    def bootstrap_servers(self) -> str: ...
+
+
 def run_json_topic(
     spark: Any,
-    broker: TansuBroker,
+    broker: Broker,
     topic: str,
     value_schema: st.StructType,
     write_batch: Callable[[Any, int], None],
