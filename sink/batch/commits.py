@@ -126,8 +126,10 @@ class AppendCommits:
             return None
         committer = Committer(batch.table, key.sink_id, batch.config.commit)
         batches = BatchRange(key.batch_id, key.batch_id)
+        # With its folder, the commit deletes what failed task attempts left there.
+        staged = StagedBatch(key.batch_id, key.attempt, tuple(files), location=batch.location)
         with metrics.time_commit(batch.name, key.sink_id):
-            outcome = committer.commit(files, batches, {key.batch_id: key.attempt})
+            outcome = committer.commit_batches([staged], batches, durable=False)
         batch.end()
         if outcome.skipped_replay:
             metrics.record_replay(batch.name, key.sink_id)

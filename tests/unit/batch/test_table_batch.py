@@ -7,6 +7,7 @@ and the cadence holds batches across a restart.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pyarrow as pa
@@ -125,6 +126,22 @@ def test_an_appended_batch_is_committed_once_and_its_replay_skipped(
     labels = {"table": NAME, "sink_id": "unit-sink"}
     assert metrics.registry.get_sample_value("icesink_replays_skipped_total", labels) == 1
     assert metrics.registry.get_sample_value("icesink_rows_written_total", labels) == 10
+
+
+def test_the_commit_deletes_what_failed_task_attempts_left_in_the_attempts_folder(
+    catalog: Catalog, config: SinkConfig
+) -> None:
+    batch = _batch(catalog, config, TableStates(SinkMetrics()), 0)
+    files = _write(batch, range(10))
+    spec = batch.spec
+    assert spec is not None
+    retried = dataclasses.replace(spec, file_prefix=spec.file_prefix)  # a task attempt Spark gave up on
+    rows = pa.table({"id": pa.array([99], pa.int64()), "v": ["x"]}).cast(iceberg_to_arrow_schema(SCHEMA))
+    lost = DataTaskWriter(retried, task_id=0, attempt=1).write_all(iter(rows.to_batches()))
+    assert {Path(f.path).name for f in lost} <= _files_on_disk(config)
+    AppendCommits(SinkMetrics()).commit_one(Written(batch, files))
+    assert _files_on_disk(config) == {Path(f.path).name for f in files}
+    assert _ids(batch.table) == list(range(10))
 
 
 def test_a_second_attempt_of_a_committed_batch_commits_nothing(catalog: Catalog, config: SinkConfig) -> None:
