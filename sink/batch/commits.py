@@ -111,7 +111,11 @@ class AppendCommits:
         self._metrics = metrics
 
     def commit(self, written: Sequence[Written]) -> None:
-        run_parallel([functools.partial(self.commit_one, w) for w in written])
+        run_parallel([functools.partial(self._commit, w) for w in written])
+
+    def _commit(self, written: Written) -> None:
+        failpoints.hit("stage")  # the files written, their commit not begun
+        self.commit_one(written)
 
     def commit_one(self, written: Written, *, record: bool = True) -> CommitOutcome | None:
         """Commit one table batch's files, then end its attempt; ``None`` when it has none.
