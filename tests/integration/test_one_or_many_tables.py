@@ -123,7 +123,11 @@ def _write_input(folder: Path) -> range:
     return range(BATCHES * ROWS)
 
 
-@pytest.mark.parametrize("shape", SHAPES)
+# Two processes each; the routed run is in make test-faults, to keep make test's SIGKILL cases few.
+SIGKILLED = [SHAPES[0], pytest.param(Shape(True), id="routed", marks=pytest.mark.faults_full)]
+
+
+@pytest.mark.parametrize("shape", SIGKILLED)
 def test_killed_while_batches_are_staged_then_restarted_writes_each_row_once(
     tmp_path: Path, warehouse: Path, catalog_options: dict[str, str], shape: Shape
 ) -> None:
