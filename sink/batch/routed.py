@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
@@ -64,7 +64,7 @@ from sink.log_context import batch_logger
 from sink.metrics import SinkMetrics
 from sink.parallel import run_parallel
 from sink.spark_session import query_id_of, sink_id_of
-from sink.write.messages import DataFileMessage, RowCounts, WriteResult
+from sink.write.messages import RowCounts, WriteResult, files_of
 
 logger = batch_logger(__name__)
 
@@ -258,16 +258,14 @@ class RoutedStep:
                     self._config.table_schema.case_sensitive,
                 )
                 keys = routed_changed_keys(upserted, projection, changes.deletes, route, case_sensitive)
-                deltas = [Written(t.batch, _files_of(result.files, t.name), keys[t.index]) for t in upserted]
+                deltas = [Written(t.batch, files_of(result.files, t.name), keys[t.index]) for t in upserted]
                 RowDeltaCommits(self._metrics, projection.rows.sparkSession).commit(deltas)
         files = result.files
         if by_source is not None:
             record_source_files(by_source, self._metrics)
             files = by_source.files + files
         appended = [t for t in targets if not t.config.upsert.enabled] + written
-        self._commits.commit(
-            [Written(t.batch, [f for f in files if f.table == t.name]) for t in appended]
-        )  # 6.
+        self._commits.commit([Written(t.batch, files_of(files, t.name)) for t in appended])  # 6.
         written_now = {t.name for t in appended}
         self.flush_staged(lambda s: s.sink_id == key.sink_id and s.name not in written_now, due_only=True)
 
@@ -297,7 +295,3 @@ class RoutedStep:
 
     def _table_of(self, state: TableState) -> tuple[Table, SinkConfig]:
         return self._catalog.load_table(state.name), self._options.config_for(state.name)
-
-
-def _files_of(files: Sequence[DataFileMessage], table: str) -> list[DataFileMessage]:
-    return [f for f in files if f.table == table]

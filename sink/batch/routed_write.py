@@ -17,7 +17,7 @@ from sink.destinations.projection import RoutedProjection
 from sink.metrics import SinkMetrics
 from sink.parallel import run_parallel
 from sink.route.routed_shuffle import routed_mode, shuffle_routed
-from sink.write.messages import WriteResult
+from sink.write.messages import WriteResult, files_of
 from sink.write.routed_task import DestinationSpec, RoutedWriteSpec, run_routed_write
 
 if TYPE_CHECKING:
@@ -87,6 +87,6 @@ class RoutedWrites:
         if result.files:
             self._row_bytes[key.sink_id] = result.input_row_bytes
         for d in destinations:
-            files = [f for f in result.files if f.table == d.spec.table]
+            files = files_of(result.files, d.spec.table)
             self._metrics.record_files(d.spec.table, files, d.spec.target_file_size_bytes)
         return result

@@ -37,7 +37,7 @@ from sink.route.routed import resolve_mode
 from sink.spark_session import local_property
 from sink.type_mapping import all_optional, row_schema_of
 from sink.write.keys import arrow_key_functions
-from sink.write.messages import DataFileMessage
+from sink.write.messages import DataFileMessage, files_of
 from sink.write.source_task import TASK_PROPERTY, SourceTable, SourceWritePlan
 from sink.write.spec import WriteSpec
 
@@ -90,7 +90,7 @@ class SourceWrite:
 
     def files_of(self, table: str) -> list[DataFileMessage]:
         """The files the source's tasks wrote to ``table``."""
-        return [f for f in self.files if f.table == table]
+        return files_of(self.files, table)
 
     @contextmanager
     def in_source_tasks(self, spark: SparkSession) -> Iterator[None]:

@@ -191,6 +191,11 @@ class WriteResult:
         return cls(files, RowCounts(input_rows, bad_rows), frozenset(sources), row_bytes)
 
 
+def files_of(files: Iterable[DataFileMessage], table: str) -> list[DataFileMessage]:
+    """The messages of ``files`` that name ``table`` (a routed or source write's files, by table)."""
+    return [f for f in files if f.table == table]
+
+
 def _encode_value(value: Any) -> Any:
     if isinstance(value, bytes):
         return {"bytes": base64.b64encode(value).decode()}
