@@ -37,20 +37,20 @@ from sink import catalog as catalogs
 from sink import failpoints
 from sink.batch.arrow_source import ArrowSource, fusable
 from sink.batch.changes import ChangeBatch, ChangeSplit, changed_keys
-from sink.batch.commits import StagedCommits, commits_for
 from sink.batch.dead_letters import DeadLetterQueue, dead_letter_table_name
+from sink.batch.finish import Finish
 from sink.batch.idle import IdleListeners
 from sink.batch.key import BatchKey
 from sink.batch.routed import RoutedStep
-from sink.batch.row_deltas import RowDeltaCommits
 from sink.batch.source_write import SourceWrite, plan_source_write, source_task_options
-from sink.batch.states import TableState, TableStates
+from sink.batch.states import TableStates
 from sink.batch.table_batch import TableBatch
 from sink.batch.write_job import BatchWriter
 from sink.bounded_waits import server_errors
 from sink.commit.state import state_location
 from sink.config import SinkConfig
 from sink.config_route import route_label
+from sink.destinations.table_options import TableOptions
 from sink.errors import ConfigError, SinkClosedError
 from sink.log_context import batch_context, batch_logger
 from sink.metrics import SinkMetrics
@@ -93,15 +93,18 @@ class IcebergSink:
         self.catalog: Catalog = catalogs.open_catalog(config)
         state_location(config)  # where the sink's bookkeeping goes: checked at start-up
         self._states = TableStates(self.metrics)  # per table and sink id: recovered once, staged batches
-        self._commits = commits_for(config, self.metrics)
-        self._dead_letters = DeadLetterQueue(config, self.catalog, self.metrics, self._states)
+        dead_letters = DeadLetterQueue(config, self.catalog, self.metrics, self._states)
+        self._changes = ChangeSplit(config, self.metrics)
+        options = TableOptions(config)  # a routed table's own options; the one table's are the sink's
+        config_for = options.config_for if config.route.enabled else lambda _: config
+        self._finish = Finish(
+            config, self.catalog, self.metrics, self._states, dead_letters, self._changes, config_for
+        )
         label = config.table or route_label(config.route)  # route.by set: RoutedStep writes the batches
-        self._routed = RoutedStep(config, self.catalog, self.metrics, self._dead_letters, self._states, label)
+        self._routed = RoutedStep(config, self.catalog, self.metrics, self._finish, options, label)
         self._normalize_options = NormalizeOptions.from_config(config, dead_letter_table_name(config))
         self._writer = BatchWriter(self.metrics)
-        self._stages = isinstance(self._commits, StagedCommits)
         self._upsert = UpsertChecks(config)  # write.mode=upsert: the table's keys; append: no keys
-        self._changes = ChangeSplit(config, self.metrics)
         self._idle = IdleListeners(self)  # with a commit cadence: flush when a query idles or stops
         self._closed = False
 
@@ -204,7 +207,7 @@ class IcebergSink:
         by_source = arrow_source.written if arrow_source is not None else None
         attempt = by_source.attempt if by_source is not None else None  # the source's tasks wrote as it
         key = BatchKey.new(sink_id_of(batch_df, self.config.sink_id), batch_id, attempt)
-        if self._stages:
+        if self._finish.stages:
             self._idle.listen(batch_df)
         if self.config.route.enabled:  # many tables: the routed story (sink.batch.routed)
             with (
@@ -266,21 +269,18 @@ class IcebergSink:
         written, write_counts = self._writer.write(
             batch, normalized, routed, arrow_source if fusing else None, by_source
         )
-        # 8. dead letters: committed before the batch's data, so a replay cannot repeat them.
-        rows = sum(f.record_count for f in written.files)
-        dead_letters, counts = self._changes.dead_letters(
-            changes, lambda: normalized.dead_letters, write_counts
+        # 8. dead letters, committed before the data; 9. commit: a row delta (upsert mode), staged
+        # for the cadence, or appended (sink.batch.finish, as for a routed batch's tables)
+        keys, flagged = self.config.upsert.key_columns, write_counts.bad_rows > 0
+        self._finish.finish(
+            batch.key,
+            [written],
+            write_counts,
+            changes,
+            lambda: normalized.dead_letters,
+            lambda: [changed_keys(table, keys, changes, normalized, flagged)],
+            batch_df.sparkSession,
         )
-        if not self._dead_letters.deliver(dead_letters, batch.key, rows, counts).skipped_replay:
-            self._changes.count_rejected(changes)
-        # 9. commit: a row delta (upsert mode), staged for the cadence, or appended
-        if self._upsert.enabled:
-            keys, flagged = self.config.upsert.key_columns, write_counts.bad_rows > 0
-            written.keys = changed_keys(table, keys, changes, normalized, flagged)
-            RowDeltaCommits(self.metrics, batch_df.sparkSession).commit([written])
-        else:
-            self._commits.commit([written])
-        failpoints.hit("commit.after")
 
     def flush(self, query_id: str | None = None) -> None:
         """Commit whatever is staged (all sinks, or those of one streaming query).
@@ -290,17 +290,7 @@ class IcebergSink:
         (or this) after it to make the last staged batches visible at once.
         """
         self._check_open()
-        if self.config.route.enabled:
-            self._routed.flush(query_id)
-            return
-        if not isinstance(self._commits, StagedCommits):
-            return
-        for state in self._states.states(query_id):
-            with server_errors(self.config, table=state.name):
-                self._commits.flush(state, self._table_of)
-
-    def _table_of(self, state: TableState) -> tuple[Table, SinkConfig]:
-        return self.catalog.load_table(state.name), self.config
+        self._finish.flush(lambda state: query_id is None or state.query_id == query_id)
 
     def close(self) -> None:
         """Commit what is staged, stop exporting metrics, release the catalog.

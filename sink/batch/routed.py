@@ -32,8 +32,10 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
+import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 from pyspark.sql import DataFrame
@@ -41,17 +43,14 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as st
 
 from sink.batch.arrow_source import ArrowSource
-from sink.batch.changes import ChangeBatch, ChangeSplit
-from sink.batch.commits import StagedCommits, Written, commits_for
-from sink.batch.dead_letters import DeadLetterQueue
+from sink.batch.changes import ChangeBatch
+from sink.batch.commits import Written
 from sink.batch.key import BatchKey
 from sink.batch.routed_keys import routed_changed_keys
 from sink.batch.routed_source import RoutedSourcePlanner, record_source_files, source_targets
 from sink.batch.routed_tables import PreparedTables, RoutedTables
 from sink.batch.routed_write import RoutedWrites
-from sink.batch.row_deltas import RowDeltaCommits
 from sink.batch.source_write import SourceWrite
-from sink.batch.states import TableState, TableStates
 from sink.batch.table_batch import RoutedTarget
 from sink.config import SinkConfig
 from sink.destinations.destination_table import DestinationTable
@@ -66,6 +65,9 @@ from sink.parallel import run_parallel
 from sink.spark_session import query_id_of, sink_id_of
 from sink.write.messages import RowCounts, WriteResult, files_of
 
+if TYPE_CHECKING:
+    from sink.batch.finish import Finish
+
 logger = batch_logger(__name__)
 
 
@@ -76,8 +78,8 @@ class RoutedStep:
         config: The routed sink's configuration.
         catalog: The sink's catalog.
         metrics: The sink's metrics (each table under its own ``table`` label).
-        dead_letters: The sink's dead-letter queue.
-        states: The sink's table states (each table recovered once, its staged batches).
+        finish: The sink's commits: its dead letters, table states and commit kinds.
+        options: Each table's configuration.
         label: What names the sink where no single table does (shared steps, unroutable rows).
     """
 
@@ -86,23 +88,21 @@ class RoutedStep:
         config: SinkConfig,
         catalog: Catalog,
         metrics: SinkMetrics,
-        dead_letters: DeadLetterQueue,
-        states: TableStates,
+        finish: Finish,
+        options: TableOptions,
         label: str,
     ) -> None:
         self._config = config
-        self._states = states
-        self._commits = commits_for(config, metrics)
+        self._states = states = finish.states
         self._catalog = catalog
         self._metrics = metrics
-        self._dead_letters = dead_letters
+        self._finish = finish
+        self._dead_letter_table = dead_letter_table = finish.dead_letters.table_name
         self.label = label
-        self._names = DestinationNames(config.route, reserved=(dead_letters.table_name,))
-        self._options = TableOptions(config)
-        self._tables = RoutedTables(
-            config, catalog, metrics, self._options, states, (dead_letters.table_name,)
-        )
-        self._upserts = ChangeSplit(config, metrics)
+        self._names = DestinationNames(config.route, reserved=(dead_letter_table,))
+        self._options = options
+        self._tables = RoutedTables(config, catalog, metrics, options, states, (dead_letter_table,))
+        self._upserts = finish.changes
         self._writes = RoutedWrites(config.write.memory_budget_bytes, metrics, label)
         self._lock = threading.Lock()
         self._sink_locks: dict[str, threading.Lock] = {}
@@ -218,9 +218,9 @@ class RoutedStep:
         if not targets and not unroutable and not written:
             logger.info("batch %s of sink %s: every table already has it (or it is empty)", batch_id, sink_id)
             if not found and by_source is None:  # an empty batch: the source has caught up
-                self.flush_staged(lambda state: state.sink_id == sink_id, last_batch_id=batch_id)
+                self._finish.flush(lambda state: state.sink_id == sink_id, last_batch_id=batch_id)
             return
-        log_unroutable(unroutable, reasons, self._dead_letters.table_name, sink_id, batch_id)
+        log_unroutable(unroutable, reasons, self._dead_letter_table, sink_id, batch_id)
         projection = None
         if targets or unroutable:
             with self._metrics.time_step(self.label, "normalize"):  # 3. the ONE projection
@@ -247,51 +247,31 @@ class RoutedStep:
         result = WriteResult([], RowCounts(0, 0))
         if projection is not None:
             result = self._writes.write(projection, targets, key, by_source)
-            rows = sum(f.record_count for f in result.files)
-            dead_letters, counts = self._upserts.dead_letters(changes, projection.dead_letters, result.counts)
-            if not self._dead_letters.deliver(dead_letters, key, rows, counts).skipped_replay:  # 5.
-                self._upserts.count_rejected(changes)
-            upserted = [t for t in targets if t.config.upsert.enabled]
-            if upserted:  # 6. upserted tables: ONE key job, ONE lookup job, a row delta each
-                route, case_sensitive = (
-                    changes.rows.columns[position],
-                    self._config.table_schema.case_sensitive,
-                )
-                keys = routed_changed_keys(upserted, projection, changes.deletes, route, case_sensitive)
-                deltas = [Written(t.batch, files_of(result.files, t.name), keys[t.index]) for t in upserted]
-                RowDeltaCommits(self._metrics, projection.rows.sparkSession).commit(deltas)
-        files = result.files
+        files, counts = result.files, result.counts
         if by_source is not None:
             record_source_files(by_source, self._metrics)
-            files = by_source.files + files
-        appended = [t for t in targets if not t.config.upsert.enabled] + written
-        self._commits.commit([Written(t.batch, files_of(files, t.name)) for t in appended])  # 6.
-        written_now = {t.name for t in appended}
-        self.flush_staged(lambda s: s.sink_id == key.sink_id and s.name not in written_now, due_only=True)
-
-    def flush_staged(
-        self,
-        which: Callable[[TableState], bool] = lambda state: True,
-        *,
-        due_only: bool = False,
-        last_batch_id: int | None = None,
-    ) -> None:
-        """Commit what the states ``which`` picks have staged (``due_only``: what the cadence says is
-        due; ``last_batch_id``: an empty batch, committed with them)."""
-        if not isinstance(self._commits, StagedCommits):
-            return
-        states = [s for s in self._states.states() if which(s) and s.name != self._dead_letters.table_name]
-        if due_only:
-            self._commits.commit_due(states, self._table_of)
-        else:
-            flush = functools.partial(
-                self._commits.flush, table_of=self._table_of, last_batch_id=last_batch_id
+            files, counts = (
+                by_source.files + files,
+                RowCounts(counts.input_rows + by_source.rows, counts.bad_rows),
             )
-            run_parallel([functools.partial(flush, s) for s in states])
+        upserted = [t for t in targets if t.config.upsert.enabled]
 
-    def flush(self, query_id: str | None = None) -> None:
-        """Commit whatever the sink's tables have staged (those of one streaming query, when given)."""
-        self.flush_staged(lambda state: query_id is None or state.query_id == query_id)
+        def bad_rows() -> DataFrame:  # called only when the write found some: a projection ran
+            assert projection is not None
+            return projection.dead_letters()
 
-    def _table_of(self, state: TableState) -> tuple[Table, SinkConfig]:
-        return self._catalog.load_table(state.name), self._options.config_for(state.name)
+        def changed_keys() -> list[pa.Table]:  # upserted tables: ONE key job, then a row delta each
+            assert projection is not None
+            route, case_sensitive = changes.rows.columns[position], self._config.table_schema.case_sensitive
+            keys = routed_changed_keys(upserted, projection, changes.deletes, route, case_sensitive)
+            return [keys[t.index] for t in upserted]
+
+        self._finish.finish(  # 5. dead letters, 6. each table's commit
+            key,
+            [Written(t.batch, files_of(files, t.name)) for t in targets + written],
+            counts,
+            changes,
+            bad_rows,
+            changed_keys,
+            changes.rows.sparkSession,
+        )

@@ -1,0 +1,136 @@
+"""After the write, for one table or many: the dead letters, then every table batch's commit.
+
+The last steps of a micro-batch, told once for the one-table sink (:mod:`sink.sink`) and the
+routed step (:mod:`sink.batch.routed`), as Iceberg Kafka Connect commits one table or many
+through one ``commitToTable``:
+
+1. the dead letters (bad values, rejected changes), committed before the data, so a replay
+   cannot repeat them (:mod:`sink.batch.dead_letters`);
+2. the upserted tables: the keys they change (one job), then a row delta each
+   (:mod:`sink.batch.row_deltas`);
+3. the appended tables: appended, or staged for the commit cadence (:mod:`sink.batch.commits`);
+4. the cadence of the sink id's other tables: what is due is committed.
+
+:meth:`Finish.flush` commits what the table states it is given have staged: a query gone
+idle or stopped, an empty batch, ``close()``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+from pyiceberg.catalog import Catalog
+from pyiceberg.table import Table
+from pyspark.sql import DataFrame, SparkSession
+
+from sink import failpoints
+from sink.batch.commits import StagedCommits, Written, commits_for
+from sink.batch.row_deltas import RowDeltaCommits
+from sink.bounded_waits import server_errors
+from sink.config import SinkConfig
+from sink.metrics import SinkMetrics
+from sink.parallel import run_parallel
+from sink.write.messages import RowCounts
+
+if TYPE_CHECKING:
+    from sink.batch.changes import ChangeBatch, ChangeSplit
+    from sink.batch.dead_letters import DeadLetterQueue
+    from sink.batch.key import BatchKey
+    from sink.batch.states import TableState, TableStates
+
+
+class Finish:
+    """The commits of a sink's batches, whatever their number of tables (see the module).
+
+    Args:
+        config: The sink's configuration.
+        catalog: The sink's catalog.
+        metrics: The sink's metrics.
+        states: The sink's table states (their staged batches).
+        dead_letters: The sink's dead-letter queue.
+        changes: The sink's upsert split (its rejected changes' dead letters and counts).
+        config_for: Each table's configuration (a routed table's own options applied).
+    """
+
+    def __init__(
+        self,
+        config: SinkConfig,
+        catalog: Catalog,
+        metrics: SinkMetrics,
+        states: TableStates,
+        dead_letters: DeadLetterQueue,
+        changes: ChangeSplit,
+        config_for: Callable[[str], SinkConfig],
+    ) -> None:
+        self._config = config
+        self._catalog = catalog
+        self._metrics = metrics
+        self.states = states
+        self.dead_letters = dead_letters
+        self.changes = changes
+        self._config_for = config_for
+        self._commits = commits_for(config, metrics)
+        self._staged = self._commits if isinstance(self._commits, StagedCommits) else None
+        self.stages = self._staged is not None  # a commit cadence: flushed when a query idles
+
+    def finish(
+        self,
+        key: BatchKey,
+        written: Sequence[Written],
+        counts: RowCounts,
+        changes: ChangeBatch,
+        bad_rows: Callable[[], DataFrame],
+        changed_keys: Callable[[], Sequence[pa.Table]],
+        spark: SparkSession,
+    ) -> None:
+        """Steps 1 to 4 of the module for the batch's written table batches.
+
+        Args:
+            key: The batch attempt.
+            written: Every table batch the batch wrote, with its files.
+            counts: The rows the write received and the bad ones among them.
+            changes: The batch's changes (upsert mode), or the batch as it is.
+            bad_rows: Builds the bad rows' dead letters (called only when there are some).
+            changed_keys: Builds the keys of the upserted table batches of ``written``, in order.
+            spark: The batch's session (the upserts' lookup job runs on it).
+        """
+        rows = sum(f.record_count for w in written for f in w.files)
+        dead_letters, counts = self.changes.dead_letters(changes, bad_rows, counts)
+        if not self.dead_letters.deliver(dead_letters, key, rows, counts).skipped_replay:  # 1.
+            self.changes.count_rejected(changes)
+        upserted = [w for w in written if w.batch.config.upsert.enabled]
+        if upserted:  # 2.
+            for w, keys in zip(upserted, changed_keys(), strict=True):
+                w.keys = keys
+            RowDeltaCommits(self._metrics, spark).commit(upserted)
+        self._commits.commit([w for w in written if not w.batch.config.upsert.enabled])  # 3.
+        failpoints.hit("commit.after")
+        now = {w.batch.name for w in written}  # 4.
+        self.flush(lambda s: s.sink_id == key.sink_id and s.name not in now, due_only=True)
+
+    def flush(
+        self,
+        which: Callable[[TableState], bool] = lambda state: True,
+        *,
+        due_only: bool = False,
+        last_batch_id: int | None = None,
+    ) -> None:
+        """Commit what the states ``which`` picks have staged (``due_only``: what the cadence says is
+        due; ``last_batch_id``: an empty batch, committed with them)."""
+        if self._staged is None:
+            return
+        states = [s for s in self.states.states() if which(s) and s.name != self.dead_letters.table_name]
+        if due_only:
+            self._staged.commit_due(states, self._table_of)
+        else:
+            run_parallel([functools.partial(self._flush, self._staged, s, last_batch_id) for s in states])
+
+    def _flush(self, staged: StagedCommits, state: TableState, last_batch_id: int | None) -> None:
+        with server_errors(self._config, table=state.name):
+            staged.flush(state, self._table_of, last_batch_id)
+
+    def _table_of(self, state: TableState) -> tuple[Table, SinkConfig]:
+        return self._catalog.load_table(state.name), self._config_for(state.name)
