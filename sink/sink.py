@@ -42,7 +42,7 @@ from sink.batch.finish import Finish
 from sink.batch.idle import IdleListeners
 from sink.batch.key import BatchKey
 from sink.batch.routed import RoutedStep
-from sink.batch.source_write import SourceWrite, plan_source_write, source_task_options
+from sink.batch.source_write import SourcePlanner, SourceWrite
 from sink.batch.states import TableStates
 from sink.batch.table_batch import TableBatch
 from sink.batch.write_job import BatchWriter
@@ -59,7 +59,7 @@ from sink.normalize import NormalizeOptions, check_normalizes, normalize
 from sink.progress import watch_query
 from sink.route.self_check_runs import check_ahead
 from sink.schema.coordinator import evolve_table
-from sink.spark_session import is_connect, query_id_of, sink_id_of
+from sink.spark_session import query_id_of, sink_id_of
 from sink.upsert.checks import UpsertChecks
 from sink.write.workers_ahead import start_workers_ahead
 
@@ -102,6 +102,7 @@ class IcebergSink:
         )
         label = config.table or route_label(config.route)  # route.by set: RoutedStep writes the batches
         self._routed = RoutedStep(config, self.catalog, self.metrics, self._finish, options, label)
+        self._sources = SourcePlanner(config, self.catalog, config_for, self._states)  # one table's
         self._normalize_options = NormalizeOptions.from_config(config, dead_letter_table_name(config))
         self._writer = BatchWriter(self.metrics)
         self._upsert = UpsertChecks(config)  # write.mode=upsert: the table's keys; append: no keys
@@ -169,7 +170,7 @@ class IcebergSink:
         return table
 
     def prepare_destinations(self, schemas: Mapping[str, st.StructType]) -> frozenset[str]:
-        """Routed: the tables of values seen before a batch (:mod:`~sink.batch.routed_source`), planned."""
+        """Routed: the tables of values seen before a batch (:mod:`~sink.batch.source_write`), planned."""
         self._check_open()
         return self._routed.prepare_destinations(schemas)
 
@@ -177,20 +178,9 @@ class IcebergSink:
         """Before ``batch_df``'s source runs: a write of its rows by the source's own tasks
         (:mod:`sink.batch.source_write`; hand it back in ``ArrowSource.written``), or ``None``."""
         self._check_open()
-        if self.config.route.enabled:  # a write to each table known (sink.batch.routed_source)
+        if self.config.route.enabled:  # a write to each table known, as the routed step plans it
             return self._routed.source_write(batch_df, batch_id)
-        if self.config.upsert.enabled or is_connect(batch_df.sparkSession):
-            return None  # changes; no local properties under Connect
-        table = catalogs.load_table(self.catalog, self.config.table)
-        task_options = source_task_options(table, self.config) if table is not None else None
-        if table is None or task_options is None:
-            return None  # a new table's types come from the batch; a shuffle; a null could be bad
-        key = BatchKey.new(sink_id_of(batch_df, self.config.sink_id), batch_id)
-        state = self._states.get(self.config.table, self.config, table, key.sink_id, query_id_of(batch_df))
-        batch = TableBatch(self.config.table, self.config, table, key, state)  # its state recovered first
-        if batch.has_batch():
-            return None  # a replay: the sink skips it
-        return plan_source_write([(batch, task_options)], self.config.write.memory_budget_bytes)
+        return self._sources.plan(batch_df, batch_id, sink_id_of(batch_df, self.config.sink_id))
 
     def __call__(self, batch_df: DataFrame, batch_id: int, arrow_source: ArrowSource | None = None) -> None:
         """Write one micro-batch (the ``foreachBatch`` function).
@@ -229,9 +219,7 @@ class IcebergSink:
                 with batch.state.lock:
                     if batch.replayed(self.metrics):  # 2. the table has the batch: skipped
                         return
-                    changes = self._changes.split_one(
-                        batch_df, self.config
-                    )  # 3. upserts: last change per key
+                    changes = self._changes.split_one(batch_df, self.config)  # 3. last change per key
                     try:
                         self._write_batch(batch, changes, None if self._upsert.enabled else arrow_source)
                     finally:
@@ -248,8 +236,7 @@ class IcebergSink:
                     self.catalog, self.config, self._upsert.stored_schema(batch_df.schema)
                 )
         self._upsert.check_table(table)  # upsert mode: before anything is written
-        state = self._states.get(name, self.config, table, key.sink_id, query_id_of(batch_df))
-        return TableBatch(name, self.config, table, key, state)
+        return TableBatch.of(self._states, name, self.config, table, key, query_id_of(batch_df))
 
     def _write_batch(self, batch: TableBatch, changes: ChangeBatch, arrow_source: ArrowSource | None) -> None:
         """Steps 4 to 9 of the batch's rows (append mode: all of them)."""

@@ -38,7 +38,7 @@ from sink import failpoints
 from sink.batch.commits import AppendCommits, Written
 from sink.batch.states import TableStates
 from sink.batch.table_batch import TableBatch
-from sink.batch.write_errors import write_failure
+from sink.batch.write_errors import write_failures
 from sink.catalog import CREATED_TABLE_PROPERTIES
 from sink.commit.committer import Committer
 from sink.config import SinkConfig
@@ -160,8 +160,7 @@ class DeadLetterQueue:
         table = catalogs.load_or_create(
             self._catalog, self.table_name, DEAD_LETTER_SCHEMA, DEAD_LETTER_SPEC, CREATED_TABLE_PROPERTIES
         )
-        state = self._states.get(self.table_name, self._config, table, key.sink_id)
-        batch = TableBatch(self.table_name, self._config, table, key, state)
+        batch = TableBatch.of(self._states, self.table_name, self._config, table, key)
         if batch.has_batch():
             logger.info(
                 "dead letters of batch %s of sink %s already in %s: not written again",
@@ -180,12 +179,8 @@ class DeadLetterQueue:
         key = batch.key
         rows = self._frame(dead_letters(), batch.table, key, observation)
         spec = batch.begin(rows.task_options())
-        try:
+        with write_failures(rows.df, self.table_name, key.batch_id, spec.file_prefix, "dead-letter write"):
             files = run_write(rows.df, spec, in_driver=rows.in_driver).files
-        except Exception as e:
-            raise write_failure(
-                e, rows.df, self.table_name, key.batch_id, spec.file_prefix, "dead-letter write"
-            ) from e
         written = sum(f.record_count for f in files)
         if written != bad_rows:
             Committer(batch.table, key.sink_id, self._config.commit).delete_files(files)

@@ -3,7 +3,7 @@
 What :class:`~sink.sink.IcebergSink` hands a batch to when routing is on. The steps of
 :mod:`sink.sink`, for every destination table at once:
 
-0. by source - the source's tasks may have written the rows of the   (:mod:`sink.batch.routed_source`)
+0. by source - the source's tasks may have written the rows of the   (:mod:`sink.batch.source_write`)
                tables of earlier batches: the batch is the rest
 1. route     - the batch's destination values and their non-null    (:mod:`sink.destinations.resolve`)
                columns: ONE Spark job; each value named a table      (:mod:`sink.destinations.naming`)
@@ -47,10 +47,9 @@ from sink.batch.changes import ChangeBatch
 from sink.batch.commits import Written
 from sink.batch.key import BatchKey
 from sink.batch.routed_keys import routed_changed_keys
-from sink.batch.routed_source import RoutedSourcePlanner, record_source_files, source_targets
 from sink.batch.routed_tables import PreparedTables, RoutedTables
 from sink.batch.routed_write import RoutedWrites
-from sink.batch.source_write import SourceWrite
+from sink.batch.source_write import SourcePlanner, SourceWrite, record_source_files, source_targets
 from sink.batch.table_batch import RoutedTarget
 from sink.config import SinkConfig
 from sink.destinations.destination_table import DestinationTable
@@ -94,7 +93,6 @@ class RoutedStep:
     ) -> None:
         self._config = config
         self._states = states = finish.states
-        self._catalog = catalog
         self._metrics = metrics
         self._finish = finish
         self._dead_letter_table = dead_letter_table = finish.dead_letters.table_name
@@ -107,10 +105,10 @@ class RoutedStep:
         self._lock = threading.Lock()
         self._sink_locks: dict[str, threading.Lock] = {}
         self._unsettled: dict[str, SourceWrite] = {}  # sink id -> its planned write not yet written
-        self._by_source = RoutedSourcePlanner(config, catalog, metrics, self._options, self._tables, states)
+        self._by_source = SourcePlanner(config, catalog, options.config_for, states, self._tables)
 
     def source_write(self, batch_df: DataFrame, batch_id: int) -> SourceWrite | None:
-        """Before ``batch_df``'s source runs: its tasks' write to known tables (:mod:`.routed_source`)."""
+        """Before ``batch_df``'s source runs: its tasks' write to known tables (:mod:`.source_write`)."""
         sink_id = sink_id_of(batch_df, self._config.sink_id)
         with self._lock:
             sink_lock = self._sink_locks.setdefault(sink_id, threading.Lock())
@@ -158,7 +156,7 @@ class RoutedStep:
         """Write one micro-batch to its tables (the steps of this module's docstring).
 
         When ``arrow_source.written``, the source's tasks wrote some of the batch's rows
-        (:mod:`sink.batch.routed_source`); ``batch_df`` holds the rest.
+        (:mod:`sink.batch.source_write`); ``batch_df`` holds the rest.
         """
         by_source = arrow_source.written if arrow_source is not None else None
         sink_id = key.sink_id
@@ -214,7 +212,9 @@ class RoutedStep:
         unroutable = [d for d in found if tables_of[d.value] is None]
         refused = prepared.refused
         reasons = {d.value: self._names.reason(d.value, refused) for d in unroutable if d.value is not None}
-        written = source_targets(by_source, targets, self._options, key, self._states)  # the source's alone
+        written = source_targets(
+            by_source, targets, self._options.config_for, key, self._states
+        )  # the source's alone
         if not targets and not unroutable and not written:
             logger.info("batch %s of sink %s: every table already has it (or it is empty)", batch_id, sink_id)
             if not found and by_source is None:  # an empty batch: the source has caught up
@@ -250,10 +250,7 @@ class RoutedStep:
         files, counts = result.files, result.counts
         if by_source is not None:
             record_source_files(by_source, self._metrics)
-            files, counts = (
-                by_source.files + files,
-                RowCounts(counts.input_rows + by_source.rows, counts.bad_rows),
-            )
+            files, counts = by_source.joined(files, counts)
         upserted = [t for t in targets if t.config.upsert.enabled]
 
         def bad_rows() -> DataFrame:  # called only when the write found some: a projection ran

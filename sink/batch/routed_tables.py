@@ -1,7 +1,7 @@
 """Step 2 of a routed batch: each destination's table loaded or created, checked, settled and evolved.
 
 The one place routed tables are opened (the routed step's and the source's,
-:mod:`sink.batch.routed_source`): a template's table is created only within
+:mod:`sink.batch.source_write`): a template's table is created only within
 ``route.max-tables`` and holds the rows of one destination value
 (:mod:`sink.destinations.owners`). A value refused either way is a dead letter with its
 reason, never a failed batch.
@@ -201,7 +201,7 @@ class RoutedTables:
             return None, False, refused
         self._metrics.start_sink(name, key.sink_id)
         with self._metrics.time_step(name, "schema"):
-            batch = TableBatch(name, config, table, key, self._states.get(name, config, table, key.sink_id))
+            batch = TableBatch.of(self._states, name, config, table, key)
             # upserted: v2, with its keys; appended: no keys (unless allowed); before anything is written
             UpsertChecks(config).check_table(table)
             target = RoutedTarget(batch, columns, values)

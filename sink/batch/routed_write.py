@@ -12,7 +12,7 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from sink.batch.write_errors import write_failure
+from sink.batch.write_errors import write_failures
 from sink.destinations.projection import RoutedProjection
 from sink.metrics import SinkMetrics
 from sink.parallel import run_parallel
@@ -74,16 +74,9 @@ class RoutedWrites:
         mode = routed_mode(t.config.write.distribution_mode for t in targets)
         routed = RoutedWriteSpec(tuple(destinations), self._budget)
         rows, routed = shuffle_routed(projection.rows, routed, mode, log=(key.batch_id, key.sink_id))
-        with self._metrics.time_step(self._label, "write"):
-            try:
-                result = run_routed_write(rows, routed, self._row_bytes.get(key.sink_id, 0))
-            except Exception as e:
-                failure = write_failure(
-                    e, projection.rows, self._label, key.batch_id, what="routed write job"
-                )
-                if failure is e:
-                    raise
-                raise failure from e
+        failures = write_failures(projection.rows, self._label, key.batch_id, what="routed write job")
+        with self._metrics.time_step(self._label, "write"), failures:
+            result = run_routed_write(rows, routed, self._row_bytes.get(key.sink_id, 0))
         if result.files:
             self._row_bytes[key.sink_id] = result.input_row_bytes
         for d in destinations:

@@ -37,7 +37,7 @@ from sink.write.spec import WriteSpec
 
 if TYPE_CHECKING:
     from sink.batch.key import BatchKey
-    from sink.batch.states import TableState
+    from sink.batch.states import TableState, TableStates
 
 __all__ = ["RoutedTarget", "TableBatch"]
 
@@ -63,6 +63,19 @@ class TableBatch:
     key: BatchKey
     state: TableState
     spec: WriteSpec | None = field(default=None, repr=False)
+
+    @classmethod
+    def of(
+        cls,
+        states: TableStates,
+        name: str,
+        config: SinkConfig,
+        table: Table,
+        key: BatchKey,
+        query_id: str | None = None,
+    ) -> TableBatch:
+        """The batch ``key`` on table ``name``, from the table's state (recovered on first use)."""
+        return cls(name, config, table, key, states.get(name, config, table, key.sink_id, query_id))
 
     @cached_property
     def attempts(self) -> AttemptLog:

@@ -7,13 +7,16 @@ error of the sink here, so that each names the table, the batch and the fix the 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from pyspark.sql import DataFrame
 
 from sink.errors import BadRecordError, SchemaError, WriteError, find_error_code
 from sink.normalize import bad_record_error
 from sink.worker_python import worker_import_error
 
-__all__ = ["write_failure"]
+__all__ = ["write_failure", "write_failures"]
 
 
 def write_failure(
@@ -46,6 +49,20 @@ def write_failure(
         batch_id=batch_id,
         file_prefix=file_prefix,
     )
+
+
+@contextmanager
+def write_failures(
+    df: DataFrame, table: str, batch_id: int, file_prefix: str | None = None, what: str = "write job"
+) -> Iterator[None]:
+    """Raise the failure of the write job run inside as :func:`write_failure` says."""
+    try:
+        yield
+    except Exception as e:
+        failure = write_failure(e, df, table, batch_id, file_prefix, what)
+        if failure is e:
+            raise
+        raise failure from e
 
 
 def _first_line(error: BaseException) -> str:

@@ -11,24 +11,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pyspark.sql import DataFrame
-
 from sink.batch.commits import Written
-from sink.batch.write_errors import write_failure
+from sink.batch.write_errors import write_failures
 from sink.log_context import batch_logger
 from sink.metrics import SinkMetrics
 from sink.normalize import NormalizedBatch
 from sink.route.routed import RoutedBatch
 from sink.route.router import BucketRouter
 from sink.write.messages import RowCounts, WriteResult
-from sink.write.spec import WriteSpec
-from sink.write.task import ArrowFunction, run_write
+from sink.write.task import run_write
 
 if TYPE_CHECKING:
     from sink.batch.arrow_source import ArrowSource
     from sink.batch.source_write import SourceWrite
     from sink.batch.table_batch import TableBatch
-    from sink.route.skew import BatchProfile
 
 logger = batch_logger(__name__)
 
@@ -80,42 +76,25 @@ class BatchWriter:
         else:  # recorded before the source's tasks ran
             spec = batch.write_spec(routed.task_options(), flagged)
             batch.adopt(spec, by_source.tables[name].attempts)
-        with self.metrics.time_step(name, "write"):
+        row_bytes = last.input_row_bytes if last is not None else 0
+        df = fused.df if fused is not None else routed.df
+        failures = write_failures(df, name, key.batch_id, spec.file_prefix)
+        with self.metrics.time_step(name, "write"), failures:
             if by_source is not None and by_source.remaining_rows == 0:
                 result = WriteResult([], RowCounts(0, 0))
             elif fused is not None:
                 logger.info(
                     "batch %s of sink %s: the write tasks make the rows themselves", key.batch_id, key.sink_id
                 )
-                result = _run_write(fused.df, spec, key.batch_id, last, before=fused.function)
+                result = run_write(df, spec, before=fused.function, row_bytes=row_bytes)
             else:
-                result = _run_write(routed.df, spec, key.batch_id, last, in_driver=routed.in_driver)
-        files = result.files if by_source is None else by_source.files + result.files
-        self.metrics.record_files(name, files, spec.target_file_size_bytes)
+                result = run_write(df, spec, in_driver=routed.in_driver, row_bytes=row_bytes)
         # Rows as the write tasks received them; a fused batch's maker counted them before that.
-        counts = result.counts if fused is None else RowCounts(fused.rows, 0)
+        files, counts = result.files, result.counts if fused is None else RowCounts(fused.rows, 0)
         if by_source is not None:
-            counts = RowCounts(counts.input_rows + by_source.rows, counts.bad_rows)
+            files, counts = by_source.joined(files, counts)
+        self.metrics.record_files(name, files, spec.target_file_size_bytes)
         batch.state.routing.record(
             files, result.source_partitions, result.input_row_bytes, routed.bucket_check
         )
         return Written(batch, files), counts
-
-
-def _run_write(
-    df: DataFrame,
-    spec: WriteSpec,
-    batch_id: int,
-    last: BatchProfile | None,
-    *,
-    in_driver: bool = False,
-    before: ArrowFunction | None = None,
-) -> WriteResult:
-    row_bytes = last.input_row_bytes if last is not None else 0
-    try:
-        return run_write(df, spec, in_driver=in_driver, before=before, row_bytes=row_bytes)
-    except Exception as e:
-        failure = write_failure(e, df, spec.table, batch_id, spec.file_prefix)
-        if failure is e:
-            raise
-        raise failure from e

@@ -1,4 +1,4 @@
-"""A routing sink whose tables the decoding tasks write (``sink.batch.routed_source``): read back, once."""
+"""A routing sink whose tables the decoding tasks write (``sink.batch.source_write``): read back, once."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The latest records of topics, read on the driver before a micro-batch, to look at their type.
 
 A sink routing by topic can only let the decoding tasks write a topic's records to a
-table that exists (:mod:`sink.batch.routed_source`). :class:`LatestRecords` reads, for topics
+table that exists (:mod:`sink.batch.source_write`). :class:`LatestRecords` reads, for topics
 the sink has no table for yet, up to :data:`SAMPLE_RECORDS` of the latest records of each
 of their partitions, so that the job can make each table from its topic's own records
 before the batch that reads them. The records are only looked at: the batch reads them
