@@ -36,8 +36,7 @@ from pyspark.sql import types as st
 from sink import catalog as catalogs
 from sink import failpoints
 from sink.batch.arrow_source import ArrowSource, fusable
-from sink.batch.changes import ChangeBatch, ChangeSplit, changed_keys
-from sink.batch.dead_letters import DeadLetterQueue, dead_letter_table_name
+from sink.batch.changes import ChangeBatch, changed_keys
 from sink.batch.finish import Finish
 from sink.batch.idle import IdleListeners
 from sink.batch.key import BatchKey
@@ -50,7 +49,6 @@ from sink.bounded_waits import server_errors
 from sink.commit.state import state_location
 from sink.config import SinkConfig
 from sink.config_route import route_label
-from sink.destinations.table_options import TableOptions
 from sink.errors import ConfigError, SinkClosedError
 from sink.log_context import batch_context, batch_logger
 from sink.metrics import SinkMetrics
@@ -93,17 +91,13 @@ class IcebergSink:
         self.catalog: Catalog = catalogs.open_catalog(config)
         state_location(config)  # where the sink's bookkeeping goes: checked at start-up
         self._states = TableStates(self.metrics)  # per table and sink id: recovered once, staged batches
-        dead_letters = DeadLetterQueue(config, self.catalog, self.metrics, self._states)
-        self._changes = ChangeSplit(config, self.metrics)
-        options = TableOptions(config)  # a routed table's own options; the one table's are the sink's
-        config_for = options.config_for if config.route.enabled else lambda _: config
-        self._finish = Finish(
-            config, self.catalog, self.metrics, self._states, dead_letters, self._changes, config_for
-        )
+        self._finish = Finish(config, self.catalog, self.metrics, self._states)  # dead letters, commits
+        self._changes = self._finish.changes
         label = config.table or route_label(config.route)  # route.by set: RoutedStep writes the batches
-        self._routed = RoutedStep(config, self.catalog, self.metrics, self._finish, options, label)
-        self._sources = SourcePlanner(config, self.catalog, config_for, self._states)  # one table's
-        self._normalize_options = NormalizeOptions.from_config(config, dead_letter_table_name(config))
+        self._routed = RoutedStep(config, self.catalog, self.metrics, self._finish, label)
+        # the source's write to the one table (a routed sink's: RoutedStep's own planner)
+        self._sources = SourcePlanner(config, self.catalog, self._finish.config_for, self._states)
+        self._normalize_options = NormalizeOptions.from_config(config, self._finish.dead_letters.table_name)
         self._writer = BatchWriter(self.metrics)
         self._upsert = UpsertChecks(config)  # write.mode=upsert: the table's keys; append: no keys
         self._idle = IdleListeners(self)  # with a commit cadence: flush when a query idles or stops

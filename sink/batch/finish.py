@@ -27,17 +27,19 @@ from pyiceberg.table import Table
 from pyspark.sql import DataFrame, SparkSession
 
 from sink import failpoints
+from sink.batch.changes import ChangeSplit
 from sink.batch.commits import StagedCommits, Written, commits_for
+from sink.batch.dead_letters import DeadLetterQueue
 from sink.batch.row_deltas import RowDeltaCommits
 from sink.bounded_waits import server_errors
 from sink.config import SinkConfig
+from sink.destinations.table_options import TableOptions
 from sink.metrics import SinkMetrics
 from sink.parallel import run_parallel
 from sink.write.messages import RowCounts
 
 if TYPE_CHECKING:
-    from sink.batch.changes import ChangeBatch, ChangeSplit
-    from sink.batch.dead_letters import DeadLetterQueue
+    from sink.batch.changes import ChangeBatch
     from sink.batch.key import BatchKey
     from sink.batch.states import TableState, TableStates
 
@@ -50,31 +52,30 @@ class Finish:
         catalog: The sink's catalog.
         metrics: The sink's metrics.
         states: The sink's table states (their staged batches).
+
+    Attributes:
         dead_letters: The sink's dead-letter queue.
         changes: The sink's upsert split (its rejected changes' dead letters and counts).
-        config_for: Each table's configuration (a routed table's own options applied).
+        options: Each routed table's configuration; :meth:`config_for` any table's.
     """
 
     def __init__(
-        self,
-        config: SinkConfig,
-        catalog: Catalog,
-        metrics: SinkMetrics,
-        states: TableStates,
-        dead_letters: DeadLetterQueue,
-        changes: ChangeSplit,
-        config_for: Callable[[str], SinkConfig],
+        self, config: SinkConfig, catalog: Catalog, metrics: SinkMetrics, states: TableStates
     ) -> None:
         self._config = config
         self._catalog = catalog
         self._metrics = metrics
         self.states = states
-        self.dead_letters = dead_letters
-        self.changes = changes
-        self._config_for = config_for
+        self.dead_letters = DeadLetterQueue(config, catalog, metrics, states)
+        self.changes = ChangeSplit(config, metrics)
+        self.options = TableOptions(config)
         self._commits = commits_for(config, metrics)
         self._staged = self._commits if isinstance(self._commits, StagedCommits) else None
         self.stages = self._staged is not None  # a commit cadence: flushed when a query idles
+
+    def config_for(self, name: str) -> SinkConfig:
+        """A table's configuration: a routed table's own options applied; the one table's is the sink's."""
+        return self.options.config_for(name) if self._config.route.enabled else self._config
 
     def finish(
         self,
@@ -133,4 +134,4 @@ class Finish:
             staged.flush(state, self._table_of, last_batch_id)
 
     def _table_of(self, state: TableState) -> tuple[Table, SinkConfig]:
-        return self._catalog.load_table(state.name), self._config_for(state.name)
+        return self._catalog.load_table(state.name), self.config_for(state.name)

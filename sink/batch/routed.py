@@ -56,7 +56,6 @@ from sink.destinations.destination_table import DestinationTable
 from sink.destinations.naming import DestinationNames
 from sink.destinations.projection import SKIPPED, ProjectionOptions, RoutedProjection, log_unroutable, project
 from sink.destinations.resolve import DestinationValue, destination_value, quoted, resolve_batch, route_column
-from sink.destinations.table_options import TableOptions
 from sink.errors import ConfigError
 from sink.log_context import batch_logger
 from sink.metrics import SinkMetrics
@@ -77,8 +76,7 @@ class RoutedStep:
         config: The routed sink's configuration.
         catalog: The sink's catalog.
         metrics: The sink's metrics (each table under its own ``table`` label).
-        finish: The sink's commits: its dead letters, table states and commit kinds.
-        options: Each table's configuration.
+        finish: The sink's commits: its dead letters, table states, tables' options and commit kinds.
         label: What names the sink where no single table does (shared steps, unroutable rows).
     """
 
@@ -88,7 +86,6 @@ class RoutedStep:
         catalog: Catalog,
         metrics: SinkMetrics,
         finish: Finish,
-        options: TableOptions,
         label: str,
     ) -> None:
         self._config = config
@@ -98,7 +95,7 @@ class RoutedStep:
         self._dead_letter_table = dead_letter_table = finish.dead_letters.table_name
         self.label = label
         self._names = DestinationNames(config.route, reserved=(dead_letter_table,))
-        self._options = options
+        self._options = options = finish.options
         self._tables = RoutedTables(config, catalog, metrics, options, states, (dead_letter_table,))
         self._upserts = finish.changes
         self._writes = RoutedWrites(config.write.memory_budget_bytes, metrics, label)
