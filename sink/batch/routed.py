@@ -179,7 +179,7 @@ class RoutedStep:
                 made_by = (arrow_source.df, arrow_source.function) if arrow_source is not None else None
                 found = resolve_batch(batch_df, position, made_by)
                 tables_of = self._names.tables_of(d.value for d in found)
-        prepared = self._tables.prepare(found, tables_of, batch_df.schema, key)  # 2.
+        prepared = self._tables.prepare(found, tables_of, batch_df.schema, key, query_id_of(batch_df))  # 2.
         routed = {v: None if v in prepared.refused else n for v, n in tables_of.items()}
         configs = {d.value: self._options.config_for(n) for d in found if d.value and (n := routed[d.value])}
         upserted = {value: config for value, config in configs.items() if config.upsert.enabled}

@@ -145,8 +145,9 @@ class RoutedTables:
         tables_of: dict[str | None, str | None],
         schema: st.StructType,
         key: BatchKey,
+        query_id: str | None = None,
     ) -> PreparedTables:
-        """Step 2 for every table of the batch."""
+        """Step 2 for every table of the batch (``query_id``: the streaming query's, for its flushes)."""
         grouped: dict[str, tuple[set[int], list[str]]] = {}
         for d in found:
             name = tables_of[d.value]
@@ -160,7 +161,7 @@ class RoutedTables:
         loaded = [
             _Loaded(t, t is not None or self._budget.reserve(n)) for n, t in zip(names, tables, strict=True)
         ]
-        prepare = functools.partial(self._prepare_table, schema=schema, key=key)
+        prepare = functools.partial(self._prepare_table, schema=schema, key=key, query_id=query_id)
         ready = run_parallel(
             [
                 functools.partial(
@@ -189,6 +190,7 @@ class RoutedTables:
         loaded: _Loaded,
         schema: st.StructType,
         key: BatchKey,
+        query_id: str | None,
     ) -> tuple[RoutedTarget | None, bool, dict[str, str]]:
         """Open one table, settle its crashed attempts, check its ledger, evolve it."""
         config = self._options.config_for(name)
@@ -201,7 +203,7 @@ class RoutedTables:
             return None, False, refused
         self._metrics.start_sink(name, key.sink_id)
         with self._metrics.time_step(name, "schema"):
-            batch = TableBatch.of(self._states, name, config, table, key)
+            batch = TableBatch.of(self._states, name, config, table, key, query_id)
             # upserted: v2, with its keys; appended: no keys (unless allowed); before anything is written
             UpsertChecks(config).check_table(table)
             target = RoutedTarget(batch, columns, values)

@@ -262,7 +262,7 @@ class SourcePlanner:
     def plan(self, batch_df: DataFrame, batch_id: int, sink_id: str) -> SourceWrite | None:
         """The source's write of the batch to the sink's table or the known ones; ``None`` when none
         allows one."""
-        routed, query_id = self._config.route.enabled, query_id_of(batch_df)
+        routed = self._config.route.enabled
         if (routed and self._config.route.by is not RouteBy.TOPIC) or is_connect(batch_df.sparkSession):
             return None  # a field's value is known after decoding; no local properties under Connect
         with self._lock:
@@ -270,7 +270,7 @@ class SourcePlanner:
             for value, name in self._known.items():
                 grouped.setdefault(name, []).append(value)
         key = BatchKey.new(sink_id, batch_id)
-        plan_table = functools.partial(self._plan_table, key=key, query_id=None if routed else query_id)
+        plan_table = functools.partial(self._plan_table, key=key, query_id=query_id_of(batch_df))
         planned = run_parallel([functools.partial(plan_table, name) for name in sorted(grouped)])
         ready = [p for p in planned if p is not None]
         if not ready:
@@ -289,12 +289,8 @@ class SourcePlanner:
             return None  # a new table's types come from the batch; or dropped since
         task_options = source_task_options(table, config, routed=self._config.route.enabled)
         if task_options is None:
-            return (
-                None  # a null could be bad, a spec the tasks cannot compute, a shuffle: the sink's own write
-            )
-        batch = TableBatch(
-            name, config, table, key, self._states.get(name, config, table, key.sink_id, query_id)
-        )
+            return None  # a null could be bad, a spec the tasks cannot compute, a shuffle
+        batch = TableBatch.of(self._states, name, config, table, key, query_id)
         if batch.has_batch():
             return None  # a replay: the sink skips the table
         return batch, task_options

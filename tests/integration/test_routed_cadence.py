@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -62,6 +63,29 @@ def test_a_table_seen_once_is_staged_until_the_sink_closes(
         assert _ids(options, f"ev.{kind}") == sorted(expected[kind])
     assert _batch_ids(options, "ev.rare") == ["0"]
     assert _ids(options, "ev.rare") == expected["rare"]
+
+
+def test_a_query_s_flush_commits_what_it_staged_in_its_routed_tables(
+    spark: SparkSession, tmp_path: Path, catalog_options: dict[str, str]
+) -> None:
+    """What the listener calls when the query goes idle or stops: ``flush(query id)``."""
+    options = _routed(catalog_options, **{"commit.max-batches": "3"})
+    source = str(tmp_path / "input")
+    _batch(spark, 0).write.parquet(source)
+    with IcebergSink.from_options(options) as sink:
+        query = (
+            spark.readStream.schema("id long, kind string")
+            .parquet(source)
+            .writeStream.foreachBatch(sink)
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(600)
+        assert query.exception() is None, query.exception()
+        sink.flush(str(query.id))  # before close(), which would commit them anyway
+        for kind in KINDS:
+            assert _batch_ids(options, f"ev.{kind}") == ["0"]
 
 
 def test_a_table_that_gets_no_more_rows_is_committed_once_its_interval_passes(
