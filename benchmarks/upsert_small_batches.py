@@ -10,15 +10,15 @@ default, 200): batch 0 loads ``--keys`` keys into a table partitioned by
 Printed: the per-batch time (median of batches 2..N: batch 1 warms up), the position
 delete files each batch added (from its snapshot summary) and the table's at the end,
 the time of a DuckDB scan of the table, and whether pyiceberg and DuckDB read exactly the
-expected rows. ``--lookup-driver-max-rows`` passes ``upsert.lookup-driver-max-rows`` to the
+expected rows. ``--lookup-driver-max-files`` passes ``upsert.lookup-driver-max-files`` to the
 sink (0: every lookup a Spark job; unset: the sink's default); ``--shuffle-partitions`` sets
 ``spark.sql.shuffle.partitions``, to see that the batch's cost does not depend on it. The script uses only the
 sink's public options, so the same file run against an older checkout
-(``PYTHONPATH=<checkout> python <this file>``, without ``--lookup-driver-max-rows``)
+(``PYTHONPATH=<checkout> python <this file>``, without ``--lookup-driver-max-files``)
 measures that checkout's behaviour::
 
     .venv/bin/python -m benchmarks.upsert_small_batches --batches 20
-    .venv/bin/python -m benchmarks.upsert_small_batches --batches 20 --lookup-driver-max-rows 0
+    .venv/bin/python -m benchmarks.upsert_small_batches --batches 20 --lookup-driver-max-files 0
     .venv/bin/python -m benchmarks.upsert_small_batches --batches 20 --shuffle-partitions 4
 """
 
@@ -56,8 +56,8 @@ def _options(workdir: Path, args: argparse.Namespace) -> dict[str, str]:
         "upsert.key-columns": model.KEY,
         "sink-id": "bench",
     }
-    if args.lookup_driver_max_rows is not None:
-        options["upsert.lookup-driver-max-rows"] = str(args.lookup_driver_max_rows)
+    if args.lookup_driver_max_files is not None:
+        options["upsert.lookup-driver-max-files"] = str(args.lookup_driver_max_files)
     return options
 
 
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--buckets", type=int, default=16)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--lookup-driver-max-rows", type=int, default=None)
+    parser.add_argument("--lookup-driver-max-files", type=int, default=None)
     parser.add_argument("--shuffle-partitions", type=int, default=None, help="unset: Spark's default")
     parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR)
     parser.add_argument("--out", type=Path, default=None, help="also write the figures as JSON here")

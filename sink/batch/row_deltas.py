@@ -7,7 +7,7 @@ the batch changes on it (:attr:`~sink.batch.commits.Written.keys`):
              the tasks of every table run in ONE Spark job (:func:`~sink.upsert.lookup.run_lookups`)
              sized by the work: a Spark task per partition touched, at most the application's
              default parallelism, never ``spark.sql.shuffle.partitions``; or, when they read
-             few rows (``upsert.lookup-driver-max-rows``), in the driver's process, saving the
+             few files (``upsert.lookup-driver-max-files``), in the driver's process, saving the
              job's fixed cost. Either way a partition gets at most one delete file a batch;
 2. commit  - each table's row delta on its own, with its own ledger (on the pool); a
              conflict redoes that table's lookup alone (:class:`~sink.upsert.batch.UpsertApplier`).
@@ -39,6 +39,9 @@ from sink.upsert.row_delta import delete_uncommitted
 
 __all__ = ["RowDeltaCommits", "lookup_parallelism", "run_table_lookups"]
 
+# Most rows of data files a lookup in the driver's process reads (upsert.lookup-driver-max-files).
+LOOKUP_DRIVER_MAX_ROWS = 1_000_000
+
 
 def lookup_parallelism(spark: SparkSession) -> int:
     """Most Spark tasks of a lookup job: the cores of the application (its default parallelism).
@@ -50,23 +53,25 @@ def lookup_parallelism(spark: SparkSession) -> int:
 
 
 def run_table_lookups(
-    spark: SparkSession, lookups: Sequence[tuple[LookupSpec, list[LookupTask]]], driver_max_rows: int
+    spark: SparkSession, lookups: Sequence[tuple[LookupSpec, list[LookupTask]]], driver_max_files: int
 ) -> list[LookupResult]:
-    """The lookups of one batch's tables: in this process when they read at most ``driver_max_rows``
-    rows of data files, else in one Spark job of :func:`lookup_parallelism` tasks at most."""
+    """The lookups of one batch's tables: in this process when they read at most ``driver_max_files``
+    data files of at most :data:`LOOKUP_DRIVER_MAX_ROWS` rows, else in one Spark job of
+    :func:`lookup_parallelism` tasks at most."""
+    files = sum(len(tasks) for _, tasks in lookups)
     rows = sum(task.record_count for _, tasks in lookups for task in tasks)
-    if rows <= driver_max_rows:
+    if files <= driver_max_files and rows <= LOOKUP_DRIVER_MAX_ROWS:
         return [run_lookup_locally(tasks, spec) for spec, tasks in lookups]
     return run_lookups(spark, lookups, lookup_parallelism(spark))
 
 
 def _table_lookups(
-    spark: SparkSession, driver_max_rows: int
+    spark: SparkSession, driver_max_files: int
 ) -> Callable[[list[LookupTask], LookupSpec], LookupResult]:
     """Lookups of one table (a redo's), like the first: :func:`run_table_lookups`."""
 
     def run(tasks: list[LookupTask], spec: LookupSpec) -> LookupResult:
-        return run_table_lookups(spark, [(spec, tasks)], driver_max_rows)[0]
+        return run_table_lookups(spark, [(spec, tasks)], driver_max_files)[0]
 
     return run
 
@@ -96,8 +101,8 @@ class RowDeltaCommits:
             ]
         )
         lookups = [(p.spec, list(p.plan.tasks)) for p in planned if p is not None]
-        driver_max_rows = min(w.batch.config.upsert.lookup_driver_max_rows for w in written)
-        ran = iter(run_table_lookups(self._spark, lookups, driver_max_rows))
+        driver_max_files = min(w.batch.config.upsert.lookup_driver_max_files for w in written)
+        ran = iter(run_table_lookups(self._spark, lookups, driver_max_files))
         firsts = [(p, next(ran) if p is not None else None) for p in planned]
         run_parallel(
             [
@@ -121,7 +126,7 @@ class RowDeltaCommits:
             batch.key.sink_id,
             config.commit,
             spec,
-            _table_lookups(self._spark, config.upsert.lookup_driver_max_rows),
+            _table_lookups(self._spark, config.upsert.lookup_driver_max_files),
         )
 
     def _apply(

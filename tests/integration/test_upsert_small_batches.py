@@ -49,12 +49,12 @@ def delete_files_per_partition(table: Table) -> list[Counter[Any]]:
     return added
 
 
-@pytest.mark.parametrize("driver_max_rows", ["0", "500000"], ids=["spark-job", "in-the-driver"])
+@pytest.mark.parametrize("driver_max_files", ["0", "32"], ids=["spark-job", "in-the-driver"])
 def test_a_small_batch_adds_one_delete_file_per_partition_at_200_shuffle_partitions(
-    default_shuffle: Any, catalog_options: dict[str, str], driver_max_rows: str
+    default_shuffle: Any, catalog_options: dict[str, str], driver_max_files: str
 ) -> None:
     spark = default_shuffle
-    options = upsert_options(catalog_options, **{"upsert.lookup-driver-max-rows": driver_max_rows})
+    options = upsert_options(catalog_options, **{"upsert.lookup-driver-max-files": driver_max_files})
     sink = IcebergSink.from_options(options)
     batches = [
         changes(*[(i, f"n{i}", i, "c", 0) for i in range(s, s + 100)]) for s in range(0, LOADS * 100, 100)
