@@ -44,6 +44,7 @@ _OPTION_FIELDS: dict[str, tuple[str | None, str]] = {
     "upsert.key-columns": ("upsert", "key_columns"),
     "upsert.op-column": ("upsert", "op_column"),
     "upsert.order-column": ("upsert", "order_column"),
+    "upsert.lookup-driver-max-files": ("upsert", "lookup_driver_max_files"),
     "write.allow-append-to-keyed-table": ("upsert", "allow_append_to_keyed_table"),
     "route.by": ("route", "by"),
     "route.field": ("route", "field"),

@@ -16,6 +16,7 @@ from sink.errors import ConfigError
 
 DEFAULT_OP_COLUMN = "_op"
 DEFAULT_ALLOW_APPEND_TO_KEYED_TABLE = False
+DEFAULT_LOOKUP_DRIVER_MAX_FILES = 32
 
 
 class WriteMode(StrEnum):
@@ -57,6 +58,22 @@ class UpsertConfig(BaseModel):
             "naming the table and its identifier fields, before writing anything. Set it to true "
             "only when the appended rows' keys are known to be new to the table or duplicates are "
             "wanted; to change rows by key, use write.mode=upsert with upsert.key-columns instead."
+        ),
+    )
+
+    lookup_driver_max_files: int = Field(
+        default=DEFAULT_LOOKUP_DRIVER_MAX_FILES,
+        ge=0,
+        description=(
+            "The most data files a lookup reads (those whose partition and key-column bounds can "
+            "hold one of the batch's keys) for it to run in the driver's own process instead of as a "
+            "Spark job, if they hold at most 1,000,000 rows. A Spark job has a fixed cost of a fraction "
+            "of a second; a small lookup (a CDC batch of a few thousand changes touching a few files) "
+            "is done sooner by the driver reading the files' key columns itself, one after the other. "
+            "Larger lookups run as one Spark job of at most one task per partition touched and at most "
+            "the application's default parallelism, whatever spark.sql.shuffle.partitions says; either "
+            "way a batch adds at most one position delete file per partition. 0: always a Spark job (a "
+            "driver that should not read data files)."
         ),
     )
 

@@ -3,9 +3,12 @@
 For the written table batches of one micro-batch, one table or many, each with the keys
 the batch changes on it (:attr:`~sink.batch.commits.Written.keys`):
 
-1. lookup  - each table's lookup planned on its own snapshot (on the catalog pool), then ONE
-             Spark job runs the tasks of every table (:func:`~sink.upsert.lookup.run_lookups`):
-             the driver reads no data file;
+1. lookup  - each table's lookup planned on its own snapshot (on the catalog pool), then
+             the tasks of every table run in ONE Spark job (:func:`~sink.upsert.lookup.run_lookups`)
+             sized by the work: a Spark task per partition touched, at most the application's
+             default parallelism, never ``spark.sql.shuffle.partitions``; or, when they read
+             few files (``upsert.lookup-driver-max-files``), in the driver's process, saving the
+             job's fixed cost. Either way a partition gets at most one delete file a batch;
 2. commit  - each table's row delta on its own, with its own ledger (on the pool); a
              conflict redoes that table's lookup alone (:class:`~sink.upsert.batch.UpsertApplier`).
 
@@ -28,24 +31,49 @@ from sink.commit.ledger import BatchRange
 from sink.commit.recovery import delete_leftovers
 from sink.metrics import SinkMetrics
 from sink.parallel import run_parallel
+from sink.spark_session import default_parallelism
 from sink.upsert.batch import PlannedLookup, UpsertApplier, UpsertOutcome
-from sink.upsert.lookup import LookupResult, LookupSpec, run_lookup, run_lookups
+from sink.upsert.lookup import LookupResult, LookupSpec, run_lookup_locally, run_lookups
 from sink.upsert.messages import LookupTask
 from sink.upsert.row_delta import delete_uncommitted
 
-__all__ = ["RowDeltaCommits", "lookup_parallelism"]
+__all__ = ["RowDeltaCommits", "lookup_parallelism", "run_table_lookups"]
 
-_DEFAULT_LOOKUP_TASKS = 200  # Spark tasks of a lookup when the session does not say
+# Most rows of data files a lookup in the driver's process reads (upsert.lookup-driver-max-files).
+LOOKUP_DRIVER_MAX_ROWS = 1_000_000
 
 
 def lookup_parallelism(spark: SparkSession) -> int:
-    """Spark tasks of a lookup job: the session's shuffle partitions."""
-    return int(spark.conf.get("spark.sql.shuffle.partitions") or _DEFAULT_LOOKUP_TASKS)
+    """Most Spark tasks of a lookup job: the cores of the application (its default parallelism).
+
+    Not ``spark.sql.shuffle.partitions``: a lookup has as many tasks as partitions it
+    touches, at most this many, so a small batch never pays for 200 Python tasks.
+    """
+    return default_parallelism(spark)
 
 
-def _spark_lookups(spark: SparkSession) -> Callable[[list[LookupTask], LookupSpec], LookupResult]:
-    """Lookups (a redo's) run as Spark jobs of ``spark``."""
-    return functools.partial(run_lookup, spark, parallelism=lookup_parallelism(spark))
+def run_table_lookups(
+    spark: SparkSession, lookups: Sequence[tuple[LookupSpec, list[LookupTask]]], driver_max_files: int
+) -> list[LookupResult]:
+    """The lookups of one batch's tables: in this process when they read at most ``driver_max_files``
+    data files of at most :data:`LOOKUP_DRIVER_MAX_ROWS` rows, else in one Spark job of
+    :func:`lookup_parallelism` tasks at most."""
+    files = sum(len(tasks) for _, tasks in lookups)
+    rows = sum(task.record_count for _, tasks in lookups for task in tasks)
+    if files <= driver_max_files and rows <= LOOKUP_DRIVER_MAX_ROWS:
+        return [run_lookup_locally(tasks, spec) for spec, tasks in lookups]
+    return run_lookups(spark, lookups, lookup_parallelism(spark))
+
+
+def _table_lookups(
+    spark: SparkSession, driver_max_files: int
+) -> Callable[[list[LookupTask], LookupSpec], LookupResult]:
+    """Lookups of one table (a redo's), like the first: :func:`run_table_lookups`."""
+
+    def run(tasks: list[LookupTask], spec: LookupSpec) -> LookupResult:
+        return run_table_lookups(spark, [(spec, tasks)], driver_max_files)[0]
+
+    return run
 
 
 class RowDeltaCommits:
@@ -72,9 +100,9 @@ class RowDeltaCommits:
                 for a, w in zip(appliers, written, strict=True)
             ]
         )
-        spark = self._spark
         lookups = [(p.spec, list(p.plan.tasks)) for p in planned if p is not None]
-        ran = iter(run_lookups(spark, lookups, lookup_parallelism(spark)))
+        driver_max_files = min(w.batch.config.upsert.lookup_driver_max_files for w in written)
+        ran = iter(run_table_lookups(self._spark, lookups, driver_max_files))
         firsts = [(p, next(ran) if p is not None else None) for p in planned]
         run_parallel(
             [
@@ -98,7 +126,7 @@ class RowDeltaCommits:
             batch.key.sink_id,
             config.commit,
             spec,
-            _spark_lookups(self._spark),
+            _table_lookups(self._spark, config.upsert.lookup_driver_max_files),
         )
 
     def _apply(

@@ -9,8 +9,8 @@ earlier position delete removed.
 A Spark task of the lookup runs many lookup tasks and writes ONE position delete file
 per partition (spec and values) it found rows in, holding the positions of every data
 file of that partition it matched, sorted by path then position, as Iceberg Java's
-writers do. The driver hands each Spark task the lookup tasks of whole partitions where
-it can (tasks ordered by partition, cut into contiguous ranges), so a batch writes about
+writers do. The driver hands each Spark task the lookup tasks of whole partitions
+(:mod:`sink.upsert.lookup_slices`), so a batch writes at most
 one delete file per partition touched, not one per data file: delete files grow with
 batches x partitions, not batches x files.
 
@@ -43,7 +43,8 @@ import pyarrow.parquet as pq
 from pyiceberg.io import FileIO, load_file_io
 
 from sink.upsert.deleted_positions import DeletedPositions
-from sink.upsert.messages import LookupReport, LookupTask, decode_keys, encode_keys
+from sink.upsert.lookup_slices import KEY_SET, TASK, by_partition, deal_partitions, wire_rows
+from sink.upsert.messages import LookupReport, LookupTask, decode_keys
 from sink.write.messages import DataFileMessage
 from sink.write.position_deletes import PositionDeleteWriter
 
@@ -166,14 +167,14 @@ def lookup_and_write(
 
 def run_lookup_locally(tasks: Iterable[LookupTask], spec: LookupSpec) -> LookupResult:
     """Run the tasks one after the other in this process (small plans, tests): one task of the lookup."""
-    files, report = lookup_and_write(sorted(tasks, key=_by_partition), spec, load_file_io(spec.io_properties))
+    files, report = lookup_and_write(sorted(tasks, key=by_partition), spec, load_file_io(spec.io_properties))
     return LookupResult(files, report)
 
 
 def run_lookup(
     spark: SparkSession, tasks: list[LookupTask], spec: LookupSpec, parallelism: int
 ) -> LookupResult:
-    """Run the tasks in Spark's executors, at most ``parallelism`` Spark tasks (one job).
+    """Run the tasks in Spark's executors, at most ``parallelism`` Spark tasks (one job; the cores to use).
 
     Only the tasks' JSON travels to the executors and only the delete file messages
     and the reports come back: the driver reads no data file.
@@ -186,18 +187,17 @@ def run_lookups(
 ) -> list[LookupResult]:
     """The lookups of several tables (a routed batch's) in ONE Spark job; their results in order.
 
-    The tasks are ordered by table, then partition, and cut into at most ``parallelism``
-    contiguous ranges, one per Spark task: a Spark task gets whole partitions where it can.
-    A partition's keys (:attr:`LookupTask.partition_keys`) travel once per Spark task that
-    has files of it, not once per file.
+    Each Spark task gets whole partitions (:func:`~sink.upsert.lookup_slices.deal_partitions`):
+    at most one per partition touched and at most ``parallelism`` (the cores to use, never
+    the session's shuffle partitions), so a partition gets at most one delete file. A
+    partition's keys (:attr:`LookupTask.partition_keys`) travel once, not once per file.
     """
     work = [(n, task) for n, (_, tasks) in enumerate(lookups) for task in tasks]
     if not work:
         return [LookupResult([], LookupReport()) for _ in lookups]
-    slices = max(1, min(parallelism, len(work)))
-    ordered = sorted(work, key=lambda item: (item[0], *_by_partition(item[1])))
-    frame = spark.createDataFrame(_wire_rows(ordered, slices), "spec int, kind int, text string, slice int")
-    frame = frame.repartitionByRange(slices, "slice")
+    dealt = deal_partitions(work, parallelism)
+    frame = spark.createDataFrame(wire_rows(dealt), "spec int, kind int, text string, slice int")
+    frame = frame.repartitionByRange(len(dealt), "slice")
     specs = [spec for spec, _ in lookups]
     found = frame.mapInArrow(_lookups_function(specs), _RESULT_DDL).collect()
     reports = [LookupReport() for _ in lookups]
@@ -220,27 +220,6 @@ def run_lookups(
     return [LookupResult(f, r) for f, r in zip(files, reports, strict=True)]
 
 
-_KEY_SET, _TASK = 0, 1  # the kinds of input rows of a lookup job
-
-
-def _wire_rows(ordered: list[tuple[int, LookupTask]], slices: int) -> list[tuple[int, int, str, int]]:
-    """``(spec, kind, text, slice)`` rows: each task, after the key set it refers to (once per slice)."""
-    rows: list[tuple[int, int, str, int]] = []
-    shipped: dict[tuple[int, int], str] = {}  # (the key table's id, slice) -> key set name
-    for i, (n, task) in enumerate(ordered):
-        part = i * slices // len(ordered)
-        shared = task.partition_keys
-        if shared is None:
-            rows.append((n, _TASK, task.to_json(), part))
-            continue
-        name = shipped.get((id(shared), part))
-        if name is None:
-            name = shipped[(id(shared), part)] = f"k{len(shipped)}"
-            rows.append((n, _KEY_SET, json.dumps([name, encode_keys(shared)]), part))
-        rows.append((n, _TASK, task.to_json(key_set=name), part))
-    return rows
-
-
 _RESULT_DDL = "spec int, message string"
 _RESULT_SCHEMA = pa.schema([("spec", pa.int32()), ("message", pa.string())])
 
@@ -254,11 +233,11 @@ def _lookups_function(
         rows = [
             row for batch in batches for row in zip(*(c.to_pylist() for c in batch.columns[:3]), strict=True)
         ]
-        shipped = (json.loads(text) for _, kind, text in rows if kind == _KEY_SET)
+        shipped = (json.loads(text) for _, kind, text in rows if kind == KEY_SET)
         key_sets = {name: decode_keys(encoded) for name, encoded in shipped}
         by_spec: dict[int, list[LookupTask]] = {}
         for n, kind, text in rows:
-            if kind == _TASK:
+            if kind == TASK:
                 by_spec.setdefault(n, []).append(LookupTask.from_json(text, key_sets))
         numbers: list[int] = []
         texts: list[str] = []
@@ -271,11 +250,6 @@ def _lookups_function(
         )
 
     return run
-
-
-def _by_partition(task: LookupTask) -> tuple[int, str, str]:
-    """Sort key: the tasks of a partition next to each other (they share their delete files)."""
-    return task.spec_id, repr(task.partition), task.data_file
 
 
 def _columns_by_field_id(schema: pa.Schema, field_ids: tuple[int, ...], path: str) -> list[int]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -11,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyiceberg.io.pyarrow import PyArrowFile, PyArrowFileIO
 
-from sink.upsert.lookup import _KEY_SET, _TASK, LookupSpec, _wire_rows, find_rows, lookup_and_write
-from sink.upsert.messages import LookupReport, LookupTask, decode_keys
+from sink.upsert.lookup import LookupSpec, find_rows, lookup_and_write
+from sink.upsert.messages import LookupReport, LookupTask
 from sink.write.position_deletes import PositionDeleteWriter
 
 
@@ -141,21 +140,3 @@ def test_no_match_writes_no_file(tmp_path: Path) -> None:
 def test_task_travels_as_json(tmp_path: Path) -> None:
     task = _task("file:///d.parquet", [(1, "eu"), (2, "us")], deletes=("file:///x.parquet",))
     assert LookupTask.from_json(task.to_json()) == task
-
-
-def test_a_partition_s_keys_travel_once_per_spark_task_not_once_per_file() -> None:
-    shared = pa.table({"id": pa.array(range(1000), pa.int64()), "region": ["eu"] * 1000})
-    other = pa.table({"id": pa.array([5], pa.int64()), "region": ["us"]})
-    tasks = [
-        LookupTask(n, f"file:///d{n}.parquet", 0, (p,), 600, (1, 7), keys.slice(0, 3), (), keys)
-        for n, (p, keys) in enumerate([(1, shared)] * 6 + [(2, other)] * 2)
-    ]
-    rows = _wire_rows([(0, t) for t in tasks], slices=2)  # slice 0: tasks 0-3, slice 1: tasks 4-7
-
-    key_sets = [r for r in rows if r[1] == _KEY_SET]
-    assert [(r[3], json.loads(r[2])[0]) for r in key_sets] == [(0, "k0"), (1, "k1"), (1, "k2")]
-    decoded = {name: decode_keys(encoded) for name, encoded in (json.loads(r[2]) for r in key_sets)}
-    received = [LookupTask.from_json(r[2], decoded) for r in rows if r[1] == _TASK]
-    assert [t.keys.num_rows for t in received] == [1000] * 6 + [1] * 2  # the partition's keys
-    assert [t.data_file for t in received] == [t.data_file for t in tasks]
-    assert sum(len(r[2]) for r in rows if r[1] == _TASK) < len(key_sets[0][2])  # tasks carry no keys
