@@ -15,6 +15,8 @@
    letters       before the data
 9. commit      - appended, staged for the commit cadence, or a row  (:mod:`sink.batch.commits`)
                  delta (upsert mode); exactly once by the ledger
+10. maintenance - compaction, snapshot expiry, orphan removal, in a (:mod:`sink.batch.maintain`)
+                 time budget
 
 With ``route.by`` set, a batch goes to many tables: :mod:`sink.batch.routed` runs the same
 steps for all of them at once (one route job, one projection, one write job), each table
@@ -41,6 +43,7 @@ from sink.batch.commits import StagedCommits, commits_for
 from sink.batch.dead_letters import DeadLetterQueue, dead_letter_table_name
 from sink.batch.idle import IdleListeners
 from sink.batch.key import BatchKey
+from sink.batch.maintain import BatchMaintenance
 from sink.batch.routed import RoutedStep
 from sink.batch.row_deltas import RowDeltaCommits
 from sink.batch.source_write import SourceWrite, plan_source_write, source_task_options
@@ -96,6 +99,7 @@ class IcebergSink:
         self._commits = commits_for(config, self.metrics)
         self._dead_letters = DeadLetterQueue(config, self.catalog, self.metrics, self._states)
         label = config.table or route_label(config.route)  # route.by set: RoutedStep writes the batches
+        self._maintenance = BatchMaintenance(config, self.metrics)  # 10. after the commits, in a budget
         self._routed = RoutedStep(config, self.catalog, self.metrics, self._dead_letters, self._states, label)
         self._normalize_options = NormalizeOptions.from_config(config, dead_letter_table_name(config))
         self._writer = BatchWriter(self.metrics)
@@ -233,6 +237,7 @@ class IcebergSink:
                         self._write_batch(batch, changes, None if self._upsert.enabled else arrow_source)
                     finally:
                         changes.release()
+                    self._maintenance.after_commit([batch])  # 10. maintenance
 
     def _table_batch(self, batch_df: DataFrame, key: BatchKey) -> TableBatch:
         """The sink's table batch of ``key``: the table loaded (created on first use) and checked,

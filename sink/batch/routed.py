@@ -20,6 +20,7 @@ What :class:`~sink.sink.IcebergSink` hands a batch to when routing is on. The st
 6. commit    - each table on its own (its files from 0 and 4), with   (:mod:`sink.commit.committer`)
                its own exactly-once ledger; upserted tables after ONE (:mod:`sink.batch.routed_keys`)
                key job and ONE lookup job
+7. maintain  - the committed tables' maintenance, in one time budget  (:mod:`sink.batch.maintain`)
 
 The number of Spark jobs of a batch does not grow with its number of tables (none after
 the source's when its tasks wrote every row); the catalog and storage calls of steps 2, 4
@@ -45,6 +46,7 @@ from sink.batch.changes import ChangeBatch, ChangeSplit
 from sink.batch.commits import StagedCommits, Written, commits_for
 from sink.batch.dead_letters import DeadLetterQueue
 from sink.batch.key import BatchKey
+from sink.batch.maintain import BatchMaintenance
 from sink.batch.routed_keys import routed_changed_keys
 from sink.batch.routed_source import RoutedSourcePlanner, record_source_files, source_targets
 from sink.batch.routed_tables import PreparedTables, RoutedTables
@@ -108,6 +110,7 @@ class RoutedStep:
         self._sink_locks: dict[str, threading.Lock] = {}
         self._unsettled: dict[str, SourceWrite] = {}  # sink id -> its planned write not yet written
         self._by_source = RoutedSourcePlanner(config, catalog, metrics, self._options, self._tables, states)
+        self._maintenance = BatchMaintenance(config, metrics)  # 7. after the commits, in one budget
 
     def source_write(self, batch_df: DataFrame, batch_id: int) -> SourceWrite | None:
         """Before ``batch_df``'s source runs: its tasks' write to known tables (:mod:`.routed_source`)."""
@@ -268,6 +271,7 @@ class RoutedStep:
         self._commits.commit([Written(t.batch, files_of(files, t.name)) for t in appended])  # 6.
         written_now = {t.name for t in appended}
         self.flush_staged(lambda s: s.sink_id == key.sink_id and s.name not in written_now, due_only=True)
+        self._maintenance.after_commit([t.batch for t in targets + written])  # 7. maintenance
 
     def flush_staged(
         self,
