@@ -75,6 +75,12 @@ class MaintenanceFamilies:
             registry=r,
         )
 
+    def start_maintenance(self, table: str) -> None:
+        """Create the run counters and the time histogram of ``table`` at zero (from the sink's start)."""
+        for outcome in MAINTENANCE_OUTCOMES:
+            self.maintenance_runs.labels(table, outcome).inc(0)
+        self.maintenance_duration.labels(table)
+
     def record_maintenance(
         self,
         table: str,
