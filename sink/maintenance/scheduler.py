@@ -21,6 +21,9 @@ makes progress. A unit that loses a race with another commit gives way: the othe
 the compaction's files are deleted (:class:`~sink.errors.RewriteConflictError`), and the unit is
 tried again after the next batch. The replay marker is a table property, which none of this
 touches: a batch replayed after its snapshot expired is still recognised.
+
+Manifests are not rewritten here: pyiceberg 0.12 has no manifest rewrite, and the tables the
+sink creates merge their manifests at each commit (``commit.manifest-merge.enabled``).
 """
 
 from __future__ import annotations

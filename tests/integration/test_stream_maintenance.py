@@ -6,6 +6,10 @@ DuckDB, delete files, snapshots, the replay check) and the sink's metrics.
 
 from __future__ import annotations
 
+import os
+import time
+from pathlib import Path
+
 import pyarrow as pa
 from pyiceberg.manifest import DataFileContent
 from pyiceberg.table import Table
@@ -154,3 +158,36 @@ def test_a_table_created_by_someone_else_is_left_alone_unless_asked(
     assert sorted(r["id"] for r in table_rows(table)) == [0, 1, 2, 3]
     assert _sample(opted_in, "icesink_maintenance_runs_total", table="db.theirs", outcome="done") == 1
     assert _sample(sink, "icesink_maintenance_runs_total", table="db.theirs", outcome="done") == 0
+
+
+def test_orphan_removal_spares_the_files_of_staged_batches(
+    spark: SparkSession, catalog_options: dict[str, str]
+) -> None:
+    options = {
+        **catalog_options,
+        "table": "db.staged",
+        "sink-id": "s1",
+        "commit.max-batches": "3",
+        "maintenance.orphan.interval-s": "0",
+    }
+    sink = IcebergSink.from_options(options)
+    sink(spark.createDataFrame([{"id": 0}], "id long"), 0)  # staged, not committed
+    table = sink.catalog.load_table("db.staged")
+    data = Path(table.location().removeprefix("file://")) / "data"
+    staged = list(data.rglob("*.parquet"))
+    orphan = data / "crashed" / "orphan.parquet"
+    orphan.parent.mkdir(parents=True)
+    orphan.write_bytes(b"x")
+    two_days_ago = time.time() - 2 * 24 * 3600
+    for path in [*staged, orphan]:  # the staged batch's files as old as the orphan
+        os.utime(path, (two_days_ago, two_days_ago))
+
+    sink(spark.createDataFrame([{"id": 1}], "id long"), 1)  # staged too; then maintenance
+
+    assert not orphan.exists()
+    assert staged and all(p.exists() for p in staged)
+    assert _sample(sink, "icesink_maintenance_files_total", table="db.staged", action="orphan_deleted") == 1
+    sink(spark.createDataFrame([{"id": 2}], "id long"), 2)  # the third batch commits all three
+    sink.close()
+    table = catalog_from_options(catalog_options).load_table("db.staged")
+    assert sorted(r["id"] for r in table_rows(table)) == [0, 1, 2]
