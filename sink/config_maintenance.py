@@ -85,7 +85,9 @@ class MaintenanceConfig(BaseModel):
         description="Files in a table's data folder that no snapshot references are deleted once "
         "older than this many seconds (``maintenance.orphan.older-than-s``, default 1 day, at least "
         "1 hour: another process's batch may be writing files not yet committed). Files of this "
-        "sink's staged batches and of its batch attempts in flight are never deleted, whatever their age.",
+        "sink's staged batches and of its batch attempts in flight are never deleted, whatever their "
+        "age; those of other sinks writing the same table are spared by this age alone: keep it above "
+        "the longest ``commit.interval-s`` of any of them.",
     )
     orphan_interval_s: float = Field(
         default=DEFAULT_ORPHAN_INTERVAL_S,
