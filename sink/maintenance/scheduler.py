@@ -202,6 +202,9 @@ class TableMaintenance:
                 "compaction of partition %s of %s gave way to another commit: %s", partition, self.name, e
             )
             return replace(run, conflicts=run.conflicts + 1)
+        except BaseException:
+            self._pending.append(partition)  # a failure: tried again after the next batch, last
+            raise
         if not self._pending:
             self._planned_totals = _totals(table)  # the next plan once as many more files came
         if result.snapshot_id is None:

@@ -16,6 +16,7 @@ from pyiceberg.table import Table
 from pyspark.sql import SparkSession
 
 from icesink import IcebergSink
+from sink import failpoints
 from tests.integration.test_upsert_sink import assert_reads, upsert_options
 from tests.support.tables import catalog_from_options, table_rows
 from tests.support.upserts import changes, expected_state
@@ -138,7 +139,7 @@ def test_routed_tables_are_each_maintained(spark: SparkSession, catalog_options:
     assert 999 not in {r["id"] for r in table_rows(catalog.load_table("ev.a"))}
 
 
-def test_a_table_created_by_someone_else_is_left_alone_unless_asked(
+def test_a_table_created_by_someone_else_is_left_alone_unless_asked_and_a_failure_is_tried_again(
     spark: SparkSession, catalog_options: dict[str, str]
 ) -> None:
     catalog = catalog_from_options(catalog_options)
@@ -152,10 +153,18 @@ def test_a_table_created_by_someone_else_is_left_alone_unless_asked(
     assert len(list(catalog.load_table("db.theirs").scan().plan_files())) == 3
 
     opted_in = IcebergSink.from_options({**catalog_options, **small, "maintenance.enabled": "true"})
-    opted_in(spark.createDataFrame([{"id": 3}], "id long"), 3)
+    failpoints.arm("maintenance.commit", "raise")  # the compaction fails: the batch stands
+    try:
+        opted_in(spark.createDataFrame([{"id": 3}], "id long"), 3)
+    finally:
+        failpoints.disarm_all()
+    table = catalog.load_table("db.theirs")
+    assert len(list(table.scan().plan_files())) == 4
+    assert _sample(opted_in, "icesink_maintenance_runs_total", table="db.theirs", outcome="failed") == 1
+    opted_in(spark.createDataFrame([{"id": 4}], "id long"), 4)  # tried again after the next batch
     table = catalog.load_table("db.theirs")
     assert len(list(table.scan().plan_files())) == 1
-    assert sorted(r["id"] for r in table_rows(table)) == [0, 1, 2, 3]
+    assert sorted(r["id"] for r in table_rows(table)) == [0, 1, 2, 3, 4]
     assert _sample(opted_in, "icesink_maintenance_runs_total", table="db.theirs", outcome="done") == 1
     assert _sample(sink, "icesink_maintenance_runs_total", table="db.theirs", outcome="done") == 0
 
