@@ -225,9 +225,9 @@ class TableMaintenance:
         self, table: Table, config: MaintenanceConfig, budget: Budget, keep: KeepFiles, run: MaintenanceRun
     ) -> MaintenanceRun:
         budget.spent()
-        self._orphans_at = self._clock()
         older_than = dt.timedelta(seconds=config.orphan_older_than_s)
         report = remove_orphan_files(table, older_than, keep=keep())
+        self._orphans_at = self._clock()  # only once done: a failed removal is tried after the next batch
         return replace(run, orphan_files=len(report.deleted_files))
 
 

@@ -221,3 +221,20 @@ def test_orphan_files_wait_for_their_interval(tmp_path: Path) -> None:
     now[0] = 3600.0
     assert maintenance.run(table, config, TARGET, Budget(60), KEEP_NOTHING).orphan_files == 1
     assert not Path(orphan.removeprefix("file://")).exists()
+
+
+def test_a_failed_orphan_removal_is_tried_again_after_the_next_batch(tmp_path: Path) -> None:
+    table, _, _ = _upserts(tmp_path, 1)
+    data = Path(table.location().removeprefix("file://")) / "data"
+    orphan = _old_file(data / "orphan.parquet")
+    now = [0.0]
+    maintenance = TableMaintenance("db.items", clock=lambda: now[0])
+    config = MaintenanceConfig(orphan_interval_s=3600)
+    now[0] = 3600.0  # due
+    failpoints.arm("maintenance", "raise")  # between finding the orphans and deleting them
+    with pytest.raises(failpoints.InjectedFault):
+        maintenance.run(table, config, TARGET, Budget(60), KEEP_NOTHING)
+    assert Path(orphan.removeprefix("file://")).exists()
+    # The next batch, at once: still due, not an interval later.
+    assert maintenance.run(table, config, TARGET, Budget(60), KEEP_NOTHING).orphan_files == 1
+    assert not Path(orphan.removeprefix("file://")).exists()
