@@ -33,6 +33,7 @@ from monitoring.dashboard.files import (  # noqa: E402
     with_write_tasks,
 )
 from monitoring.dashboard.latency import with_latency, with_schema  # noqa: E402
+from monitoring.dashboard.maintenance import with_maintenance  # noqa: E402
 from monitoring.dashboard.panels import DATASOURCE  # noqa: E402
 from monitoring.dashboard.tables import with_top_tables  # noqa: E402
 from monitoring.dashboard.throughput import with_overview, with_row_outcomes, with_throughput  # noqa: E402
@@ -91,7 +92,8 @@ def build() -> model.Dashboard:
         with_staging,
         with_latency,
         with_schema,
-        with_top_tables,  # last, so that the ids of the panels above stay what they were
+        with_top_tables,
+        with_maintenance,  # last, so that the ids of the panels above stay what they were
     ):
         board = row(board)
     built = board.build()

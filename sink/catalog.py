@@ -17,6 +17,7 @@ from sink._pyiceberg.rest import BoundedRestCatalog
 from sink.bounded_waits import catalog_properties, rest_timeout
 from sink.commit import metadata_cache
 from sink.config import DistributionMode, SinkConfig
+from sink.config_maintenance import MAINTENANCE_PROPERTY
 from sink.errors import CatalogError, ConfigError
 from sink.partitioning import build_partition_spec, parse_partition_by
 from sink.schema.names import check_new_table_names
@@ -153,7 +154,7 @@ def create_table(catalog: Catalog, config: SinkConfig, spark_schema: st.StructTy
             table=config.table,
             hint="set partition-by with a bucket(N, col) term, or leave distribution-mode unset",
         )
-    properties = {**CREATED_TABLE_PROPERTIES, **config.table_properties}
+    properties = {**CREATED_TABLE_PROPERTIES, MAINTENANCE_PROPERTY: "true", **config.table_properties}
     if config.upsert.enabled:
         properties["format-version"] = "2"
     return _create(catalog, config.table, schema, spec, properties)

@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from sink.config_catalog import CatalogConfig
+from sink.config_maintenance import MaintenanceConfig
 from sink.config_options import option_tree
 from sink.config_route import RouteConfig, check_route
 from sink.config_timeouts import TimeoutConfig
@@ -214,6 +215,7 @@ class SinkConfig(_Frozen):
         upsert: Append or upsert (``write.mode``, ``upsert.*``).
         route: Many tables from one stream (``route.*``); ``table`` is then optional.
         timeouts: The longest waits for a silent catalog or object store (``timeout.*``).
+        maintenance: Compaction, snapshot expiry and orphan removal after commits (``maintenance.*``).
     """
 
     table: str = ""  # required unless route.by is set (checked with the other options)
@@ -230,6 +232,7 @@ class SinkConfig(_Frozen):
     upsert: UpsertConfig = Field(default_factory=UpsertConfig)
     route: RouteConfig = Field(default_factory=RouteConfig)
     timeouts: TimeoutConfig = Field(default_factory=TimeoutConfig)
+    maintenance: MaintenanceConfig = Field(default_factory=MaintenanceConfig)
 
     @field_validator("table")
     @classmethod

@@ -55,6 +55,14 @@ _OPTION_FIELDS: dict[str, tuple[str | None, str]] = {
     "timeout.connect-s": ("timeouts", "connect_s"),
     "timeout.catalog-request-s": ("timeouts", "catalog_request_s"),
     "timeout.storage-request-s": ("timeouts", "storage_request_s"),
+    "maintenance.enabled": ("maintenance", "enabled"),
+    "maintenance.budget-s": ("maintenance", "budget_s"),
+    "maintenance.compact.min-delete-files": ("maintenance", "min_delete_files"),
+    "maintenance.compact.min-small-files": ("maintenance", "min_small_files"),
+    "maintenance.expire.max-snapshot-age-s": ("maintenance", "max_snapshot_age_s"),
+    "maintenance.expire.min-snapshots-to-keep": ("maintenance", "min_snapshots_to_keep"),
+    "maintenance.orphan.older-than-s": ("maintenance", "orphan_older_than_s"),
+    "maintenance.orphan.interval-s": ("maintenance", "orphan_interval_s"),
 }
 _EXAMPLES = ("table", "partition-by", "write.target-file-size-bytes", "commit.interval-s")
 

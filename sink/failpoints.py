@@ -32,6 +32,7 @@ POINTS = (
     "commit.lost",  # 6. after the data commit landed: its outcome is lost
     "commit.after",  # 6. after the commit, before foreachBatch returns
     "maintenance",  # maintenance, between finding orphan files and deleting them
+    "maintenance.commit",  # maintenance, a compaction's files written, its commit not begun
 )
 EXECUTOR_POINTS = frozenset({"write.task", "storage.write"})
 

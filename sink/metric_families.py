@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
+from sink.metric_families_maintenance import MaintenanceFamilies
 from sink.metric_labels import (
     BoundedCounter,
     BoundedGauge,
@@ -60,7 +61,7 @@ def file_size_buckets(target_bytes: int) -> tuple[float, ...]:
     return tuple(target_bytes * f for f in FILE_SIZE_RATIOS)
 
 
-class MetricFamilies:
+class MetricFamilies(MaintenanceFamilies):
     """Every metric family of a sink, registered in one registry.
 
     Args:
@@ -86,6 +87,7 @@ class MetricFamilies:
         self._define_schema_metrics()
         self._define_progress_metrics()
         self._define_upsert_metrics()
+        self._define_maintenance_metrics()
         for family in vars(self).values():
             if isinstance(family, BoundedCounter | BoundedGauge | BoundedHistogram):
                 family.table_limit = self.table_limit

@@ -136,6 +136,7 @@ class SinkMetrics(MetricFamilies):
         self.schema_lock_acquisitions.labels(table).inc(0)
         self.schema_commit_conflicts.labels(table).inc(0)
         self.schema_lock_wait.labels(table)
+        self.start_maintenance(table)
         for step in STEPS:
             self.step_seconds.labels(table, step)
         self.file_size.labels(table)

@@ -15,6 +15,8 @@
    letters       before the data
 9. commit      - appended, staged for the commit cadence, or a row  (:mod:`sink.batch.commits`)
                  delta (upsert mode); exactly once by the ledger
+10. maintenance - compaction, snapshot expiry, orphan removal, in a (:mod:`sink.batch.maintain`)
+                 time budget
 
 With ``route.by`` set, a batch goes to many tables: :mod:`sink.batch.routed` runs the same
 steps for all of them at once (one route job, one projection, one write job), each table

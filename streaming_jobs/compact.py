@@ -1,9 +1,11 @@
 """``icesink-compact``: compact an upserted table (small files and position deletes rewritten).
 
-Rewrites every partition that has a position delete file or at least ``--min-files``
-data files below the target size, one ``replace`` snapshot per partition (see
-:func:`icesink.compact`). Safe while a stream writes the table: a partition a concurrent
-commit changed is left as it was and reported; run the job again later. For example::
+Rewrites every partition that has ``--min-delete-files`` position delete files (default 1)
+or at least ``--min-files`` data files below the target size, one ``replace`` snapshot per
+partition (see :func:`icesink.compact`): the same planning and rewrite a sink runs after its
+commits when ``maintenance.*`` says so, all at once here. Safe while a stream writes the
+table: a partition a concurrent commit changed is left as it was and reported; run the job
+again later. For example::
 
     icesink-compact --table analytics.orders \\
         --catalog-option type=sql --catalog-option uri=sqlite:////data/catalog.db \\
@@ -38,6 +40,9 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--target-file-size-bytes", type=int, default=DEFAULT_TARGET_FILE_SIZE_BYTES)
     p.add_argument("--min-files", type=int, default=2, help="small data files that make a partition worth it")
+    p.add_argument(
+        "--min-delete-files", type=int, default=1, help="delete files that make a partition worth it"
+    )
     return p
 
 
@@ -55,7 +60,12 @@ def main(argv: list[str] | None = None) -> int:
         properties[key.strip()] = value
     name = properties.pop("name", args.catalog_name)  # as the sink's catalog.name
     table = load_catalog(name, **properties).load_table(args.table)
-    report = compact(table, target_file_size_bytes=args.target_file_size_bytes, min_files=args.min_files)
+    report = compact(
+        table,
+        target_file_size_bytes=args.target_file_size_bytes,
+        min_files=args.min_files,
+        min_delete_files=args.min_delete_files,
+    )
     print(json.dumps({"table": args.table, **dataclasses.asdict(report)}, default=str), flush=True)
     return 1 if report.given_up else 0
 

@@ -9,7 +9,8 @@ through one ``commitToTable``:
 2. the upserted tables: the keys they change (one job), then a row delta each
    (:mod:`sink.batch.row_deltas`);
 3. the appended tables: appended, or staged for the commit cadence (:mod:`sink.batch.commits`);
-4. the cadence of the sink id's other tables: what is due is committed.
+4. the cadence of the sink id's other tables: what is due is committed;
+5. the committed tables' maintenance, in one time budget (:mod:`sink.batch.maintain`).
 
 :meth:`Finish.flush` commits what the table states it is given have staged: a query gone
 idle or stopped, an empty batch, ``close()``.
@@ -30,6 +31,7 @@ from sink import failpoints
 from sink.batch.changes import ChangeSplit
 from sink.batch.commits import StagedCommits, Written, commits_for
 from sink.batch.dead_letters import DeadLetterQueue
+from sink.batch.maintain import BatchMaintenance
 from sink.batch.row_deltas import RowDeltaCommits
 from sink.bounded_waits import server_errors
 from sink.config import SinkConfig
@@ -69,6 +71,7 @@ class Finish:
         self.dead_letters = DeadLetterQueue(config, catalog, metrics, states)
         self.changes = ChangeSplit(config, metrics)
         self.options = TableOptions(config)
+        self.maintenance = BatchMaintenance(config, metrics)
         self._commits = commits_for(config, metrics)
         self._staged = self._commits if isinstance(self._commits, StagedCommits) else None
         self.stages = self._staged is not None  # a commit cadence: flushed when a query idles
@@ -87,7 +90,7 @@ class Finish:
         changed_keys: Callable[[], Sequence[pa.Table]],
         spark: SparkSession,
     ) -> None:
-        """Steps 1 to 4 of the module for the batch's written table batches.
+        """Steps 1 to 5 of the module for the batch's written table batches.
 
         Args:
             key: The batch attempt.
@@ -111,6 +114,7 @@ class Finish:
         failpoints.hit("commit.after")
         now = {w.batch.name for w in written}  # 4.
         self.flush(lambda s: s.sink_id == key.sink_id and s.name not in now, due_only=True)
+        self.maintenance.after_commit([w.batch for w in written])  # 5.
 
     def flush(
         self,

@@ -20,6 +20,7 @@ What :class:`~sink.sink.IcebergSink` hands a batch to when routing is on. The st
 6. commit    - each table on its own (its files from 0 and 4), with   (:mod:`sink.commit.committer`)
                its own exactly-once ledger; upserted tables after ONE (:mod:`sink.batch.routed_keys`)
                key job and ONE lookup job
+7. maintain  - the committed tables' maintenance, in one time budget  (:mod:`sink.batch.finish`)
 
 The number of Spark jobs of a batch does not grow with its number of tables (none after
 the source's when its tasks wrote every row); the catalog and storage calls of steps 2, 4

@@ -34,6 +34,7 @@ from pyiceberg.table import FileScanTask, Table
 from pyiceberg.table.delete_file_index import DeleteFileIndex
 from pyiceberg.table.snapshots import Operation
 
+from sink import failpoints
 from sink._pyiceberg import commit_table_updates
 from sink.commit.snapshot import SnapshotProducer, require_format_v2
 from sink.errors import RewriteConflictError, UpsertError
@@ -200,6 +201,7 @@ def _commit(
     new_files: list[DataFileMessage],
 ) -> int:
     """Validate and commit; on a conflict delete everything written and raise."""
+    failpoints.hit("maintenance.commit")
     for attempt in range(COMMIT_ATTEMPTS):
         table.refresh()
         conflicting = conflicting_data_files(table.metadata, table.io, start_id, rewritten)

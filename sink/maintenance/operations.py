@@ -4,7 +4,8 @@ Both keep the replay check intact: the ledger's marker is a table property, whic
 snapshot expiration does not touch, so a batch replayed after its snapshot has been
 expired is still recognised (see :mod:`sink.commit.ledger`).
 
-Run them from any process, e.g. a daily job::
+The sink runs them itself after its commits (``maintenance.*``, :mod:`sink.maintenance.scheduler`);
+run them from any process too, e.g. a daily job::
 
     from sink.maintenance import expire_snapshots, remove_orphan_files
     expire_snapshots(table, retain_last=10)
@@ -18,7 +19,7 @@ import contextlib
 import datetime as dt
 import logging
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -155,19 +156,23 @@ def _reachable(table: Table, snapshots: list[Snapshot]) -> set[str]:
 
 
 def remove_orphan_files(
-    table: Table, older_than: dt.timedelta = DEFAULT_ORPHAN_AGE, dry_run: bool = False
+    table: Table,
+    older_than: dt.timedelta = DEFAULT_ORPHAN_AGE,
+    dry_run: bool = False,
+    keep: Callable[[str], bool] | None = None,
 ) -> MaintenanceReport:
     """Delete files under the table's data folder that no snapshot references.
 
     Only files older than ``older_than`` are considered, so files of a batch that is
-    being written right now (not yet committed) are never touched.
+    being written right now (not yet committed) are never touched; nor are the files
+    ``keep`` says are still wanted (a sink's staged batches and attempts in flight).
     """
     data_location = table.metadata.properties.get("write.data.path", f"{table.location().rstrip('/')}/data")
     referenced = referenced_files(table)
     cutoff = dt.datetime.now(dt.UTC) - older_than
     orphans = []
     for path, modified in _files_with_mtime(table, data_location):
-        if path not in referenced and modified < cutoff:
+        if path not in referenced and modified < cutoff and not (keep is not None and keep(path)):
             orphans.append(path)
     if not dry_run:
         failpoints.hit("maintenance")
@@ -220,6 +225,7 @@ def compact(
     target_file_size_bytes: int = DEFAULT_TARGET_FILE_SIZE_BYTES,
     min_files: int = 2,
     partitions: Iterable[tuple[Any, ...]] | None = None,
+    min_delete_files: int = 1,
 ) -> CompactionReport:
     """Rewrite partitions' data files with their position deletes applied (see :mod:`sink.upsert.compaction`).
 
@@ -229,15 +235,15 @@ def compact(
     Args:
         table: The table (format v2).
         target_file_size_bytes: Size at which the new files roll.
-        min_files: A partition is compacted when it has a delete file or at least this
-            many data files smaller than the target.
+        min_files: A partition is compacted when it has ``min_delete_files`` delete files
+            or at least this many data files smaller than the target.
         partitions: The partitions (values in spec order, e.g. ``(3,)``); default:
             every partition of the default spec that qualifies.
     """
     todo = (
         list(partitions)
         if partitions is not None
-        else _partitions_to_compact(table, target_file_size_bytes, min_files)
+        else partitions_to_compact(table, target_file_size_bytes, min_files, min_delete_files)
     )
     results: list[CompactionResult] = []
     given_up: list[tuple[Any, ...]] = []
@@ -258,15 +264,18 @@ def compact(
     )
 
 
-def _partitions_to_compact(
-    table: Table, target_file_size_bytes: int, min_files: int
+def partitions_to_compact(
+    table: Table, target_file_size_bytes: int, min_files: int, min_delete_files: int = 1
 ) -> list[tuple[Any, ...]]:
-    """Partitions of the default spec with a delete file or at least ``min_files`` small data files."""
+    """Partitions of the default spec with ``min_delete_files`` delete files or ``min_files`` small files.
+
+    Most delete files first: they cost readers most.
+    """
     snapshot = table.current_snapshot()
     if snapshot is None:
         return []
     small: Counter[tuple[Any, ...]] = Counter()
-    with_deletes: set[tuple[Any, ...]] = set()
+    deletes: Counter[tuple[Any, ...]] = Counter()
     for manifest in snapshot.manifests(table.io):
         if manifest.partition_spec_id != table.metadata.default_spec_id:
             continue
@@ -274,8 +283,10 @@ def _partitions_to_compact(
             file = entry.data_file
             values = tuple(file.partition[i] for i in range(len(file.partition)))
             if file.content != DataFileContent.DATA:
-                with_deletes.add(values)
+                deletes[values] += 1
             elif file.file_size_in_bytes < target_file_size_bytes:
                 small[values] += 1
-    chosen = with_deletes | {p for p, n in small.items() if n >= min_files}
-    return sorted(chosen, key=repr)
+    chosen = {p for p, n in deletes.items() if n >= min_delete_files} | {
+        p for p, n in small.items() if n >= min_files
+    }
+    return sorted(chosen, key=lambda p: (-deletes[p], -small[p], repr(p)))
