@@ -41,12 +41,18 @@ class DecodeSpec:
         fixed_schema: Keep only these fields (nested ones too); ``None`` keeps every field.
         metadata_columns: Add the ``_kafka_*`` columns to every row.
         payload_compression: Codec of the decoded streams Spark caches between the passes.
+        framing: ``None`` for plain values; the registry format of values framed for a schema
+            registry (:mod:`streaming_jobs.kafka.decode.framing`): ``json-schema`` (JSON after the
+            header), ``avro`` (the driver turned each Avro payload into JSON after the header).
+        schema_ids: The schema ids the registry holds a schema of that format for.
     """
 
     debezium: bool = False
     fixed_schema: st.StructType | None = None
     metadata_columns: bool = True
     payload_compression: str | None = PAYLOAD_COMPRESSION
+    framing: str | None = None
+    schema_ids: frozenset[int] = frozenset()
 
     def to_json(self) -> str:
         """The spec as a JSON string: how a data source option carries it to the executors."""
@@ -57,6 +63,8 @@ class DecodeSpec:
                 "fixed_schema": fixed,
                 "metadata_columns": self.metadata_columns,
                 "payload_compression": self.payload_compression,
+                "framing": self.framing,
+                "schema_ids": sorted(self.schema_ids),
             },
             sort_keys=True,
         )
@@ -71,6 +79,8 @@ class DecodeSpec:
             fixed_schema=None if fixed is None else st.StructType.fromJson(fixed),
             metadata_columns=bool(value["metadata_columns"]),
             payload_compression=value["payload_compression"],
+            framing=value.get("framing"),
+            schema_ids=frozenset(value.get("schema_ids", ())),
         )
 
     @property

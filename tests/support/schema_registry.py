@@ -1,0 +1,128 @@
+"""A schema registry for tests: the part of the Confluent-compatible API producers and the job use.
+
+A stand-in, in the test process: no Confluent-compatible registry server installs from the
+package registries this project reaches (Apicurio Registry's application on Maven Central
+lacks artifacts of its own build at every version tried, and none is on PyPI, npm, the Go
+proxy or crates). It serves, on 127.0.0.1, ``POST /subjects/<subject>/versions`` (register:
+the same schema text and type get the same id, as in Confluent's registry) and
+``GET /schemas/ids/<id>`` (``{"schema", "schemaType"}``, 404 with ``error_code`` 40403 for an
+id it does not hold). Being a thread of the test process, it ends with it.
+
+:func:`framed` makes a value in Confluent's wire format; :func:`avro_values` encodes rows
+with Spark's ``to_avro`` (the Python Avro serializers are not installed).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.request
+from collections.abc import Iterable, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+_PREFIX = "/subjects/"
+_BY_ID = "/schemas/ids/"
+
+
+class SchemaRegistryServer:
+    """The stand-in registry (see the module); ``url`` once started."""
+
+    def __init__(self, folder: object = None) -> None:
+        self._schemas: dict[int, tuple[str, str]] = {}
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self.requests_by_id = 0  # GET /schemas/ids/... served: the job's cache keeps it low
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None, "start() first"
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def start(self) -> None:
+        registry = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:  # quiet
+                return
+
+            def do_GET(self) -> None:
+                if not self.path.startswith(_BY_ID):
+                    return self._answer(404, {"error_code": 404, "message": "not found"})
+                found = registry.lookup(int(self.path[len(_BY_ID) :]))
+                if found is None:
+                    return self._answer(404, {"error_code": 40403, "message": "Schema not found"})
+                return self._answer(200, {"schema": found[0], "schemaType": found[1]})
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                if not (self.path.startswith(_PREFIX) and self.path.endswith("/versions")):
+                    return self._answer(404, {"error_code": 404, "message": "not found"})
+                schema_id = registry.add(body["schema"], body.get("schemaType", "AVRO"))
+                return self._answer(200, {"id": schema_id})
+
+            def _answer(self, status: int, body: Mapping[str, Any]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/vnd.schemaregistry.v1+json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, name="schema-registry", daemon=True).start()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def add(self, schema: str, schema_type: str) -> int:
+        with self._lock:
+            for schema_id, known in self._schemas.items():
+                if known == (schema, schema_type):
+                    return schema_id
+            schema_id = len(self._schemas) + 1
+            self._schemas[schema_id] = (schema, schema_type)
+            return schema_id
+
+    def lookup(self, schema_id: int) -> tuple[str, str] | None:
+        with self._lock:
+            self.requests_by_id += 1
+            return self._schemas.get(schema_id)
+
+    def register(self, subject: str, schema: str | Mapping[str, Any], schema_type: str = "AVRO") -> int:
+        """Register ``schema`` under ``subject`` over HTTP, as a producer's serializer does; its id."""
+        text = schema if isinstance(schema, str) else json.dumps(schema)
+        body = json.dumps({"schema": text, "schemaType": schema_type}).encode()
+        request = urllib.request.Request(
+            f"{self.url}{_PREFIX}{subject}/versions",
+            data=body,
+            headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return int(json.loads(response.read())["id"])
+
+
+def framed(schema_id: int, payload: bytes) -> bytes:
+    """A value in Confluent's wire format: magic byte 0, the schema id, the payload."""
+    return b"\x00" + schema_id.to_bytes(4, "big") + payload
+
+
+def avro_values(spark: Any, schema: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]) -> list[bytes]:
+    """``rows`` encoded as Avro of ``schema`` (a record schema) by Spark's ``to_avro``, unframed."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.avro.functions import from_avro, to_avro
+
+    text = json.dumps(schema)
+    empty = spark.createDataFrame([(b"",)], "b binary").select(
+        from_avro("b", text, {"mode": "PERMISSIVE"}).alias("r")
+    )
+    record_type = empty.schema["r"].dataType
+    data = spark.createDataFrame(
+        [tuple(r.get(f.name) for f in record_type.fields) for r in rows], record_type
+    )
+    encoded = data.select(to_avro(F.struct(*data.columns), text).alias("v")).collect()
+    return [bytes(r["v"]) for r in encoded]
