@@ -1,0 +1,93 @@
+"""The Kafka job on Apache Kafka with values framed for a schema registry: Avro whose schema
+changes mid-stream, and Debezium Avro upserts; garbage and unknown schema ids become dead letters.
+
+The Python source in ``make test``, Spark's connector in ``make test-kafka`` (``kafka_full``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from streaming_jobs.kafka.job.cli import load_config
+from streaming_jobs.kafka.job.main import run
+from tests.support.kafka_broker import KafkaBroker
+from tests.support.kafka_job import SOURCES_JVM_IN_FULL, job_config, require_source
+from tests.support.schema_registry import SchemaRegistryServer, avro_values, framed
+from tests.support.tables import catalog_from_options
+
+pytestmark = [pytest.mark.e2e]
+
+ORDER_V1 = {
+    "type": "record",
+    "name": "Order",
+    "fields": [{"name": "id", "type": "int"}, {"name": "qty", "type": "int"}],
+}
+ORDER_V2 = {  # a new version: qty widened to long, an optional field added
+    "type": "record",
+    "name": "Order",
+    "fields": [
+        {"name": "id", "type": "int"},
+        {"name": "qty", "type": "long"},
+        {"name": "coupon", "type": ["null", "string"], "default": None},
+    ],
+}
+
+
+@pytest.mark.parametrize("source", SOURCES_JVM_IN_FULL)
+def test_avro_values_through_a_schema_change_and_bad_values_to_dead_letters(
+    spark: Any,
+    apache_kafka: KafkaBroker,
+    schema_registry: SchemaRegistryServer,
+    source: str,
+    tmp_path: Path,
+    metrics_exports: None,
+) -> None:
+    require_source(source)
+    topic = f"avro-orders-{source}-{os.getpid()}"
+    apache_kafka.create_topic(topic, 1)
+    v1 = schema_registry.register(f"{topic}-value", ORDER_V1)
+    v2 = schema_registry.register(f"{topic}-value", ORDER_V2)
+    first: list[dict[str, Any]] = [{"id": i, "qty": i} for i in range(4)]
+    second: list[dict[str, Any]] = [
+        {"id": 4, "qty": 2**40, "coupon": "X"},
+        {"id": 5, "qty": 5, "coupon": None},
+    ]
+    values = [framed(v1, v) for v in avro_values(spark, ORDER_V1, first)]
+    values += [b"garbage", framed(v2 + 1000, b"\x02\x04")]
+    values += [framed(v2, v) for v in avro_values(spark, ORDER_V2, second)]
+    apache_kafka.produce(topic, [(0, None, v) for v in values])
+    table_name = "e2e.avro_orders"
+    config = job_config(apache_kafka.bootstrap_servers, topic, tmp_path, table_name, 3, source)
+    config["value"] = {"format": "avro", "schema-registry": {"url": schema_registry.url}}
+    config_file = tmp_path / "job.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+    job = load_config(["--config", str(config_file)])
+    assert run(job, spark) == 0
+
+    options = {k: str(v) for k, v in job.sink_options().items()}
+    catalog = catalog_from_options(options)
+    table = catalog.load_table(table_name)
+    rows = sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
+    assert [(r["id"], r["qty"], r["coupon"], r["_kafka_offset"]) for r in rows] == [
+        (0, 0, None, 0),
+        (1, 1, None, 1),
+        (2, 2, None, 2),
+        (3, 3, None, 3),
+        (4, 2**40, "X", 6),
+        (5, 5, None, 7),
+    ]
+    assert str(table.schema().find_field("qty").field_type) == "long"
+    dead = [
+        json.loads(d["original_row"])
+        for d in catalog.load_table(f"{table_name}__dlq").scan().to_arrow().to_pylist()
+    ]
+    errors = {d["_kafka_offset"]: d["error"] for d in dead}
+    assert sorted(errors) == [4, 5]
+    assert "magic byte 103" in errors[4]
+    assert f"unknown schema id {v2 + 1000}" in errors[5]
