@@ -1,7 +1,8 @@
 """The Kafka job on Apache Kafka with values framed for a schema registry: Avro whose schema
 changes mid-stream, and Debezium Avro upserts; garbage and unknown schema ids become dead letters.
 
-The Python source in ``make test``, Spark's connector in ``make test-kafka`` (``kafka_full``).
+The Python source in ``make test``, Spark's connector in ``make test-kafka`` (``kafka_full``);
+the Debezium upserts in ``make test-kafka`` only.
 """
 
 from __future__ import annotations
@@ -91,3 +92,64 @@ def test_avro_values_through_a_schema_change_and_bad_values_to_dead_letters(
     assert sorted(errors) == [4, 5]
     assert "magic byte 103" in errors[4]
     assert f"unknown schema id {v2 + 1000}" in errors[5]
+
+
+VALUE = {
+    "type": "record",
+    "name": "Value",
+    "fields": [{"name": "id", "type": "int"}, {"name": "name", "type": "string"}],
+}
+ENVELOPE = {  # as Debezium's Avro converter registers it
+    "type": "record",
+    "name": "Envelope",
+    "namespace": "dbserver1.inventory.customers",
+    "fields": [
+        {"name": "before", "type": ["null", VALUE], "default": None},
+        {"name": "after", "type": ["null", "Value"], "default": None},
+        {
+            "name": "source",
+            "type": {"type": "record", "name": "Source", "fields": [{"name": "ts_ms", "type": "long"}]},
+        },
+        {"name": "op", "type": "string"},
+        {"name": "ts_ms", "type": ["null", "long"], "default": None},
+    ],
+}
+
+
+@pytest.mark.kafka_full
+def test_debezium_avro_changes_upsert_the_table(
+    spark: Any,
+    apache_kafka: KafkaBroker,
+    schema_registry: SchemaRegistryServer,
+    tmp_path: Path,
+    metrics_exports: None,
+) -> None:
+    topic = f"avro-customers-{os.getpid()}"
+    apache_kafka.create_topic(topic, 1)
+    schema_id = schema_registry.register(f"{topic}-value", ENVELOPE)
+    ms = 1_714_564_800_000
+    changes: list[tuple[str, dict[str, Any] | None, dict[str, Any] | None]] = [
+        ("c", None, {"id": 1, "name": "a"}),
+        ("c", None, {"id": 2, "name": "b"}),
+        ("u", {"id": 1, "name": "a"}, {"id": 1, "name": "a2"}),
+        ("d", {"id": 2, "name": "b"}, None),
+        ("c", None, {"id": 3, "name": "c"}),
+    ]
+    events = [
+        {"before": b, "after": a, "source": {"ts_ms": ms + n}, "op": op, "ts_ms": ms + n}
+        for n, (op, b, a) in enumerate(changes)
+    ]
+    values: list[bytes | None] = [framed(schema_id, v) for v in avro_values(spark, ENVELOPE, events)]
+    values.insert(4, None)  # the delete's tombstone
+    apache_kafka.produce(topic, [(0, None, v) for v in values])
+    table_name = "e2e.avro_customers"
+    config_file = tmp_path / "job.yaml"
+    config = job_config(apache_kafka.bootstrap_servers, topic, tmp_path, table_name, 2, "python")
+    config_file.write_text(yaml.safe_dump(config))
+    flags = ["--value-format", "debezium-avro", "--schema-registry-url", schema_registry.url]
+    job = load_config(["--config", str(config_file), *flags, "--upsert-key", "id"])
+    assert run(job, spark) == 0
+
+    options = {k: str(v) for k, v in job.sink_options().items()}
+    table = catalog_from_options(options).load_table(table_name)
+    assert {r["id"]: r["name"] for r in table.scan().to_arrow().to_pylist()} == {1: "a2", 3: "c"}

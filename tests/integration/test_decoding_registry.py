@@ -1,5 +1,6 @@
-"""Values framed for a schema registry on real local Spark: Avro, Debezium Avro and JSON Schema values
-in, table rows and dead letters out, a new schema version evolving the table."""
+"""Values framed for a schema registry on real local Spark: Avro and JSON Schema values in, table
+rows and dead letters out, a new schema version evolving the table (Debezium Avro upserts:
+``tests/e2e/test_kafka_registry.py``)."""
 
 from __future__ import annotations
 
@@ -97,59 +98,6 @@ def test_avro_values_evolve_the_table_and_bad_ones_become_dead_letters(
     assert f"unknown schema id {v1 + v2 + 100}" in errors[4]
     assert "not Avro of its schema" in errors[5]
     assert "magic byte 123" in errors[6]
-
-
-def test_debezium_avro_changes_upsert_the_table(
-    spark: Any, catalog_options: dict[str, str], schema_registry: SchemaRegistryServer
-) -> None:
-    value = {
-        "type": "record",
-        "name": "Value",
-        "fields": [{"name": "id", "type": "int"}, {"name": "name", "type": "string"}],
-    }
-    envelope = {
-        "type": "record",
-        "name": "Envelope",
-        "namespace": "db.customers",
-        "fields": [
-            {"name": "before", "type": ["null", value], "default": None},
-            {"name": "after", "type": ["null", "Value"], "default": None},
-            {
-                "name": "source",
-                "type": {"type": "record", "name": "Source", "fields": [{"name": "ts_ms", "type": "long"}]},
-            },
-            {"name": "op", "type": "string"},
-        ],
-    }
-    schema_id = schema_registry.register("customers-value", envelope)
-    ms = 1_700_000_000_000
-    events: list[dict[str, Any]] = [
-        {"before": None, "after": {"id": 1, "name": "a"}, "source": {"ts_ms": ms}, "op": "c"},
-        {"before": None, "after": {"id": 2, "name": "b"}, "source": {"ts_ms": ms + 1}, "op": "c"},
-        {
-            "before": {"id": 1, "name": "a"},
-            "after": {"id": 1, "name": "a2"},
-            "source": {"ts_ms": ms + 2},
-            "op": "u",
-        },
-        {"before": {"id": 2, "name": "b"}, "after": None, "source": {"ts_ms": ms + 3}, "op": "d"},
-    ]
-    options = {
-        **catalog_options,
-        "table": "db.customers",
-        "sink-id": "customers",
-        "write.mode": "upsert",
-        "upsert.key-columns": "id",
-        "upsert.order-column": "_source_ts",
-    }
-    decoding = decoding_sink(
-        options, schema_registry, format=ValueFormat.DEBEZIUM_AVRO, metadata_columns=False
-    )
-    values = [framed(schema_id, v) for v in avro_values(spark, envelope, events)]
-    decoding(kafka_batch(spark, values[:2]), 0)
-    decoding(kafka_batch(spark, [*values[2:], None], first_offset=2), 1)  # a tombstone after the delete
-
-    assert [(r["id"], r["name"]) for r in read(options, "db.customers")] == [(1, "a2")]
 
 
 def test_json_schema_values_and_an_unknown_schema_type(
