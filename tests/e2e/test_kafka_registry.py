@@ -27,14 +27,19 @@ pytestmark = [pytest.mark.e2e]
 ORDER_V1 = {
     "type": "record",
     "name": "Order",
-    "fields": [{"name": "id", "type": "int"}, {"name": "qty", "type": "int"}],
+    "fields": [
+        {"name": "id", "type": "int"},
+        {"name": "qty", "type": "int"},
+        {"name": "note", "type": "string"},
+    ],
 }
-ORDER_V2 = {  # a new version: qty widened to long, an optional field added
+ORDER_V2 = {  # a new version: qty widened to long, note made optional, a field added
     "type": "record",
     "name": "Order",
     "fields": [
         {"name": "id", "type": "int"},
         {"name": "qty", "type": "long"},
+        {"name": "note", "type": ["null", "string"], "default": None},
         {"name": "coupon", "type": ["null", "string"], "default": None},
     ],
 }
@@ -54,13 +59,14 @@ def test_avro_values_through_a_schema_change_and_bad_values_to_dead_letters(
     apache_kafka.create_topic(topic, 1)
     v1 = schema_registry.register(f"{topic}-value", ORDER_V1)
     v2 = schema_registry.register(f"{topic}-value", ORDER_V2)
-    first: list[dict[str, Any]] = [{"id": i, "qty": i} for i in range(4)]
+    first: list[dict[str, Any]] = [{"id": i, "qty": i, "note": f"n{i}"} for i in range(4)]
     second: list[dict[str, Any]] = [
-        {"id": 4, "qty": 2**40, "coupon": "X"},
-        {"id": 5, "qty": 5, "coupon": None},
+        {"id": 4, "qty": 2**40, "note": None, "coupon": "X"},
+        {"id": 5, "qty": 5, "note": "n5", "coupon": None},
     ]
     values = [framed(v1, v) for v in avro_values(spark, ORDER_V1, first)]
-    values += [b"garbage", framed(v2 + 1000, b"\x02\x04")]
+    # Not framed, an id the registry does not hold, bytes that are not Avro of their schema.
+    values += [b"garbage", framed(v2 + 1000, b"\x02\x04"), framed(v1, b"\x80")]
     values += [framed(v2, v) for v in avro_values(spark, ORDER_V2, second)]
     apache_kafka.produce(topic, [(0, None, v) for v in values])
     table_name = "e2e.avro_orders"
@@ -75,23 +81,26 @@ def test_avro_values_through_a_schema_change_and_bad_values_to_dead_letters(
     catalog = catalog_from_options(options)
     table = catalog.load_table(table_name)
     rows = sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
-    assert [(r["id"], r["qty"], r["coupon"], r["_kafka_offset"]) for r in rows] == [
-        (0, 0, None, 0),
-        (1, 1, None, 1),
-        (2, 2, None, 2),
-        (3, 3, None, 3),
-        (4, 2**40, "X", 6),
-        (5, 5, None, 7),
+    assert [(r["id"], r["qty"], r["note"], r["coupon"], r["_kafka_offset"]) for r in rows] == [
+        (0, 0, "n0", None, 0),
+        (1, 1, "n1", None, 1),
+        (2, 2, "n2", None, 2),
+        (3, 3, "n3", None, 3),
+        (4, 2**40, None, "X", 7),
+        (5, 5, "n5", None, 8),
     ]
+    assert str(table.metadata.schemas[0].find_field("qty").field_type) == "int"
     assert str(table.schema().find_field("qty").field_type) == "long"
+    assert not table.schema().find_field("note").required
     dead = [
         json.loads(d["original_row"])
         for d in catalog.load_table(f"{table_name}__dlq").scan().to_arrow().to_pylist()
     ]
     errors = {d["_kafka_offset"]: d["error"] for d in dead}
-    assert sorted(errors) == [4, 5]
+    assert sorted(errors) == [4, 5, 6]
     assert "magic byte 103" in errors[4]
     assert f"unknown schema id {v2 + 1000}" in errors[5]
+    assert "not Avro of its schema" in errors[6]  # not a row of nulls
 
 
 VALUE = {
