@@ -6,14 +6,17 @@ lacks artifacts of its own build at every version tried, and none is on PyPI, np
 proxy or crates). It serves, on 127.0.0.1, ``POST /subjects/<subject>/versions`` (register:
 the same schema text and type get the same id, as in Confluent's registry) and
 ``GET /schemas/ids/<id>`` (``{"schema", "schemaType"}``, 404 with ``error_code`` 40403 for an
-id it does not hold). Being a thread of the test process, it ends with it.
+id it does not hold), query strings ignored: what confluent-kafka's ``SchemaRegistryClient``
+and its serializers ask. Given ``users``, it wants basic authentication (401 otherwise).
+Being a thread of the test process, it ends with it.
 
 :func:`framed` makes a value in Confluent's wire format; :func:`avro_values` encodes rows
-with Spark's ``to_avro`` (the Python Avro serializers are not installed).
+with Spark's ``to_avro``.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import urllib.request
@@ -28,8 +31,9 @@ _BY_ID = "/schemas/ids/"
 class SchemaRegistryServer:
     """The stand-in registry (see the module); ``url`` once started."""
 
-    def __init__(self, folder: object = None) -> None:
+    def __init__(self, folder: object = None, users: Mapping[str, str] | None = None) -> None:
         self._schemas: dict[int, tuple[str, str]] = {}
+        self._users = {f"{u}:{p}" for u, p in (users or {}).items()}
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self.requests_by_id = 0  # GET /schemas/ids/... served: the job's cache keeps it low
@@ -48,19 +52,33 @@ class SchemaRegistryServer:
                 return
 
             def do_GET(self) -> None:
-                if not self.path.startswith(_BY_ID):
+                path = self.path.split("?", 1)[0]
+                if not self._allowed():
+                    return self._answer(401, {"error_code": 401, "message": "Unauthorized"})
+                if not path.startswith(_BY_ID):
                     return self._answer(404, {"error_code": 404, "message": "not found"})
-                found = registry.lookup(int(self.path[len(_BY_ID) :]))
+                found = registry.lookup(int(path[len(_BY_ID) :]))
                 if found is None:
                     return self._answer(404, {"error_code": 40403, "message": "Schema not found"})
                 return self._answer(200, {"schema": found[0], "schemaType": found[1]})
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-                if not (self.path.startswith(_PREFIX) and self.path.endswith("/versions")):
+                path = self.path.split("?", 1)[0]
+                if not self._allowed():
+                    return self._answer(401, {"error_code": 401, "message": "Unauthorized"})
+                if not (path.startswith(_PREFIX) and path.endswith("/versions")):
                     return self._answer(404, {"error_code": 404, "message": "not found"})
                 schema_id = registry.add(body["schema"], body.get("schemaType", "AVRO"))
                 return self._answer(200, {"id": schema_id})
+
+            def _allowed(self) -> bool:
+                if not registry._users:
+                    return True
+                given = self.headers.get("Authorization", "")
+                if not given.startswith("Basic "):
+                    return False
+                return base64.b64decode(given[len("Basic ") :]).decode() in registry._users
 
             def _answer(self, status: int, body: Mapping[str, Any]) -> None:
                 data = json.dumps(body).encode()

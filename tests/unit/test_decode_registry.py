@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import pickle
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -60,10 +61,25 @@ def test_a_silent_registry_fails_within_the_timeout_with_a_coded_error_naming_it
     with SilentServer() as silent:
         url = f"http://127.0.0.1:{silent.port}"
         with pytest.raises(
-            SchemaRegistryError, match=r"ICESINK-SCHEMA-REGISTRY: .*schema id 3.*0\.5 s"
+            SchemaRegistryError, match=r"ICESINK-SCHEMA-REGISTRY: .*schema id 3.*0\.5 s, 0 retries"
         ) as caught:
-            SchemaRegistry(url, timeout_s=0.5).schemas([3])
+            SchemaRegistry(url, timeout_s=0.5, max_retries=0).schemas([3])
     assert url in str(caught.value)
+
+
+def test_basic_auth_credentials_reach_the_registry_and_a_refusal_is_a_coded_error() -> None:
+    server = SchemaRegistryServer(users={"job": "s3cret"})
+    server.start()
+    try:
+        schema_id = server.add(json.dumps({"type": "object"}), JSON)
+        client = SchemaRegistry(server.url, timeout_s=5, username="job", password="s3cret")
+        shipped = pickle.loads(pickle.dumps(client))  # as Spark Connect ships a sink holding it
+        assert shipped.schemas([schema_id])[schema_id].schema_type == JSON
+        assert "s3cret" not in repr(client)
+        with pytest.raises(SchemaRegistryError, match=r"ICESINK-SCHEMA-REGISTRY: .*HTTP 401.*schema id"):
+            SchemaRegistry(server.url, timeout_s=5, username="job", password="wrong").schemas([schema_id])
+    finally:
+        server.stop()
 
 
 def _kafka_batch(values: Sequence[bytes | None]) -> pa.RecordBatch:

@@ -1,30 +1,33 @@
-"""A schema registry's schemas by id, through the Confluent-compatible REST API, cached per id.
+"""A schema registry's schemas by id, read with confluent-kafka's ``SchemaRegistryClient``.
 
-``GET <url>/schemas/ids/<id>`` answers ``{"schema": "...", "schemaType": "AVRO" | "JSON" |
-"PROTOBUF"}`` (no ``schemaType`` means Avro). Confluent Schema Registry serves it at its root,
-Apicurio Registry under ``/apis/ccompat/v7``, Karapace at its root: ``url`` is that prefix.
-A schema id names one schema forever, so an answer is kept for the life of the process; an
-unknown id is asked again in a later batch (a producer may register it meanwhile). Every call
-waits at most ``timeout_s``: a silent or failing registry fails the batch with
+``GET <url>/schemas/ids/<id>`` answers the schema, its ``schemaType`` (``AVRO``, ``JSON``,
+``PROTOBUF``; none means Avro) and its references. Confluent Schema Registry serves it at its
+root, Apicurio Registry under ``/apis/ccompat/v7``, Karapace at its root: ``url`` is that
+prefix. The client keeps each schema it read for the life of the process (a schema id names
+one schema forever); an unknown id is asked again in a later batch (a producer may register it
+meanwhile). Each request waits at most ``timeout_s`` and is retried ``max_retries`` times
+with the client's backoff; a silent or failing registry then fails the batch with
 ``ICESINK-SCHEMA-REGISTRY`` naming it, and the query's restarts retry it.
 
-Driver side only (the executors get the ids the registry knows, :mod:`streaming_jobs.kafka.decode.spec`).
+:class:`SchemaRegistry` is what Spark needs of the client: it pickles as its settings (a sink
+holding it may be pickled to a Spark Connect server) and makes the client where it is used.
+Driver side only (the executors get what they need of each schema in
+:class:`~streaming_jobs.kafka.decode.spec.DecodeSpec`).
 """
 
 from __future__ import annotations
 
-import base64
-import json
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from icesink import SinkError
 
 DEFAULT_TIMEOUT_S = 10.0
+DEFAULT_MAX_RETRIES = 2
 AVRO, JSON, PROTOBUF = "AVRO", "JSON", "PROTOBUF"
+_SCHEMA_NOT_FOUND = 40403  # the registry's error code of an unknown schema id
 
 
 class SchemaRegistryError(SinkError):
@@ -41,12 +44,16 @@ class RegisteredSchema:
     Attributes:
         schema_id: Its id (the one framed values carry).
         schema_type: ``AVRO``, ``JSON`` or ``PROTOBUF``.
-        text: The schema itself (Avro's JSON, a JSON Schema, a ``.proto`` file).
+        text: The schema itself (Avro's JSON, a JSON Schema, a ``.proto`` file or, as
+            confluent-kafka's Protobuf serializer registers it, a base64 ``FileDescriptorProto``).
+        references: The names of the other schemas it references (a ``.proto`` file's imports
+            of other subjects).
     """
 
     schema_id: int
     schema_type: str
     text: str
+    references: tuple[str, ...] = ()
 
 
 class SchemaRegistry:
@@ -57,6 +64,7 @@ class SchemaRegistry:
         timeout_s: The longest wait for one answer.
         username: Basic authentication's user, if any.
         password: Basic authentication's password.
+        max_retries: Further tries of a request that timed out or got a retriable answer (5xx, 429).
     """
 
     def __init__(
@@ -66,24 +74,28 @@ class SchemaRegistry:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         username: str | None = None,
         password: str = "",
+        max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> None:
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
-        self._auth = (
-            None if username is None else base64.b64encode(f"{username}:{password}".encode()).decode()
-        )
-        self._known: dict[int, RegisteredSchema] = {}
+        self.max_retries = max_retries
+        self._user_info = None if username is None else f"{username}:{password}"
+        self._client: Any = None
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, object]:
-        """Picklable (the lock is made anew): a sink holding it may be pickled to a Spark Connect server."""
+        """The settings only: the client (an HTTP session) and the lock are made anew."""
         state = self.__dict__.copy()
+        state["_client"] = None
         del state["_lock"]
         return state
 
     def __setstate__(self, state: dict[str, object]) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"SchemaRegistry({self.url!r}, timeout_s={self.timeout_s})"
 
     def schemas(self, schema_ids: Iterable[int]) -> dict[int, RegisteredSchema]:
         """The registry's schemas of ``schema_ids``; ids it does not know are left out.
@@ -93,42 +105,53 @@ class SchemaRegistry:
         """
         found = {}
         for schema_id in sorted(set(schema_ids)):
-            with self._lock:
-                schema = self._known.get(schema_id)
-            if schema is None:
-                schema = self._fetch(schema_id)
+            schema = self._fetch(schema_id)
             if schema is not None:
-                with self._lock:
-                    self._known[schema_id] = schema
                 found[schema_id] = schema
         return found
 
     def _fetch(self, schema_id: int) -> RegisteredSchema | None:
-        request = urllib.request.Request(f"{self.url}/schemas/ids/{schema_id}")
-        request.add_header("Accept", "application/vnd.schemaregistry.v1+json, application/json")
-        if self._auth is not None:
-            request.add_header("Authorization", f"Basic {self._auth}")
+        from confluent_kafka.schema_registry.error import SchemaRegistryError as ClientError
+
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                answer = json.loads(response.read())
-        except urllib.error.HTTPError as e:
-            if e.code == 404:
+            schema = self._session().get_schema(schema_id)
+        except ClientError as e:
+            if e.http_status_code == 404 and e.error_code in (_SCHEMA_NOT_FOUND, 404, -1):
                 return None
             raise SchemaRegistryError(
-                f"the schema registry answered HTTP {e.code} for schema id {schema_id}",
+                f"the schema registry answered HTTP {e.http_status_code} for schema id {schema_id}: "
+                f"{e.error_message}",
                 hint="check value.schema-registry.url (the Confluent-compatible API's root) and credentials",
                 url=self.url,
             ) from e
-        except (OSError, ValueError) as e:
+        except Exception as e:  # the client's HTTP errors (timeouts, refused connections), bad JSON
             raise SchemaRegistryError(
-                f"could not read schema id {schema_id} from the schema registry in {self.timeout_s} s: {e}",
+                f"could not read schema id {schema_id} from the schema registry (a wait of at most "
+                f"{self.timeout_s} s, {self.max_retries} retries): {type(e).__name__}: {e}",
                 hint="check that the registry is up and value.schema-registry.url points at it",
                 url=self.url,
             ) from e
-        if not isinstance(answer, dict) or not isinstance(answer.get("schema"), str):
+        if not isinstance(schema.schema_str, str):
             raise SchemaRegistryError(
-                f"the schema registry's answer for schema id {schema_id} has no schema: {str(answer)[:200]}",
+                f"the schema registry's answer for schema id {schema_id} has no schema",
                 hint="value.schema-registry.url must be the root of a Confluent-compatible API",
                 url=self.url,
             )
-        return RegisteredSchema(schema_id, str(answer.get("schemaType") or AVRO), answer["schema"])
+        references = tuple(str(r.name) for r in schema.references or ())
+        return RegisteredSchema(schema_id, str(schema.schema_type or AVRO), schema.schema_str, references)
+
+    def _session(self) -> Any:
+        """The client, made on first use (its cache keeps the schemas read)."""
+        with self._lock:
+            if self._client is None:
+                from confluent_kafka.schema_registry import SchemaRegistryClient
+
+                conf: dict[str, Any] = {
+                    "url": self.url,
+                    "timeout": self.timeout_s,
+                    "max.retries": self.max_retries,
+                }
+                if self._user_info is not None:
+                    conf["basic.auth.user.info"] = self._user_info
+                self._client = SchemaRegistryClient(conf)
+            return self._client

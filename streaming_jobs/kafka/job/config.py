@@ -64,7 +64,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from icesink import hidden
 from streaming_jobs.kafka.decode import DdlError, DecodeOptions, ValueFormat, parse_ddl
 from streaming_jobs.kafka.decode.debezium import SOURCE_TS_COLUMN
-from streaming_jobs.kafka.decode.registry import DEFAULT_TIMEOUT_S, SchemaRegistry
+from streaming_jobs.kafka.decode.registry import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_S, SchemaRegistry
 from streaming_jobs.kafka.job.kafka_settings import KafkaSettings
 from streaming_jobs.kafka.job.routing import upserted_tables
 from streaming_jobs.kafka.job.sections import Section, scalar
@@ -87,7 +87,10 @@ class SchemaRegistrySettings(Section):
             (``GET <url>/schemas/ids/<id>``) and kept for the life of the job.
         timeout_s: The longest wait for one answer of the registry: a silent or failing
             registry fails the batch with ``ICESINK-SCHEMA-REGISTRY`` (and ``max-restarts``
-            applies), it never hangs the query.
+            applies) after ``max-retries`` more tries, it never hangs the query.
+        max_retries: Further tries of a request that timed out or got a retriable answer
+            (HTTP 5xx, 429), after a backoff of up to 1 s, 2 s, 4 s, ...: the longest wait for
+            one schema is about ``(max-retries + 1) x timeout-s`` plus the backoff.
         basic_auth_user: Basic authentication's user, if the registry wants one.
         basic_auth_password: Basic authentication's password (``${env:NAME}`` keeps it out
             of the file).
@@ -95,6 +98,7 @@ class SchemaRegistrySettings(Section):
 
     url: str = Field(min_length=1)
     timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0)
+    max_retries: int = Field(default=DEFAULT_MAX_RETRIES, ge=0)
     basic_auth_user: str | None = None
     basic_auth_password: SecretStr = SecretStr("")
 
@@ -110,6 +114,7 @@ class SchemaRegistrySettings(Section):
         return SchemaRegistry(
             self.url,
             timeout_s=self.timeout_s,
+            max_retries=self.max_retries,
             username=self.basic_auth_user,
             password=self.basic_auth_password.get_secret_value(),
         )
