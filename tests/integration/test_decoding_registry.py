@@ -1,6 +1,7 @@
-"""JSON Schema values framed for a schema registry on real local Spark: rows in the table, a value
-of another format's schema id a dead letter (Avro values, a schema change mid-stream and
-Debezium Avro upserts: the job on Apache Kafka, ``tests/e2e/test_kafka_registry.py``)."""
+"""Values framed for a schema registry on real local Spark: JSON Schema values (a value of another
+format's schema id a dead letter) and Protobuf values of confluent-kafka's serializer (bad ones
+dead letters); Avro values, a schema change mid-stream and Debezium Avro upserts: the job on
+Apache Kafka, ``tests/e2e/test_kafka_registry.py``."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from typing import Any
 
 from icesink import IcebergSink
 from streaming_jobs.kafka.decode import DecodeOptions, DecodingSink, ValueDecoder, ValueFormat
-from streaming_jobs.kafka.decode.registry import JSON, SchemaRegistry
+from streaming_jobs.kafka.decode.protobuf_values import file_descriptor_set
+from streaming_jobs.kafka.decode.registry import JSON, PROTOBUF, RegisteredSchema, SchemaRegistry
 from tests.support.schema_registry import SchemaRegistryServer, framed
 from tests.support.tables import catalog_from_options
 
@@ -68,3 +70,58 @@ def test_json_schema_values_and_an_unknown_schema_type(
         (2, "u2"),
     ]
     assert f"unknown schema id {avro_id}" in dead_letter_errors(options, "db.json_users__dlq")[3]
+
+
+ORDER_PROTO = """
+syntax = "proto3";
+package shop;
+message Order {
+  int64 id = 1;
+  int32 qty = 2;
+  optional string note = 3;
+}
+"""
+
+
+def order_class() -> Any:
+    """The ``shop.Order`` message class, built from the ``.proto`` text as a producer's would be."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    pool = descriptor_pool.DescriptorPool()
+    compiled = file_descriptor_set(RegisteredSchema(0, PROTOBUF, ORDER_PROTO))
+    for file in descriptor_pb2.FileDescriptorSet.FromString(compiled).file:
+        pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
+
+
+def test_protobuf_values_of_confluent_kafkas_serializer(
+    spark: Any, catalog_options: dict[str, str], schema_registry: SchemaRegistryServer
+) -> None:
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    options = {**catalog_options, "table": "db.pb_orders", "sink-id": "pb-orders"}
+    order = order_class()
+    serializer = ProtobufSerializer(
+        order, SchemaRegistryClient({"url": schema_registry.url}), {"use.deprecated.format": False}
+    )
+    context = SerializationContext("pb-orders", MessageField.VALUE)
+    values = [
+        serializer(order(id=2**60 + i, qty=i, **({"note": f"n{i}"} if i else {})), context) for i in range(3)
+    ]
+    schema_id = int.from_bytes(values[0][1:5], "big")
+    values.append(framed(schema_id, b"\x02\x06" + order(id=9).SerializeToString()))  # message 3: none
+    values.append(framed(schema_id, b"\x00\x0a\xff"))  # not an Order
+    decoding_sink(options, schema_registry, format=ValueFormat.PROTOBUF)(kafka_batch(spark, values), 0)
+
+    rows = sorted(read(options, "db.pb_orders"), key=lambda r: r["id"])
+    assert [(r["id"], r["qty"], r["note"]) for r in rows] == [
+        (2**60, 0, None),
+        (2**60 + 1, 1, "n1"),
+        (2**60 + 2, 2, "n2"),
+    ]
+    errors = dead_letter_errors(options, "db.pb_orders__dlq")
+    assert sorted(errors) == [3, 4]
+    assert "message index [3]" in errors[3]
+    assert "not a Protobuf shop.Order" in errors[4]

@@ -59,6 +59,10 @@ class AvroValues:
             return batch_df
         return batch_df.withColumn("value", F.coalesce(converted, value))
 
+    def task_schemas(self, schemas: Mapping[int, RegisteredSchema]) -> dict[int, bytes | str]:
+        """Nothing: the decoding task reads JSON payloads."""
+        return {}
+
 
 def _reader_schema(writer: str) -> str | None:
     """The writer's record schema plus :data:`DECODED_FIELD`; ``None`` when it is not a record."""

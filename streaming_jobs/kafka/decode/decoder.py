@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
 
 import pyarrow as pa
@@ -53,6 +53,7 @@ class ValueFormat(StrEnum):
     AVRO = "avro"  # Avro framed for a schema registry (Confluent's wire format)
     DEBEZIUM_AVRO = "debezium-avro"  # a Debezium change event, Avro converter with a schema registry
     JSON_SCHEMA = "json-schema"  # JSON framed for a schema registry, with a JSON Schema
+    PROTOBUF = "protobuf"  # Protobuf framed for a schema registry (with Confluent's message indexes)
 
     @property
     def debezium(self) -> bool:
@@ -62,7 +63,12 @@ class ValueFormat(StrEnum):
     @property
     def framed(self) -> bool:
         """Whether the values are framed for a schema registry (``value.schema-registry`` is needed)."""
-        return self in (ValueFormat.AVRO, ValueFormat.DEBEZIUM_AVRO, ValueFormat.JSON_SCHEMA)
+        return self in (
+            ValueFormat.AVRO,
+            ValueFormat.DEBEZIUM_AVRO,
+            ValueFormat.JSON_SCHEMA,
+            ValueFormat.PROTOBUF,
+        )
 
 
 @dataclass(frozen=True)
@@ -254,8 +260,7 @@ class ValueDecoder:
         """The first pass over raw Kafka rows; framed values' schemas read from the registry first."""
         spec = self._spec
         if self._registry is not None:
-            raw, schema_ids = self._registry.prepare(raw)
-            spec = replace(spec, schema_ids=schema_ids)
+            raw, spec = self._registry.prepare(raw, spec)
         return raw.mapInArrow(decode_function(spec), PASS_DDL)
 
     def _target(self, schemas: list[pa.Schema]) -> pa.Schema:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from icesink import ConfigError
 from streaming_jobs.kafka.decode.avro_values import AvroValues
 from streaming_jobs.kafka.decode.json_schema_values import JsonSchemaValues
+from streaming_jobs.kafka.decode.protobuf_values import ProtobufValues
 from streaming_jobs.kafka.decode.registry import SchemaRegistry
 from streaming_jobs.kafka.decode.registry_values import RegistryFormat, RegistryValues
 
@@ -12,6 +13,7 @@ _FORMATS: dict[str, type[RegistryFormat]] = {
     "avro": AvroValues,
     "debezium-avro": AvroValues,
     "json-schema": JsonSchemaValues,
+    "protobuf": ProtobufValues,
 }
 
 

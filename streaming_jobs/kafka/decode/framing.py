@@ -10,7 +10,7 @@ pyarrow is imported here: the workers need nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
 import pyarrow as pa
 
@@ -25,12 +25,15 @@ def schema_id(value: bytes) -> int | None:
     return int.from_bytes(value[1:HEADER_BYTES], "big")
 
 
-def unframe(values: pa.Array, known_ids: Collection[int]) -> tuple[pa.Array, dict[int, str]]:
+def unframe(
+    values: pa.Array, known_ids: Collection[int], refused: Mapping[int, str] | None = None
+) -> tuple[pa.Array, dict[int, str]]:
     """The payloads of framed ``values`` (same length, nulls kept) and the reasons of the unframed ones.
 
     Args:
         values: The Kafka values (binary).
         known_ids: The schema ids the registry holds a schema of this job's format for.
+        refused: Schema ids whose schema the job cannot read, with the reason.
 
     Returns:
         The payloads, an empty payload in place of each rejected value, and the rejected
@@ -42,14 +45,14 @@ def unframe(values: pa.Array, known_ids: Collection[int]) -> tuple[pa.Array, dic
         if value is None:
             payloads.append(None)
             continue
-        payload, reason = _split(value, known_ids)
+        payload, reason = _split(value, known_ids, refused or {})
         if reason is not None:
             reasons[position] = reason
         payloads.append(payload)
     return pa.array(payloads, pa.binary()), reasons
 
 
-def _split(value: bytes, known_ids: Collection[int]) -> tuple[bytes, str | None]:
+def _split(value: bytes, known_ids: Collection[int], refused: Mapping[int, str]) -> tuple[bytes, str | None]:
     if len(value) < HEADER_BYTES:
         return (
             b"",
@@ -61,6 +64,8 @@ def _split(value: bytes, known_ids: Collection[int]) -> tuple[bytes, str | None]
             "(the producer must use a schema registry serializer)"
         )
     found = int.from_bytes(value[1:HEADER_BYTES], "big")
+    if found in refused:
+        return b"", f"schema id {found} is not read: {refused[found]}"
     if found not in known_ids:
         return (
             b"",

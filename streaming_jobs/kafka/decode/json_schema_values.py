@@ -24,3 +24,7 @@ class JsonSchemaValues:
     def to_json(self, batch_df: DataFrame, schemas: Mapping[int, RegisteredSchema]) -> DataFrame:
         """``batch_df`` as it is: its payloads are JSON."""
         return batch_df
+
+    def task_schemas(self, schemas: Mapping[int, RegisteredSchema]) -> dict[int, bytes | str]:
+        """Nothing: the decoding task reads JSON payloads."""
+        return {}

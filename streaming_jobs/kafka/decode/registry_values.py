@@ -10,14 +10,16 @@ a new column, a wider type widens the column, a field made optional takes nulls.
 is not framed, names an id the registry does not know (or a schema of another type), or whose
 bytes do not match its schema becomes a dead letter with its reason; the stream goes on.
 
-Formats: :mod:`streaming_jobs.kafka.decode.avro_values` (``avro``, ``debezium-avro``) and
-:mod:`streaming_jobs.kafka.decode.json_schema_values` (``json-schema``).
+Formats: :mod:`streaming_jobs.kafka.decode.avro_values` (``avro``, ``debezium-avro``),
+:mod:`streaming_jobs.kafka.decode.json_schema_values` (``json-schema``) and
+:mod:`streaming_jobs.kafka.decode.protobuf_values` (``protobuf``, read in the decoding task).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Protocol
 
 from pyspark.sql import Column, DataFrame
@@ -25,6 +27,7 @@ from pyspark.sql import functions as F
 
 from streaming_jobs.kafka.decode.framing import HEADER_BYTES, MAGIC_BYTE
 from streaming_jobs.kafka.decode.registry import RegisteredSchema, SchemaRegistry
+from streaming_jobs.kafka.decode.spec import DecodeSpec
 
 logger = logging.getLogger(__name__)
 _MAX_BYTES = 2**31 - 1  # "to the end" for substring
@@ -34,7 +37,7 @@ class RegistryFormat(Protocol):
     """One format of framed values (see the module)."""
 
     schema_type: str
-    """The registry's ``schemaType`` of its schemas (``AVRO``, ``JSON``)."""
+    """The registry's ``schemaType`` of its schemas (``AVRO``, ``JSON``, ``PROTOBUF``)."""
     framing: str
     """What the decoding pass is told (:attr:`~streaming_jobs.kafka.decode.spec.DecodeSpec.framing`)."""
 
@@ -43,6 +46,11 @@ class RegistryFormat(Protocol):
 
         A value this format cannot read keeps its bytes: the decoding pass rejects it.
         """
+        ...
+
+    def task_schemas(self, schemas: Mapping[int, RegisteredSchema]) -> Mapping[int, bytes | str]:
+        """What the decoding task needs of each schema to read its payloads (empty: nothing),
+        or the reason the job cannot read a schema's values."""
         ...
 
 
@@ -74,8 +82,8 @@ class RegistryValues:
         """What the decoding pass is told the values are."""
         return self.format.framing
 
-    def prepare(self, batch_df: DataFrame) -> tuple[DataFrame, frozenset[int]]:
-        """The batch with JSON payloads, and the schema ids the decoding pass accepts."""
+    def prepare(self, batch_df: DataFrame, spec: DecodeSpec) -> tuple[DataFrame, DecodeSpec]:
+        """The batch with JSON payloads (or ones the task reads), and the decoding pass's spec."""
         ids = [r[0] for r in batch_df.select(schema_id_column(F.col("value"))).distinct().collect()]
         found = self.registry.schemas(i for i in ids if i is not None)
         schemas = {i: s for i, s in found.items() if s.schema_type == self.format.schema_type}
@@ -86,6 +94,14 @@ class RegistryValues:
                 other,
                 self.format.schema_type,
             )
+        for_task = self.format.task_schemas(schemas)
+        errors = tuple(sorted((i, s) for i, s in for_task.items() if isinstance(s, str)))
+        spec = replace(
+            spec,
+            schema_ids=frozenset(schemas).difference(i for i, _ in errors),
+            task_schemas=tuple(sorted((i, s) for i, s in for_task.items() if isinstance(s, bytes))),
+            schema_errors=errors,
+        )
         if not schemas:
-            return batch_df, frozenset()
-        return self.format.to_json(batch_df, schemas), frozenset(schemas)
+            return batch_df, spec
+        return self.format.to_json(batch_df, schemas), spec

@@ -49,6 +49,7 @@ from streaming_jobs.kafka.decode.passes import (
     pass_row,
     payloads,
 )
+from streaming_jobs.kafka.decode.protobuf_payloads import ProtobufReader, read_payloads
 from streaming_jobs.kafka.decode.rejected_rows import rejected_table
 from streaming_jobs.kafka.decode.spec import KAFKA_COLUMNS, KAFKA_INPUT_COLUMNS, TIMESTAMP_COLUMN, DecodeSpec
 from streaming_jobs.kafka.decode.types import cast_array, cast_table, narrow_integers
@@ -126,7 +127,9 @@ def _decode_values(
     if spec.framing is None:
         chunk = decoder.decode(values)
         return chunk, list(chunk.rejections)
-    payloads, reasons = unframe(values, spec.schema_ids)
+    payloads, reasons = unframe(values, spec.schema_ids, dict(spec.schema_errors))
+    if spec.task_schemas:
+        payloads = read_payloads(_protobuf_reader(spec), values, payloads, reasons)
     chunk = decoder.decode(payloads)
     rejections = []
     for rejection in chunk.rejections:
@@ -135,6 +138,20 @@ def _decode_values(
             reason = "not Avro of its schema (Spark's from_avro could not read the bytes after the header)"
         rejections.append(rejection if reason is None else Rejection(rejection.index, PARSE_ERROR, reason))
     return chunk, rejections
+
+
+_readers: dict[tuple[tuple[int, bytes], ...], ProtobufReader] = {}
+_MAX_READERS = 8
+
+
+def _protobuf_reader(spec: DecodeSpec) -> ProtobufReader:
+    """One reader per worker process and schemas: its message classes are made once."""
+    reader = _readers.get(spec.task_schemas)
+    if reader is None:
+        if len(_readers) >= _MAX_READERS:  # schemas of a past batch
+            _readers.clear()
+        reader = _readers[spec.task_schemas] = ProtobufReader(dict(spec.task_schemas))
+    return reader
 
 
 def _timestamps_outside_range(batch: pa.RecordBatch) -> tuple[np.ndarray, pa.Array] | None:

@@ -50,7 +50,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--source", help="kafka.source: auto, jvm or python")
     p.add_argument("--kafka-option", action="append", default=[], metavar="KEY=VALUE", help="kafka.options")
     p.add_argument(
-        "--value-format", help="value.format: json, debezium-json, avro, debezium-avro or json-schema"
+        "--value-format",
+        help="value.format: json, debezium-json, avro, debezium-avro, json-schema or protobuf",
     )
     p.add_argument("--schema-registry-url", metavar="URL", help="value.schema-registry.url")
     p.add_argument("--value-schema", metavar="DDL", help="value.schema, e.g. 'id BIGINT, name STRING'")

@@ -24,8 +24,8 @@ A complete file (every key but ``kafka.bootstrap-servers``, one of ``kafka.topic
         ssl-ca-location: /etc/ssl/kafka-ca.pem
       options: {}                      # other client properties (librdkafka's or Java's names)
     value:
-      format: json                     # or debezium-json, avro, debezium-avro, json-schema
-      schema-registry:                 # for avro, debezium-avro and json-schema values
+      format: json                     # or debezium-json, avro, debezium-avro, json-schema, protobuf
+      schema-registry:                 # for avro, debezium-avro, json-schema and protobuf values
         url: http://registry:8081      # Confluent-compatible API (Apicurio: .../apis/ccompat/v7)
       schema: "id BIGINT, name STRING" # fixed; inferred per batch when absent
       metadata-columns: true           # _kafka_topic, _kafka_partition, _kafka_offset, _kafka_timestamp
@@ -126,13 +126,15 @@ class ValueSettings(Section):
     Attributes:
         format: ``json``, ``debezium-json``, or values framed for a schema registry
             (Confluent's wire format: magic byte 0, the 4-byte schema id, the value): ``avro``,
-            ``debezium-avro`` (Debezium's Avro converter), ``json-schema``. A value that is not
-            framed, names a schema id the registry does not hold, or does not match its schema
-            becomes a dead letter with the reason.
+            ``debezium-avro`` (Debezium's Avro converter), ``json-schema``, ``protobuf`` (after
+            the schema id, Confluent's message indexes; a schema importing other subjects'
+            schemas is not read). A value that is not framed, names a schema id the registry
+            does not hold, or does not match its schema becomes a dead letter with the reason.
         schema_ddl: A fixed schema as a Spark DDL string (``schema``); absent: inferred per batch.
         metadata_columns: Add the ``_kafka_*`` columns to every row (default: true, but
             false when the sink upserts without routing by topic, unless set).
-        schema_registry: The schema registry, for ``avro``, ``debezium-avro`` and ``json-schema``.
+        schema_registry: The schema registry, for ``avro``, ``debezium-avro``, ``json-schema``
+            and ``protobuf``.
     """
 
     format: ValueFormat = ValueFormat.JSON
