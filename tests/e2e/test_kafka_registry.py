@@ -70,7 +70,8 @@ def test_avro_values_through_a_schema_change_and_bad_values_to_dead_letters(
     values += [framed(v2, v) for v in avro_values(spark, ORDER_V2, second)]
     apache_kafka.produce(topic, [(0, None, v) for v in values])
     table_name = "e2e.avro_orders"
-    config = job_config(apache_kafka.bootstrap_servers, topic, tmp_path, table_name, 3, source)
+    # Two micro-batches: the first (version 1 and the garbage) creates the table, the second evolves it.
+    config = job_config(apache_kafka.bootstrap_servers, topic, tmp_path, table_name, 5, source)
     config["value"] = {"format": "avro", "schema-registry": {"url": schema_registry.url}}
     config_file = tmp_path / "job.yaml"
     config_file.write_text(yaml.safe_dump(config))
