@@ -1,5 +1,6 @@
 """The Kafka job on Apache Kafka with values framed for a schema registry: Avro whose schema
-changes mid-stream, and Debezium Avro upserts; garbage and unknown schema ids become dead letters.
+changes mid-stream, and Debezium Avro upserts, produced by confluent-kafka's ``AvroSerializer``;
+garbage and unknown schema ids become dead letters.
 
 The Python source in ``make test``, Spark's connector in ``make test-kafka`` (``kafka_full``);
 the Debezium upserts in ``make test-kafka`` only.
@@ -15,11 +16,12 @@ from typing import Any
 import pytest
 import yaml
 
+from streaming_jobs.kafka.decode.framing import schema_id
 from streaming_jobs.kafka.job.cli import load_config
 from streaming_jobs.kafka.job.main import run
 from tests.support.kafka_broker import KafkaBroker
 from tests.support.kafka_job import SOURCES_JVM_IN_FULL, job_config, require_source
-from tests.support.schema_registry import SchemaRegistryServer, avro_values, framed
+from tests.support.schema_registry import SchemaRegistryServer, avro_framed, framed
 from tests.support.tables import catalog_from_options
 
 pytestmark = [pytest.mark.e2e]
@@ -57,17 +59,17 @@ def test_avro_values_through_a_schema_change_and_bad_values_to_dead_letters(
     require_source(source)
     topic = f"avro-orders-{source}-{os.getpid()}"
     apache_kafka.create_topic(topic, 1)
-    v1 = schema_registry.register(f"{topic}-value", ORDER_V1)
-    v2 = schema_registry.register(f"{topic}-value", ORDER_V2)
     first: list[dict[str, Any]] = [{"id": i, "qty": i, "note": f"n{i}"} for i in range(4)]
     second: list[dict[str, Any]] = [
         {"id": 4, "qty": 2**40, "note": None, "coupon": "X"},
         {"id": 5, "qty": 5, "note": "n5", "coupon": None},
     ]
-    values = [framed(v1, v) for v in avro_values(spark, ORDER_V1, first)]
+    values = avro_framed(schema_registry.url, topic, ORDER_V1, first)
+    v1 = schema_id(values[0])
+    assert v1 is not None
     # Not framed, an id the registry does not hold, bytes that are not Avro of their schema.
-    values += [b"garbage", framed(v2 + 1000, b"\x02\x04"), framed(v1, b"\x80")]
-    values += [framed(v2, v) for v in avro_values(spark, ORDER_V2, second)]
+    values += [b"garbage", framed(999_999, b"\x02\x04"), framed(v1, b"\x80")]
+    values += avro_framed(schema_registry.url, topic, ORDER_V2, second)
     apache_kafka.produce(topic, [(0, None, v) for v in values])
     table_name = "e2e.avro_orders"
     # Two micro-batches: the first (version 1 and the garbage) creates the table, the second evolves it.
@@ -100,7 +102,7 @@ def test_avro_values_through_a_schema_change_and_bad_values_to_dead_letters(
     errors = {d["_kafka_offset"]: d["error"] for d in dead}
     assert sorted(errors) == [4, 5, 6]
     assert "magic byte 103" in errors[4]
-    assert f"unknown schema id {v2 + 1000}" in errors[5]
+    assert "unknown schema id 999999" in errors[5]
     assert "not Avro of its schema" in errors[6]  # not a row of nulls
 
 
@@ -136,7 +138,6 @@ def test_debezium_avro_changes_upsert_the_table(
 ) -> None:
     topic = f"avro-customers-{os.getpid()}"
     apache_kafka.create_topic(topic, 1)
-    schema_id = schema_registry.register(f"{topic}-value", ENVELOPE)
     ms = 1_714_564_800_000
     changes: list[tuple[str, dict[str, Any] | None, dict[str, Any] | None]] = [
         ("c", None, {"id": 1, "name": "a"}),
@@ -149,7 +150,7 @@ def test_debezium_avro_changes_upsert_the_table(
         {"before": b, "after": a, "source": {"ts_ms": ms + n}, "op": op, "ts_ms": ms + n}
         for n, (op, b, a) in enumerate(changes)
     ]
-    values: list[bytes | None] = [framed(schema_id, v) for v in avro_values(spark, ENVELOPE, events)]
+    values: list[bytes | None] = list(avro_framed(schema_registry.url, topic, ENVELOPE, events))
     values.insert(4, None)  # the delete's tombstone
     apache_kafka.produce(topic, [(0, None, v) for v in values])
     table_name = "e2e.avro_customers"

@@ -10,8 +10,8 @@ id it does not hold), query strings ignored: what confluent-kafka's ``SchemaRegi
 and its serializers ask. Given ``users``, it wants basic authentication (401 otherwise).
 Being a thread of the test process, it ends with it.
 
-:func:`framed` makes a value in Confluent's wire format; :func:`avro_values` encodes rows
-with Spark's ``to_avro``.
+:func:`framed` makes a value in Confluent's wire format; :func:`avro_framed` has
+confluent-kafka's ``AvroSerializer`` register a schema and frame rows, as a producer does.
 """
 
 from __future__ import annotations
@@ -129,18 +129,14 @@ def framed(schema_id: int, payload: bytes) -> bytes:
     return b"\x00" + schema_id.to_bytes(4, "big") + payload
 
 
-def avro_values(spark: Any, schema: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]) -> list[bytes]:
-    """``rows`` encoded as Avro of ``schema`` (a record schema) by Spark's ``to_avro``, unframed."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.avro.functions import from_avro, to_avro
+def avro_framed(
+    url: str, topic: str, schema: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]
+) -> list[bytes]:
+    """``rows`` as confluent-kafka's ``AvroSerializer`` produces them to ``topic`` (``<topic>-value``)."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
 
-    text = json.dumps(schema)
-    empty = spark.createDataFrame([(b"",)], "b binary").select(
-        from_avro("b", text, {"mode": "PERMISSIVE"}).alias("r")
-    )
-    record_type = empty.schema["r"].dataType
-    data = spark.createDataFrame(
-        [tuple(r.get(f.name) for f in record_type.fields) for r in rows], record_type
-    )
-    encoded = data.select(to_avro(F.struct(*data.columns), text).alias("v")).collect()
-    return [bytes(r["v"]) for r in encoded]
+    serializer = AvroSerializer(SchemaRegistryClient({"url": url}), json.dumps(schema))
+    context = SerializationContext(topic, MessageField.VALUE)
+    return [serializer(dict(row), context) for row in rows]
