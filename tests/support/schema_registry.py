@@ -4,10 +4,11 @@ A stand-in, in the test process: no Confluent-compatible registry server install
 package registries this project reaches (Apicurio Registry's application on Maven Central
 lacks artifacts of its own build at every version tried, and none is on PyPI, npm, the Go
 proxy or crates). It serves, on 127.0.0.1, ``POST /subjects/<subject>/versions`` (register:
-the same schema text and type get the same id, as in Confluent's registry) and
-``GET /schemas/ids/<id>`` (``{"schema", "schemaType"}``, 404 with ``error_code`` 40403 for an
-id it does not hold), query strings ignored: what confluent-kafka's ``SchemaRegistryClient``
-and its serializers ask. Given ``users``, it wants basic authentication (401 otherwise).
+the same schema text, type and references get the same id, as in Confluent's registry),
+``GET /schemas/ids/<id>`` (``{"schema", "schemaType", "references"}``, 404 with ``error_code``
+40403 for an id it does not hold) and ``GET /subjects/<subject>/versions/<version>`` (how a
+reference is read), query strings ignored: what confluent-kafka's ``SchemaRegistryClient`` and
+its serializers ask. Given ``users``, it wants basic authentication (401 otherwise).
 Being a thread of the test process, it ends with it.
 
 :func:`framed` makes a value in Confluent's wire format; :func:`avro_framed` has
@@ -19,8 +20,9 @@ from __future__ import annotations
 import base64
 import json
 import threading
+import urllib.parse
 import urllib.request
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -32,7 +34,8 @@ class SchemaRegistryServer:
     """The stand-in registry (see the module); ``url`` once started."""
 
     def __init__(self, folder: object = None, users: Mapping[str, str] | None = None) -> None:
-        self._schemas: dict[int, tuple[str, str]] = {}
+        self._schemas: dict[int, tuple[str, str, str]] = {}  # id: text, type, references as JSON
+        self._versions: dict[str, list[int]] = {}  # subject: the ids of its versions 1, 2, ...
         self._users = {f"{u}:{p}" for u, p in (users or {}).items()}
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -55,12 +58,21 @@ class SchemaRegistryServer:
                 path = self.path.split("?", 1)[0]
                 if not self._allowed():
                     return self._answer(401, {"error_code": 401, "message": "Unauthorized"})
+                if path.startswith(_PREFIX) and "/versions/" in path:
+                    subject, version = path[len(_PREFIX) :].split("/versions/")
+                    subject = urllib.parse.unquote(subject)
+                    schema_id = registry.version(subject, version)
+                    found = None if schema_id is None else registry.lookup(schema_id)
+                    if found is None:
+                        return self._answer(404, {"error_code": 40402, "message": "Version not found"})
+                    extra = {"subject": subject, "version": int(version), "id": schema_id}
+                    return self._answer(200, {**found, **extra})
                 if not path.startswith(_BY_ID):
                     return self._answer(404, {"error_code": 404, "message": "not found"})
                 found = registry.lookup(int(path[len(_BY_ID) :]))
                 if found is None:
                     return self._answer(404, {"error_code": 40403, "message": "Schema not found"})
-                return self._answer(200, {"schema": found[0], "schemaType": found[1]})
+                return self._answer(200, found)
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
@@ -69,7 +81,14 @@ class SchemaRegistryServer:
                     return self._answer(401, {"error_code": 401, "message": "Unauthorized"})
                 if not (path.startswith(_PREFIX) and path.endswith("/versions")):
                     return self._answer(404, {"error_code": 404, "message": "not found"})
-                schema_id = registry.add(body["schema"], body.get("schemaType", "AVRO"))
+                schema_id = registry.add(
+                    body["schema"], body.get("schemaType", "AVRO"), body.get("references", [])
+                )
+                subject = urllib.parse.unquote(path[len(_PREFIX) : -len("/versions")])
+                with registry._lock:
+                    versions = registry._versions.setdefault(subject, [])
+                    if schema_id not in versions:
+                        versions.append(schema_id)
                 return self._answer(200, {"id": schema_id})
 
             def _allowed(self) -> bool:
@@ -97,26 +116,47 @@ class SchemaRegistryServer:
             self._server.shutdown()
             self._server.server_close()
 
-    def add(self, schema: str, schema_type: str) -> int:
+    def add(self, schema: str, schema_type: str, references: Sequence[Mapping[str, Any]] = ()) -> int:
+        known = (schema, schema_type, json.dumps(list(references)))
         with self._lock:
-            for schema_id, known in self._schemas.items():
-                if known == (schema, schema_type):
+            for schema_id, held in self._schemas.items():
+                if held == known:
                     return schema_id
             schema_id = len(self._schemas) + 1
-            self._schemas[schema_id] = (schema, schema_type)
+            self._schemas[schema_id] = known
             return schema_id
 
-    def lookup(self, schema_id: int) -> tuple[str, str] | None:
+    def lookup(self, schema_id: int) -> dict[str, Any] | None:
         with self._lock:
             self.requests_by_id += 1
-            return self._schemas.get(schema_id)
+            found = self._schemas.get(schema_id)
+        if found is None:
+            return None
+        return {"schema": found[0], "schemaType": found[1], "references": json.loads(found[2])}
 
-    def register(self, subject: str, schema: str | Mapping[str, Any], schema_type: str = "AVRO") -> int:
-        """Register ``schema`` under ``subject`` over HTTP, as a producer's serializer does; its id."""
+    def version(self, subject: str, version: str) -> int | None:
+        with self._lock:
+            versions = self._versions.get(subject, [])
+            number = len(versions) if version == "latest" else int(version)
+            return versions[number - 1] if 0 < number <= len(versions) else None
+
+    def register(
+        self,
+        subject: str,
+        schema: str | Mapping[str, Any],
+        schema_type: str = "AVRO",
+        references: Sequence[Mapping[str, Any]] = (),
+    ) -> int:
+        """Register ``schema`` under ``subject`` over HTTP, as a producer's serializer does; its id.
+
+        ``references``: ``{"name", "subject", "version"}`` of the schemas it imports.
+        """
         text = schema if isinstance(schema, str) else json.dumps(schema)
-        body = json.dumps({"schema": text, "schemaType": schema_type}).encode()
+        body = json.dumps(
+            {"schema": text, "schemaType": schema_type, "references": list(references)}
+        ).encode()
         request = urllib.request.Request(
-            f"{self.url}{_PREFIX}{subject}/versions",
+            f"{self.url}{_PREFIX}{urllib.parse.quote(subject, safe='')}/versions",
             data=body,
             headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
         )

@@ -14,10 +14,10 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from streaming_jobs.kafka.decode.passes import DATA, REJECTED
 from streaming_jobs.kafka.decode.protobuf_payloads import message_indexes
 from streaming_jobs.kafka.decode.protobuf_values import ProtobufValues, file_descriptor_set
-from streaming_jobs.kafka.decode.registry import PROTOBUF, RegisteredSchema
+from streaming_jobs.kafka.decode.registry import PROTOBUF, RegisteredSchema, SchemaRegistry
 from streaming_jobs.kafka.decode.spec import DecodeSpec
 from streaming_jobs.kafka.decode.task import decode_function
-from tests.support.schema_registry import framed
+from tests.support.schema_registry import SchemaRegistryServer, framed
 
 T0 = dt.datetime(2024, 5, 1, tzinfo=dt.UTC)
 SHOP = """
@@ -156,10 +156,46 @@ def test_schemas_the_job_cannot_read_are_refused_with_the_reason() -> None:
     found = values.task_schemas(
         {
             1: RegisteredSchema(1, PROTOBUF, SHOP),
-            2: RegisteredSchema(2, PROTOBUF, 'syntax = "proto3"; import "other.proto";', ("other.proto",)),
+            2: RegisteredSchema(2, PROTOBUF, 'syntax = "proto3"; import "other.proto"; message M {}'),
             3: RegisteredSchema(3, PROTOBUF, 'syntax = "proto3"; message M { int32 a = 1 }'),
         }
     )
     assert isinstance(found[1], bytes)
-    assert "imports other.proto from other subjects" in str(found[2])
+    assert "protoc could not compile" in str(found[2]) and "other.proto" in str(found[2])
     assert "protoc could not compile" in str(found[3])
+
+
+def test_a_schema_importing_another_subjects_schema_reads_with_its_reference() -> None:
+    server = SchemaRegistryServer()
+    server.start()
+    try:
+        server.register("shop/money.proto", MONEY, PROTOBUF)
+        reference = {"name": "shop/money.proto", "subject": "shop/money.proto", "version": 1}
+        priced = server.register("prices-value", PRICED, PROTOBUF, [reference])
+        missing = {"name": "shop/tax.proto", "subject": "shop/tax.proto", "version": 1}
+        taxed = server.register("taxes-value", TAXED, PROTOBUF, [missing])
+        schemas = SchemaRegistry(server.url, timeout_s=5).schemas([priced, taxed])
+    finally:
+        server.stop()
+    assert schemas[priced].references == (("shop/money.proto", MONEY),)
+    found = ProtobufValues().task_schemas(schemas)
+    compiled = found[priced]
+    assert isinstance(compiled, bytes)
+    assert "shop/tax.proto" in str(found[taxed])  # not in the registry: protoc says it is missing
+
+    pool = descriptor_pool.DescriptorPool()
+    for file in descriptor_pb2.FileDescriptorSet.FromString(compiled).file:
+        pool.Add(file)
+    price = message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Price"))
+    value = price(sku="a", amount={"currency": "EUR", "cents": 250})
+    spec = DecodeSpec(framing="protobuf", schema_ids=frozenset({priced}), task_schemas=((priced, compiled),))
+    rows, rejected = passed(spec, [framed(priced, b"\x00" + value.SerializeToString())])
+    assert not rejected
+    assert [(r["sku"], r["amount"]) for r in rows] == [("a", {"currency": "EUR", "cents": 250})]
+
+
+MONEY = 'syntax = "proto3"; package shop; message Money { string currency = 1; int64 cents = 2; }'
+PRICED = """syntax = "proto3"; package shop; import "shop/money.proto";
+message Price { string sku = 1; Money amount = 2; }"""
+TAXED = """syntax = "proto3"; package shop; import "shop/tax.proto";
+message Taxed { Tax tax = 1; }"""

@@ -8,9 +8,11 @@ registers, and what a registry that keeps it so answers). The text is compiled w
 (``google/protobuf/timestamp.proto``, ...); the executors read each payload with it
 (:mod:`streaming_jobs.kafka.decode.protobuf_payloads`), in the decoding task, as JSON.
 
-A schema that imports other subjects' schemas (schema references) is not read: its values
-become dead letters whose reason says so, as do those of a schema protoc cannot compile.
-A schema is compiled once per id for the life of the job.
+A schema that imports other subjects' schemas (schema references) is compiled with them, as
+the registry gives them (:attr:`~streaming_jobs.kafka.decode.registry.RegisteredSchema.references`).
+The values of a schema protoc cannot compile (an import the registry does not reference, say)
+become dead letters whose reason is protoc's. A schema is compiled once per id for the life of
+the job.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import DataFrame
 
@@ -33,7 +36,7 @@ logger = logging.getLogger(__name__)
 FRAMING = "protobuf"
 PROTOC_TIMEOUT_S = 120.0
 _WELL_KNOWN = "google/protobuf/"
-_SCHEMA_FILE = "schema.proto"
+_SCHEMA_FILE = "icesink_registry_schema.proto"  # a name no reference takes
 
 
 class ProtobufValues:
@@ -65,47 +68,72 @@ def file_descriptor_set(schema: RegisteredSchema) -> bytes:
     """The schema compiled: a serialized ``FileDescriptorSet``, its own file last.
 
     Raises:
-        ValueError: It references other schemas, or does not compile.
+        ValueError: It does not compile (or an import is neither referenced nor well-known).
     """
-    if schema.references:
-        raise ValueError(
-            f"the Protobuf schema imports {', '.join(schema.references)} from other subjects (schema "
-            "references), which the Kafka job does not read: register the messages in one .proto file"
-        )
-    described = _described(schema.text)
+    described = _described(schema)
     if described is not None:
         return described
-    return _compiled(schema.text)
+    return _compiled(schema)
 
 
-def _described(text: str) -> bytes | None:
-    """A base64 ``FileDescriptorProto`` as a set with its well-known imports; ``None`` for other text."""
-    from google.protobuf import descriptor_pb2, descriptor_pool
+def _descriptor(text: str) -> Any:
+    """A base64 ``FileDescriptorProto``'s message; ``None`` when ``text`` is not one."""
+    from google.protobuf import descriptor_pb2
     from google.protobuf.message import DecodeError
 
     try:
         file = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(text, validate=True))
     except (binascii.Error, ValueError, DecodeError):
         return None
-    if not file.name:
+    return file if file.name else None
+
+
+def _described(schema: RegisteredSchema) -> bytes | None:
+    """A base64 ``FileDescriptorProto`` as a set with its imports; ``None`` for ``.proto`` text."""
+    from google.protobuf import descriptor_pb2, descriptor_pool
+
+    own = _descriptor(schema.text)
+    if own is None:
         return None
+    referenced = dict(schema.references)
     file_set = descriptor_pb2.FileDescriptorSet()
-    for dependency in file.dependency:
-        if not dependency.startswith(_WELL_KNOWN):
-            raise ValueError(
-                f"the Protobuf schema imports {dependency}, another subject's schema, which the Kafka "
-                "job does not read: register the messages in one .proto file"
-            )
-        importlib.import_module("google.protobuf." + Path(dependency).stem + "_pb2")
-        descriptor_pool.Default().FindFileByName(dependency).CopyToProto(file_set.file.add())
-    file_set.file.append(file)
+    added: set[str] = set()
+
+    def add(file: Any) -> None:
+        for dependency in file.dependency:
+            if dependency in added:
+                continue
+            if dependency.startswith(_WELL_KNOWN):
+                importlib.import_module("google.protobuf." + Path(dependency).stem + "_pb2")
+                well_known = descriptor_pb2.FileDescriptorProto()
+                descriptor_pool.Default().FindFileByName(dependency).CopyToProto(well_known)
+                add(well_known)
+                continue
+            imported = _descriptor(referenced.get(dependency, ""))
+            if imported is None:
+                raise ValueError(
+                    f"the Protobuf schema imports {dependency}, which the registry does not give "
+                    "as a reference of it in the same form (a base64 FileDescriptorProto)"
+                )
+            add(imported)
+        if file.name not in added:
+            added.add(file.name)
+            file_set.file.append(file)
+
+    add(own)
     return bytes(file_set.SerializeToString())
 
 
-def _compiled(text: str) -> bytes:
-    """``.proto`` text compiled by protoc, with its imports of the well-known types."""
+def _compiled(schema: RegisteredSchema) -> bytes:
+    """``.proto`` text compiled by protoc, with its references and the well-known types it imports."""
     with tempfile.TemporaryDirectory(prefix="icesink-proto-") as folder:
-        (Path(folder) / _SCHEMA_FILE).write_text(text)
+        for name, text in schema.references:
+            path = Path(folder, name)
+            if not path.resolve().is_relative_to(Path(folder).resolve()):
+                raise ValueError(f"the Protobuf schema references {name!r}, a name outside its folder")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        (Path(folder) / _SCHEMA_FILE).write_text(schema.text)
         out = Path(folder) / "schema.desc"
         command = [
             sys.executable,

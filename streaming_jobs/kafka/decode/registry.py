@@ -18,16 +18,16 @@ Driver side only (the executors get what they need of each schema in
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from icesink import SinkError
 
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_MAX_RETRIES = 2
 AVRO, JSON, PROTOBUF = "AVRO", "JSON", "PROTOBUF"
-_SCHEMA_NOT_FOUND = 40403  # the registry's error code of an unknown schema id
+T = TypeVar("T")
 
 
 class SchemaRegistryError(SinkError):
@@ -46,14 +46,15 @@ class RegisteredSchema:
         schema_type: ``AVRO``, ``JSON`` or ``PROTOBUF``.
         text: The schema itself (Avro's JSON, a JSON Schema, a ``.proto`` file or, as
             confluent-kafka's Protobuf serializer registers it, a base64 ``FileDescriptorProto``).
-        references: The names of the other schemas it references (a ``.proto`` file's imports
-            of other subjects).
+        references: The schemas it references (a ``.proto`` file's imports of other subjects),
+            theirs too, each before those that reference it: ``(name, text)``; a reference the
+            registry does not hold is left out (the schema then does not compile).
     """
 
     schema_id: int
     schema_type: str
     text: str
-    references: tuple[str, ...] = ()
+    references: tuple[tuple[str, str], ...] = ()
 
 
 class SchemaRegistry:
@@ -114,10 +115,47 @@ class SchemaRegistry:
         from confluent_kafka.schema_registry.error import SchemaRegistryError as ClientError
 
         try:
-            schema = self._session().get_schema(schema_id)
+            schema = self._guarded(schema_id, lambda: self._session().get_schema(schema_id))
+        except SchemaRegistryError as e:
+            cause = e.__cause__
+            if isinstance(cause, ClientError) and cause.http_status_code == 404:
+                return None  # an unknown id: asked again in a later batch
+            raise
+        if not isinstance(schema.schema_str, str):
+            raise SchemaRegistryError(
+                f"the schema registry's answer for schema id {schema_id} has no schema",
+                hint="value.schema-registry.url must be the root of a Confluent-compatible API",
+                url=self.url,
+            )
+        references = self._guarded(schema_id, lambda: self._references(schema, set()))
+        return RegisteredSchema(schema_id, str(schema.schema_type or AVRO), schema.schema_str, references)
+
+    def _references(self, schema: Any, seen: set[str]) -> tuple[tuple[str, str], ...]:
+        """The schemas ``schema`` references, recursively, each after those it references."""
+        from confluent_kafka.schema_registry.error import SchemaRegistryError as ClientError
+
+        found: list[tuple[str, str]] = []
+        for reference in schema.references or ():
+            if reference.name in seen:
+                continue
+            seen.add(reference.name)
+            try:
+                version = self._session().get_version(reference.subject, reference.version)
+            except ClientError as e:
+                if e.http_status_code == 404:
+                    continue  # the schema does not compile, and its values say why
+                raise
+            found.extend(self._references(version.schema, seen))
+            found.append((str(reference.name), str(version.schema.schema_str)))
+        return tuple(found)
+
+    def _guarded(self, schema_id: int, call: Callable[[], T]) -> T:
+        """``call()``, its failures as :class:`SchemaRegistryError`."""
+        from confluent_kafka.schema_registry.error import SchemaRegistryError as ClientError
+
+        try:
+            return call()
         except ClientError as e:
-            if e.http_status_code == 404 and e.error_code in (_SCHEMA_NOT_FOUND, 404, -1):
-                return None
             raise SchemaRegistryError(
                 f"the schema registry answered HTTP {e.http_status_code} for schema id {schema_id}: "
                 f"{e.error_message}",
@@ -131,14 +169,6 @@ class SchemaRegistry:
                 hint="check that the registry is up and value.schema-registry.url points at it",
                 url=self.url,
             ) from e
-        if not isinstance(schema.schema_str, str):
-            raise SchemaRegistryError(
-                f"the schema registry's answer for schema id {schema_id} has no schema",
-                hint="value.schema-registry.url must be the root of a Confluent-compatible API",
-                url=self.url,
-            )
-        references = tuple(str(r.name) for r in schema.references or ())
-        return RegisteredSchema(schema_id, str(schema.schema_type or AVRO), schema.schema_str, references)
 
     def _session(self) -> Any:
         """The client, made on first use (its cache keeps the schemas read)."""

@@ -127,9 +127,10 @@ class ValueSettings(Section):
         format: ``json``, ``debezium-json``, or values framed for a schema registry
             (Confluent's wire format: magic byte 0, the 4-byte schema id, the value): ``avro``,
             ``debezium-avro`` (Debezium's Avro converter), ``json-schema``, ``protobuf`` (after
-            the schema id, Confluent's message indexes; a schema importing other subjects'
-            schemas is not read). A value that is not framed, names a schema id the registry
-            does not hold, or does not match its schema becomes a dead letter with the reason.
+            the schema id, Confluent's message indexes; the ``.proto`` schemas are compiled
+            with protoc, with the schemas they reference). A value that is not framed, names a
+            schema id the registry does not hold, or does not match its schema becomes a dead
+            letter with the reason.
         schema_ddl: A fixed schema as a Spark DDL string (``schema``); absent: inferred per batch.
         metadata_columns: Add the ``_kafka_*`` columns to every row (default: true, but
             false when the sink upserts without routing by topic, unless set).
