@@ -199,3 +199,18 @@ PRICED = """syntax = "proto3"; package shop; import "shop/money.proto";
 message Price { string sku = 1; Money amount = 2; }"""
 TAXED = """syntax = "proto3"; package shop; import "shop/tax.proto";
 message Taxed { Tax tax = 1; }"""
+
+
+def test_a_message_protobufs_json_printer_cannot_print_is_a_dead_letter_not_a_failed_task() -> None:
+    text = 'syntax = "proto3"; import "google/protobuf/any.proto"; message W { google.protobuf.Any x = 1; }'
+    compiled = file_descriptor_set(RegisteredSchema(1, PROTOBUF, text))
+    pool = descriptor_pool.DescriptorPool()
+    for file in descriptor_pb2.FileDescriptorSet.FromString(compiled).file:
+        pool.Add(file)
+    wrapper = message_factory.GetMessageClass(pool.FindMessageTypeByName("W"))
+    value = wrapper()
+    value.x.type_url = "type.googleapis.com/no.Such"  # a type the schema does not know
+    spec = DecodeSpec(framing="protobuf", schema_ids=frozenset({1}), task_schemas=((1, compiled),))
+    rows, rejected = passed(spec, [framed(1, b"\x00" + value.SerializeToString()), framed(1, b"\x00")])
+    assert [r["_kafka_offset"] for r in rows] == [1]
+    assert "not a Protobuf value of schema id 1" in rejected[0] and "no.Such" in rejected[0]

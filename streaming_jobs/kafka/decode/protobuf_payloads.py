@@ -186,4 +186,7 @@ def read_payloads(
         except ValueError as e:
             reasons[position] = f"not a Protobuf value of schema id {schema_id}: {e}"
             out.append(b"")
+        except Exception as e:  # one value's fault (an Any of a type the schema lacks) fails no task
+            reasons[position] = f"not a Protobuf value of schema id {schema_id}: {type(e).__name__}: {e}"
+            out.append(b"")
     return pa.array(out, pa.binary())
