@@ -125,3 +125,21 @@ def test_protobuf_values_of_confluent_kafkas_serializer(
     assert sorted(errors) == [3, 4]
     assert "message index [3]" in errors[3]
     assert "not a Protobuf shop.Order" in errors[4]
+
+
+def test_avro_values_of_a_schema_with_references_are_dead_letters_and_the_rest_rows(
+    spark: Any, catalog_options: dict[str, str], schema_registry: SchemaRegistryServer
+) -> None:
+    options = {**catalog_options, "table": "db.avro_refs", "sink-id": "avro-refs"}
+    money = {"type": "record", "name": "Money", "fields": [{"name": "cents", "type": "long"}]}
+    schema_registry.register("money", money)
+    priced = {"type": "record", "name": "Price", "fields": [{"name": "amount", "type": "Money"}]}
+    reference = {"name": "Money", "subject": "money", "version": 1}
+    referencing = schema_registry.register("prices-value", priced, references=[reference])
+    plain = schema_registry.register("plain-value", money)
+    values = [framed(referencing, b"\x04"), framed(plain, b"\x06")]  # cents 2 / 3, zigzag
+    decoding_sink(options, schema_registry, format=ValueFormat.AVRO)(kafka_batch(spark, values), 0)
+
+    assert [r["cents"] for r in read(options, "db.avro_refs")] == [3]
+    error = dead_letter_errors(options, "db.avro_refs__dlq")[0]
+    assert f"schema id {referencing} is not read" in error and "references" in error

@@ -10,6 +10,8 @@ Avro (``debezium-avro``) becomes the JSON envelope the Debezium decoder unwraps.
 ``int`` and ``long`` become JSON numbers (the decoding pass narrows them as for JSON values),
 timestamps ISO-8601 strings, bytes base64. The session needs ``spark-avro`` on its class
 path: the Kafka job's session gets it with Spark's Kafka source (:mod:`streaming_jobs.jvm_jars`).
+A schema that references other subjects' schemas is not read (``from_avro`` takes one schema
+text): its values become dead letters saying so.
 """
 
 from __future__ import annotations
@@ -60,8 +62,16 @@ class AvroValues:
         return batch_df.withColumn("value", F.coalesce(converted, value))
 
     def task_schemas(self, schemas: Mapping[int, RegisteredSchema]) -> dict[int, bytes | str]:
-        """Nothing: the decoding task reads JSON payloads."""
-        return {}
+        """Nothing for the task, which reads JSON payloads; the schemas Spark cannot read, and why."""
+        return {
+            schema_id: (
+                "the Avro schema references other subjects' schemas "
+                f"({', '.join(n for n, _ in s.references)}), which Spark's from_avro cannot "
+                "resolve: register the record with its named types inline"
+            )
+            for schema_id, s in schemas.items()
+            if s.references
+        }
 
 
 def _reader_schema(writer: str) -> str | None:

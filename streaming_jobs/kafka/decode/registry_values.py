@@ -102,6 +102,7 @@ class RegistryValues:
             task_schemas=tuple(sorted((i, s) for i, s in for_task.items() if isinstance(s, bytes))),
             schema_errors=errors,
         )
-        if not schemas:
+        readable = {i: s for i, s in schemas.items() if i in spec.schema_ids}
+        if not readable:
             return batch_df, spec
-        return self.format.to_json(batch_df, schemas), spec
+        return self.format.to_json(batch_df, readable), spec
