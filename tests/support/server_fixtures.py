@@ -26,6 +26,7 @@ import pytest
 from tests.support.iceberg_java.reader import IcebergJavaReader
 from tests.support.kafka_broker import KafkaBroker
 from tests.support.postgres import PostgresServer
+from tests.support.schema_registry import SchemaRegistryServer
 from tests.support.seaweedfs import SeaweedFS
 from tests.support.spark_cluster import SparkCluster
 from tests.support.spark_connect import SparkConnectServer
@@ -100,6 +101,12 @@ apache_kafka = server_fixture(
     KafkaBroker,
     title="apache kafka (KRaft broker + controller)",
     doc="One Apache Kafka broker and controller for the run (``bootstrap_servers``, ``produce``, ...).",
+)
+schema_registry = server_fixture(
+    "schema_registry",
+    SchemaRegistryServer,
+    title="schema registry (Confluent API, in process)",
+    doc="One schema registry for the run (``url``, ``register(subject, schema, type)``).",
 )
 spark_cluster = server_fixture(
     "spark_cluster",

@@ -145,7 +145,10 @@ def test_flags_alone_are_enough() -> None:
             {"kafka/security": {"protocol": "SSL", "ssl-ca-location": "/no/ca.pem"}},
             "key 'kafka.security'",
         ),
-        ({"value/format": "avro"}, "key 'value.format' has value 'avro'"),
+        ({"value/format": "thrift"}, "key 'value.format' has value 'thrift'"),
+        ({"value/format": "protobuf"}, "format 'protobuf' needs schema-registry.url"),
+        ({"value/format": "avro"}, "format 'avro' needs schema-registry.url"),
+        ({"value/schema-registry": {"url": "registry:8081"}}, "not an http:// or https:// URL"),
         ({"value/schema": "id integr"}, "key 'value.schema' has value 'id integr': not a Spark DDL schema"),
         ({"trigger/interval": "soon"}, "key 'trigger.interval' has value 'soon': not an interval"),
         ({"trigger/interval": "1 s", "trigger/available-now": True}, "either 'interval' or 'available-now'"),
@@ -292,3 +295,21 @@ def test_the_config_is_frozen() -> None:
     assert isinstance(config, JobConfig)
     with pytest.raises(ValueError, match="frozen"):
         config.checkpoint_location = "/elsewhere"  # type: ignore[misc]
+
+
+def test_a_registry_format_takes_the_registry_from_the_file_or_the_flag(tmp_path: Path) -> None:
+    registry = {
+        "url": "http://registry:8081/",
+        "timeout-s": 3,
+        "basic-auth-user": "u",
+        "basic-auth-password": "pw1",
+    }
+    data = with_({"value/format": "avro", "value/schema-registry": registry})
+    config = load_config(["--config", write(tmp_path, data)])
+    options = config.value.decode_options()
+    assert options.format is ValueFormat.AVRO and options.registry is not None
+    assert (options.registry.url, options.registry.timeout_s) == ("http://registry:8081", 3)
+    assert "pw1" not in repr(config)
+    flags = ["--config", write(tmp_path, MINIMAL), "--value-format", "json-schema"]
+    flagged = load_config([*flags, "--schema-registry-url", "https://r:8081"])
+    assert flagged.value.schema_registry is not None and flagged.value.schema_registry.url == "https://r:8081"

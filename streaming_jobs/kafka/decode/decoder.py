@@ -28,7 +28,9 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_type
 
 from icesink import ConfigError
 from streaming_jobs.kafka.decode import debezium
+from streaming_jobs.kafka.decode.formats import registry_values
 from streaming_jobs.kafka.decode.passes import DATA, PASS_COLUMNS, PASS_DDL, REJECTED, SKIPPED, WRITTEN
+from streaming_jobs.kafka.decode.registry import SchemaRegistry
 from streaming_jobs.kafka.decode.rejected_rows import DEAD_LETTER_DDL, dead_letter_function
 from streaming_jobs.kafka.decode.spec import (
     KAFKA_COLUMNS,
@@ -48,6 +50,25 @@ class ValueFormat(StrEnum):
 
     JSON = "json"  # one JSON object per value
     DEBEZIUM_JSON = "debezium-json"  # a Debezium change event, JSON converter, schemas on or off
+    AVRO = "avro"  # Avro framed for a schema registry (Confluent's wire format)
+    DEBEZIUM_AVRO = "debezium-avro"  # a Debezium change event, Avro converter with a schema registry
+    JSON_SCHEMA = "json-schema"  # JSON framed for a schema registry, with a JSON Schema
+    PROTOBUF = "protobuf"  # Protobuf framed for a schema registry (with Confluent's message indexes)
+
+    @property
+    def debezium(self) -> bool:
+        """Whether the values are Debezium change events."""
+        return self in (ValueFormat.DEBEZIUM_JSON, ValueFormat.DEBEZIUM_AVRO)
+
+    @property
+    def framed(self) -> bool:
+        """Whether the values are framed for a schema registry (``value.schema-registry`` is needed)."""
+        return self in (
+            ValueFormat.AVRO,
+            ValueFormat.DEBEZIUM_AVRO,
+            ValueFormat.JSON_SCHEMA,
+            ValueFormat.PROTOBUF,
+        )
 
 
 @dataclass(frozen=True)
@@ -59,11 +80,13 @@ class DecodeOptions:
         fixed_schema: The fields to keep and their types; ``None`` infers both per batch.
         metadata_columns: Add ``_kafka_topic``, ``_kafka_partition``, ``_kafka_offset``
             and ``_kafka_timestamp`` to every row.
+        registry: Where framed values' schemas are (the registry formats need one).
     """
 
     format: ValueFormat = ValueFormat.JSON
     fixed_schema: st.StructType | None = None
     metadata_columns: bool = True
+    registry: SchemaRegistry | None = None
 
 
 @dataclass
@@ -115,10 +138,12 @@ class ValueDecoder:
 
     def __init__(self, options: DecodeOptions) -> None:
         self.options = options
+        self._registry = registry_values(options.format, options.registry)
         self._spec = DecodeSpec(
-            debezium=options.format is ValueFormat.DEBEZIUM_JSON,
+            debezium=options.format.debezium,
             fixed_schema=options.fixed_schema,
             metadata_columns=options.metadata_columns,
+            framing=None if self._registry is None else self._registry.framing,
         )
         self._fixed_arrow = (
             pa.schema([pa.field(f.name, _arrow_type(f.dataType)) for f in options.fixed_schema.fields])
@@ -141,6 +166,12 @@ class ValueDecoder:
         if self._fixed_arrow is None:
             return None
         return from_arrow_schema(self._target([]), prefer_timestamp_ntz=True)
+
+    @property
+    def decodes_in_source(self) -> bool:
+        """Whether a source may decode the values as it reads them (not framed ones: their
+        schemas come from the registry, on the driver, per batch)."""
+        return self._registry is None
 
     def source_options(self) -> dict[str, str]:
         """The options that make ``icesink-kafka-decoded`` decode as this decoder does.
@@ -185,7 +216,7 @@ class ValueDecoder:
                     hint="decode the DataFrame of a Kafka source (format 'kafka', 'icesink-kafka' or "
                     "'icesink-kafka-decoded') as loaded",
                 )
-            passed = batch_df.select(*KAFKA_INPUT_COLUMNS).mapInArrow(decode_function(self._spec), PASS_DDL)
+            passed = self._decoding_pass(batch_df.select(*KAFKA_INPUT_COLUMNS))
         cache = passed.persist(StorageLevel.MEMORY_AND_DISK_DESER)
         try:
             written_only = F.when(F.col("kind") == WRITTEN, F.col("payload")).alias("payload")
@@ -224,6 +255,13 @@ class ValueDecoder:
             written_rows,
             skipped,
         )
+
+    def _decoding_pass(self, raw: DataFrame) -> DataFrame:
+        """The first pass over raw Kafka rows; framed values' schemas read from the registry first."""
+        spec = self._spec
+        if self._registry is not None:
+            raw, spec = self._registry.prepare(raw, spec)
+        return raw.mapInArrow(decode_function(spec), PASS_DDL)
 
     def _target(self, schemas: list[pa.Schema]) -> pa.Schema:
         """The batch's type: the values' fields, then the Debezium and the Kafka columns."""

@@ -7,6 +7,7 @@ objects are imported here.
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass
 
@@ -41,12 +42,25 @@ class DecodeSpec:
         fixed_schema: Keep only these fields (nested ones too); ``None`` keeps every field.
         metadata_columns: Add the ``_kafka_*`` columns to every row.
         payload_compression: Codec of the decoded streams Spark caches between the passes.
+        framing: ``None`` for plain values; the registry format of values framed for a schema
+            registry (:mod:`streaming_jobs.kafka.decode.framing`): ``json-schema`` (JSON after the
+            header), ``avro`` (the driver turned each Avro payload into JSON after the header),
+            ``protobuf`` (the task reads each payload with :attr:`task_schemas`).
+        schema_ids: The schema ids the registry holds a schema of that format for.
+        task_schemas: What the task needs of each schema id to read its payloads (Protobuf:
+            the compiled ``FileDescriptorSet``).
+        schema_errors: Schema ids of that format the job cannot read, with the reason their
+            values' dead letters get.
     """
 
     debezium: bool = False
     fixed_schema: st.StructType | None = None
     metadata_columns: bool = True
     payload_compression: str | None = PAYLOAD_COMPRESSION
+    framing: str | None = None
+    schema_ids: frozenset[int] = frozenset()
+    task_schemas: tuple[tuple[int, bytes], ...] = ()
+    schema_errors: tuple[tuple[int, str], ...] = ()
 
     def to_json(self) -> str:
         """The spec as a JSON string: how a data source option carries it to the executors."""
@@ -57,6 +71,10 @@ class DecodeSpec:
                 "fixed_schema": fixed,
                 "metadata_columns": self.metadata_columns,
                 "payload_compression": self.payload_compression,
+                "framing": self.framing,
+                "schema_ids": sorted(self.schema_ids),
+                "task_schemas": [[i, base64.b64encode(s).decode()] for i, s in self.task_schemas],
+                "schema_errors": [list(e) for e in self.schema_errors],
             },
             sort_keys=True,
         )
@@ -71,6 +89,10 @@ class DecodeSpec:
             fixed_schema=None if fixed is None else st.StructType.fromJson(fixed),
             metadata_columns=bool(value["metadata_columns"]),
             payload_compression=value["payload_compression"],
+            framing=value.get("framing"),
+            schema_ids=frozenset(value.get("schema_ids", ())),
+            task_schemas=tuple((int(i), base64.b64decode(s)) for i, s in value.get("task_schemas", ())),
+            schema_errors=tuple((int(i), str(r)) for i, r in value.get("schema_errors", ())),
         )
 
     @property

@@ -32,12 +32,14 @@ from icesink.sources import TIMESTAMP_MAX_MICROS, TIMESTAMP_MIN_MICROS
 from streaming_jobs.kafka.decode import debezium
 from streaming_jobs.kafka.decode.chunk import (
     OUT_OF_RANGE,
+    PARSE_ERROR,
     TYPE_MISMATCH,
     ChunkDecoder,
     DecodedChunk,
     Piece,
     Rejection,
 )
+from streaming_jobs.kafka.decode.framing import unframe
 from streaming_jobs.kafka.decode.passes import (
     DATA,
     REJECTED,
@@ -47,6 +49,7 @@ from streaming_jobs.kafka.decode.passes import (
     pass_row,
     payloads,
 )
+from streaming_jobs.kafka.decode.protobuf_payloads import ProtobufReader, read_payloads
 from streaming_jobs.kafka.decode.rejected_rows import rejected_table
 from streaming_jobs.kafka.decode.spec import KAFKA_COLUMNS, KAFKA_INPUT_COLUMNS, TIMESTAMP_COLUMN, DecodeSpec
 from streaming_jobs.kafka.decode.types import cast_array, cast_table, narrow_integers
@@ -92,8 +95,7 @@ def conform_function(schema: pa.Schema) -> Callable[[Iterator[pa.RecordBatch]], 
 def _decode_batch(
     decoder: ChunkDecoder, spec: DecodeSpec, batch: pa.RecordBatch, writing: TaskWrite | None
 ) -> Iterator[pa.RecordBatch]:
-    chunk = decoder.decode(batch.column("value"))
-    rejections = list(chunk.rejections)
+    chunk, rejections = _decode_values(decoder, spec, batch.column("value"))
     outside = _timestamps_outside_range(batch) if spec.metadata_columns else None
     by_schema: dict[pa.Schema, list[pa.Table]] = {}
     for piece in chunk.pieces:
@@ -116,6 +118,40 @@ def _decode_batch(
     if chunk.tombstones:
         yield pass_row(SKIPPED, len(chunk.tombstones), None, pa.py_buffer(b""))
     _check_accounted(batch.num_rows, chunk, by_schema, rejections)
+
+
+def _decode_values(
+    decoder: ChunkDecoder, spec: DecodeSpec, values: pa.Array
+) -> tuple[DecodedChunk, list[Rejection]]:
+    """The values decoded, and the rejected ones; a framed value's payload is what is decoded."""
+    if spec.framing is None:
+        chunk = decoder.decode(values)
+        return chunk, list(chunk.rejections)
+    payloads, reasons = unframe(values, spec.schema_ids, dict(spec.schema_errors))
+    if spec.task_schemas:
+        payloads = read_payloads(_protobuf_reader(spec), values, payloads, reasons)
+    chunk = decoder.decode(payloads)
+    rejections = []
+    for rejection in chunk.rejections:
+        reason = reasons.get(rejection.index)
+        if reason is None and spec.framing == "avro" and rejection.reason == PARSE_ERROR:
+            reason = "not Avro of its schema (Spark's from_avro could not read the bytes after the header)"
+        rejections.append(rejection if reason is None else Rejection(rejection.index, PARSE_ERROR, reason))
+    return chunk, rejections
+
+
+_readers: dict[tuple[tuple[int, bytes], ...], ProtobufReader] = {}
+_MAX_READERS = 8
+
+
+def _protobuf_reader(spec: DecodeSpec) -> ProtobufReader:
+    """One reader per worker process and schemas: its message classes are made once."""
+    reader = _readers.get(spec.task_schemas)
+    if reader is None:
+        if len(_readers) >= _MAX_READERS:  # schemas of a past batch
+            _readers.clear()
+        reader = _readers[spec.task_schemas] = ProtobufReader(dict(spec.task_schemas))
+    return reader
 
 
 def _timestamps_outside_range(batch: pa.RecordBatch) -> tuple[np.ndarray, pa.Array] | None:

@@ -49,7 +49,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-offsets-per-trigger", help="kafka.max-offsets-per-trigger")
     p.add_argument("--source", help="kafka.source: auto, jvm or python")
     p.add_argument("--kafka-option", action="append", default=[], metavar="KEY=VALUE", help="kafka.options")
-    p.add_argument("--value-format", help="value.format: json or debezium-json")
+    p.add_argument(
+        "--value-format",
+        help="value.format: json, debezium-json, avro, debezium-avro, json-schema or protobuf",
+    )
+    p.add_argument("--schema-registry-url", metavar="URL", help="value.schema-registry.url")
     p.add_argument("--value-schema", metavar="DDL", help="value.schema, e.g. 'id BIGINT, name STRING'")
     p.add_argument("--no-metadata-columns", action="store_true", help="value.metadata-columns: false")
     p.add_argument("--table", help="sink.table, e.g. analytics.orders")
@@ -100,6 +104,7 @@ def _flag_values(args: argparse.Namespace) -> list[tuple[list[str], Any]]:
         "source": ["kafka", "source"],
         "value_format": ["value", "format"],
         "value_schema": ["value", "schema"],
+        "schema_registry_url": ["value", "schema-registry", "url"],
         "table": ["sink", "table"],
         "metrics_port": ["sink", "metrics.port"],
         "checkpoint_location": ["checkpoint-location"],

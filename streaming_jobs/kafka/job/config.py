@@ -24,7 +24,9 @@ A complete file (every key but ``kafka.bootstrap-servers``, one of ``kafka.topic
         ssl-ca-location: /etc/ssl/kafka-ca.pem
       options: {}                      # other client properties (librdkafka's or Java's names)
     value:
-      format: json                     # or debezium-json
+      format: json                     # or debezium-json, avro, debezium-avro, json-schema, protobuf
+      schema-registry:                 # for avro, debezium-avro, json-schema and protobuf values
+        url: http://registry:8081      # Confluent-compatible API (Apicurio: .../apis/ccompat/v7)
       schema: "id BIGINT, name STRING" # fixed; inferred per batch when absent
       metadata-columns: true           # _kafka_topic, _kafka_partition, _kafka_offset, _kafka_timestamp
                                        # (default true; false with sink write.mode: upsert)
@@ -57,11 +59,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from icesink import hidden
 from streaming_jobs.kafka.decode import DdlError, DecodeOptions, ValueFormat, parse_ddl
 from streaming_jobs.kafka.decode.debezium import SOURCE_TS_COLUMN
+from streaming_jobs.kafka.decode.registry import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_S, SchemaRegistry
 from streaming_jobs.kafka.job.kafka_settings import KafkaSettings
 from streaming_jobs.kafka.job.routing import upserted_tables
 from streaming_jobs.kafka.job.sections import Section, scalar
@@ -74,19 +77,79 @@ _INTERVAL = re.compile(
 )
 
 
+class SchemaRegistrySettings(Section):
+    """The schema registry of framed values (``value.schema-registry``).
+
+    Attributes:
+        url: The root of the registry's Confluent-compatible REST API: Confluent Schema
+            Registry's or Karapace's root (``http://registry:8081``), Apicurio Registry's
+            ``http://apicurio:8080/apis/ccompat/v7``. Schemas are read by id
+            (``GET <url>/schemas/ids/<id>``) and kept for the life of the job.
+        timeout_s: The longest wait for one answer of the registry: a silent or failing
+            registry fails the batch with ``ICESINK-SCHEMA-REGISTRY`` (and ``max-restarts``
+            applies) after ``max-retries`` more tries, it never hangs the query.
+        max_retries: Further tries of a request that timed out or got a retriable answer
+            (HTTP 5xx, 429), after a backoff of up to 1 s, 2 s, 4 s, ...: the longest wait for
+            one schema is about ``(max-retries + 1) x timeout-s`` plus the backoff.
+        basic_auth_user: Basic authentication's user, if the registry wants one.
+        basic_auth_password: Basic authentication's password (``${env:NAME}`` keeps it out
+            of the file).
+    """
+
+    url: str = Field(min_length=1)
+    timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0)
+    max_retries: int = Field(default=DEFAULT_MAX_RETRIES, ge=0)
+    basic_auth_user: str | None = None
+    basic_auth_password: SecretStr = SecretStr("")
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("not an http:// or https:// URL; use e.g. http://registry:8081")
+        return value
+
+    def registry(self) -> SchemaRegistry:
+        """The registry client."""
+        return SchemaRegistry(
+            self.url,
+            timeout_s=self.timeout_s,
+            max_retries=self.max_retries,
+            username=self.basic_auth_user,
+            password=self.basic_auth_password.get_secret_value(),
+        )
+
+
 class ValueSettings(Section):
     """How the Kafka values are decoded (``value``).
 
     Attributes:
-        format: ``json`` or ``debezium-json``.
+        format: ``json``, ``debezium-json``, or values framed for a schema registry
+            (Confluent's wire format: magic byte 0, the 4-byte schema id, the value): ``avro``,
+            ``debezium-avro`` (Debezium's Avro converter), ``json-schema``, ``protobuf`` (after
+            the schema id, Confluent's message indexes; the ``.proto`` schemas are compiled
+            with protoc, with the schemas they reference). A value that is not framed, names a
+            schema id the registry does not hold, or does not match its schema becomes a dead
+            letter with the reason.
         schema_ddl: A fixed schema as a Spark DDL string (``schema``); absent: inferred per batch.
         metadata_columns: Add the ``_kafka_*`` columns to every row (default: true, but
             false when the sink upserts without routing by topic, unless set).
+        schema_registry: The schema registry, for ``avro``, ``debezium-avro``, ``json-schema``
+            and ``protobuf``.
     """
 
     format: ValueFormat = ValueFormat.JSON
     schema_ddl: str | None = Field(default=None, alias="schema")
     metadata_columns: bool = True
+    schema_registry: SchemaRegistrySettings | None = None
+
+    @model_validator(mode="after")
+    def _registry_when_framed(self) -> ValueSettings:
+        if self.format.framed and self.schema_registry is None:
+            raise ValueError(
+                f"format {self.format.value!r} needs schema-registry.url (a Confluent-compatible API)"
+            )
+        return self
 
     @field_validator("schema_ddl")
     @classmethod
@@ -101,7 +164,10 @@ class ValueSettings(Section):
     def decode_options(self) -> DecodeOptions:
         """The decoder's options."""
         fixed = parse_ddl(self.schema_ddl) if self.schema_ddl is not None else None
-        return DecodeOptions(format=self.format, fixed_schema=fixed, metadata_columns=self.metadata_columns)
+        registry = self.schema_registry.registry() if self.schema_registry is not None else None
+        return DecodeOptions(
+            format=self.format, fixed_schema=fixed, metadata_columns=self.metadata_columns, registry=registry
+        )
 
 
 class TriggerSettings(Section):
@@ -228,7 +294,7 @@ class JobConfig(Section):
             options["schema.evolution"] = "off"
         lowered = {k.strip().lower(): v for k, v in self.sink.items()}
         upsert = str(lowered.get("write.mode") or "").strip().lower() == "upsert"
-        if upsert and self.value.format is ValueFormat.DEBEZIUM_JSON and "upsert.order-column" not in given:
+        if upsert and self.value.format.debezium and "upsert.order-column" not in given:
             options["upsert.order-column"] = SOURCE_TS_COLUMN
         return options
 

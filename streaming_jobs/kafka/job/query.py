@@ -42,7 +42,7 @@ def run_query(config: JobConfig, spark: Any, metrics: SinkMetrics | None, stop: 
         if flavor == "jvm":
             options = jvm_source_options(options)
         kafka_options = dict(options)  # without the decoding source's
-        if flavor == "python" and config.kafka.decode_in_source:
+        if flavor == "python" and config.kafka.decode_in_source and decoder.decodes_in_source:
             fmt = register_decoding_source(spark)  # the values cross to the JVM once, decoded
             options.update(decoder.source_options())
         stream = spark.readStream.format(fmt).options(**options).load()
