@@ -69,6 +69,7 @@ def _catalog(
     seaweedfs = request.getfixturevalue("seaweedfs")
     properties = seaweedfs.rest_catalog_properties()
     options = {"catalog.name": "rest", **{f"catalog.{key}": value for key, value in properties.items()}}
+    options["state-location"] = str(tmp_path / "state")  # a table bucket takes Iceberg's files only
     s3 = S3Settings(seaweedfs.s3_endpoint, seaweedfs.access_key, seaweedfs.secret_key)
     return {**options, "namespace": namespace}, s3
 
@@ -135,9 +136,10 @@ def _run(
 ) -> int:
     """Batches through one sink while Java maintains the table, until they interleave; the batches run.
 
-    The batches stop once the snapshot log shows a sink commit on a snapshot of Java's and every
-    procedure has begun while they ran; the thread then finishes its current call (an expiry
-    whose commits the batches kept refusing lands once they stop: Java retries it).
+    The batches stop once the snapshot log shows a sink commit on a snapshot of Java's, every
+    procedure has begun while they ran and every rewrite has committed; the thread then finishes
+    its current call (an expiry whose commits the batches kept refusing lands once they stop:
+    Java retries it).
     """
     sink = IcebergSink.from_options(options)
     sink(batch_of(0), 0)
@@ -147,7 +149,7 @@ def _run(
     seen: dict[int, bool] = {}
     batch_id, interleaved = 1, False
     try:
-        while batch_id < MAX_BATCHES and not (interleaved and len(maintenance.started) == len(calls)):
+        while batch_id < MAX_BATCHES and not (interleaved and maintenance.all_began()):
             sink(batch_of(batch_id), batch_id)
             table = sink.catalog.load_table(options["table"])
             interleaved = _sink_on_java_snapshot(table, seen) or interleaved

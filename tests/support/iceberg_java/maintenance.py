@@ -71,12 +71,14 @@ class JavaMaintenance(threading.Thread):
         """How many runs of ``call`` returned a non-zero first count (a rewrite that changed files)."""
         return sum(1 for row in self.results[call] if row and isinstance(row[0], int) and row[0] > 0)
 
+    def all_began(self) -> bool:
+        """Whether every call has begun, and every rewrite has committed files at least once."""
+        rewrites = [call for call in self.calls if call.startswith("rewrite")]
+        return self.started == set(self.calls) and all(self.committed(call) for call in rewrites)
+
     def all_ran(self) -> bool:
-        """Whether every call has run without a refusal, and every rewrite has committed files."""
-        return all(
-            self.results[call] and (not call.startswith("rewrite") or self.committed(call))
-            for call in self.calls
-        )
+        """Whether every call has returned at least once."""
+        return all(self.results[call] for call in self.calls)
 
     def stop(self) -> None:
         """Let the call in progress finish, wait for it, and raise what stopped the thread, if anything."""
