@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: env system-deps demo demo-cluster demo-kafka test test-fast test-faults test-kafka test-deploy lint docs format bench bench-upsert bench-routing bench-deploy bench-scale clean
+.PHONY: env system-deps demo demo-cluster demo-kafka test test-fast test-faults test-kafka test-deploy test-interop lint docs format bench bench-upsert bench-routing bench-deploy bench-scale clean
 
 # The virtual environment; Spark's Kafka source for this pyspark and Apache Kafka for the tests'
 # broker, fetched with mvn into the venv (jvm/*/pom.xml, once); and the Spark driver's class
@@ -20,7 +20,8 @@ env: $(STAMP)
 
 # Iceberg Java, the tests' second reader of icesink's tables (tests/support/iceberg_java/): the
 # Spark its runtime jar is built for, in a virtual environment of its own, and the jars of that
-# folder's pom.xml (Iceberg's Spark runtime, the SQLite JDBC driver), made once.
+# folder's pom.xml (Iceberg's Spark runtime, the SQLite and PostgreSQL JDBC drivers,
+# Iceberg's AWS bundle for S3), made once.
 ICEBERG_JAVA := $(VENV)/share/icesink/iceberg-java
 ICEBERG_JAVA_PYSPARK := 4.1.1
 env: $(ICEBERG_JAVA)/.installed-$(ICEBERG_JAVA_PYSPARK)
@@ -79,6 +80,11 @@ test-faults: system-deps env
 # news (make test runs each such behaviour on one source).
 test-kafka: system-deps env
 	$(PY) -m pytest -q -m kafka_full tests/e2e $(PYTEST_ARGS)
+
+# Iceberg Java's maintenance while a stream writes, on the SQLite catalog (appends; make test runs
+# the upserts) and on PostgreSQL and SeaweedFS's REST catalog with S3.
+test-interop: system-deps env
+	$(PY) -m pytest -q -m interop_full tests/interop $(PYTEST_ARGS)
 
 # Real servers on loopback: SeaweedFS (S3 + REST catalog), PostgreSQL, Spark cluster, Spark Connect;
 # with the Spark cluster's own checks, which make test leaves to the sink's cluster test.

@@ -21,6 +21,7 @@ OPT_IN_MARKERS = {
     "faults_full": "part of the full fault matrix: make test-faults (-m faults_full)",
     "cluster_full": "a check of the Spark cluster the tests start: make test-deploy (-m cluster_full)",
     "kafka_full": "the Kafka job's longer matrix over its two sources: make test-kafka (-m kafka_full)",
+    "interop_full": "Java's maintenance during a stream, more catalogs: make test-interop (-m interop_full)",
 }
 """Markers of tests that run only when ``-m`` names them, and where they run instead."""
 

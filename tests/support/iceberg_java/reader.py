@@ -3,8 +3,8 @@
 :class:`IcebergJavaReader` starts :mod:`tests.support.iceberg_java.reader_server` in the
 virtual environment ``make env`` makes for it (:data:`HOME`: the pyspark of the runtime's
 Spark, the Makefile's ``ICEBERG_JAVA_PYSPARK``, and, in ``jars/``, Iceberg's Spark runtime
-and the SQLite JDBC driver of ``pom.xml`` beside this module). :meth:`IcebergJavaReader.sql`
-runs Spark SQL against the same SQLite catalog and warehouse a test's sink writes, through
+and the SQLite and PostgreSQL JDBC drivers of ``pom.xml`` beside this module). :meth:`IcebergJavaReader.sql`
+runs Spark SQL against the same SQL catalog (SQLite or PostgreSQL) and warehouse a test's sink writes, through
 Iceberg's ``JdbcCatalog`` (which reads pyiceberg's ``iceberg_tables`` rows as its own), and
 returns the result as an Arrow table.
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -42,14 +43,46 @@ def home() -> Path:
 
 
 def jdbc_catalog(catalog_options: Mapping[str, str]) -> dict[str, str]:
-    """Iceberg Java's view of a sink's embedded SQLite catalog: its name, JDBC URI and warehouse."""
+    """Iceberg Java's view of a sink's SQL catalog: its name, JDBC URI, warehouse and login.
+
+    The sink's catalog is pyiceberg's SQL catalog on SQLite (``sqlite:///<file>``) or on
+    PostgreSQL (``postgresql+psycopg2://<user>:<password>@<host>:<port>/<database>``); Java's
+    ``JdbcCatalog`` reads the same rows through the SQLite or PostgreSQL JDBC driver.
+    """
     uri = catalog_options["catalog.uri"]
-    if not uri.startswith("sqlite:///"):
-        raise ValueError(f"only SQLite catalogs are read by Iceberg Java here, not {uri}")
+    catalog = {"name": catalog_options["catalog.name"], "warehouse": catalog_options["catalog.warehouse"]}
+    if uri.startswith("sqlite:///"):
+        return {**catalog, "uri": "jdbc:sqlite:" + uri.removeprefix("sqlite://")}
+    parsed = urllib.parse.urlsplit(uri)
+    if parsed.scheme.split("+")[0] != "postgresql" or parsed.username is None:
+        raise ValueError(
+            f"only SQLite and PostgreSQL catalogs are read by Iceberg Java here, not {parsed.scheme}"
+        )
     return {
-        "name": catalog_options["catalog.name"],
-        "uri": "jdbc:sqlite:" + uri.removeprefix("sqlite://"),
-        "warehouse": catalog_options["catalog.warehouse"],
+        **catalog,
+        "uri": f"jdbc:postgresql://{parsed.hostname}:{parsed.port}{parsed.path}",
+        "jdbc.user": urllib.parse.unquote(parsed.username),
+        "jdbc.password": urllib.parse.unquote(parsed.password or ""),
+    }
+
+
+def java_catalog(catalog_options: Mapping[str, str]) -> dict[str, str]:
+    """Iceberg Java's view of a sink's catalog: a SQL catalog's (:func:`jdbc_catalog`) or a REST catalog's.
+
+    A REST catalog's tables live on S3: Java reads them through ``S3FileIO`` (Iceberg's AWS
+    bundle in ``jars/``), at the sink's ``s3.*`` endpoint and keys, path-style.
+    """
+    if catalog_options.get("catalog.type") != "rest":
+        return jdbc_catalog(catalog_options)
+    catalog = {key.removeprefix("catalog."): value for key, value in catalog_options.items()}
+    return {
+        **{key: catalog[key] for key in ("name", "type", "uri", "warehouse", "credential") if key in catalog},
+        "io-impl": "org.apache.iceberg.aws.s3.S3FileIO",
+        "s3.endpoint": catalog["s3.endpoint"],
+        "s3.access-key-id": catalog["s3.access-key-id"],
+        "s3.secret-access-key": catalog["s3.secret-access-key"],
+        "s3.path-style-access": "true",
+        "client.region": catalog.get("s3.region", "us-east-1"),
     }
 
 
@@ -96,14 +129,14 @@ class IcebergJavaReader(ServerProcess):
         return port_open(self.port)
 
     def sql(self, query: str, catalog_options: Mapping[str, str] | None = None) -> pa.Table:
-        """The result of Spark SQL ``query``, the sink's SQLite catalog (its ``catalog.*`` options) a catalog.
+        """The result of Spark SQL ``query``, the sink's SQL catalog (its ``catalog.*`` options) a catalog.
 
         The catalog is named as the sink's ``catalog.name``: ``SELECT * FROM <name>.<ns>.<table>``.
 
         Raises:
             IcebergJavaError: Java refused the query (the message says why).
         """
-        request = {"sql": query, "catalog": jdbc_catalog(catalog_options) if catalog_options else None}
+        request = {"sql": query, "catalog": java_catalog(catalog_options) if catalog_options else None}
         with socket.create_connection(("127.0.0.1", self.port), timeout=REQUEST_TIMEOUT_S) as connection:
             stream = connection.makefile("rwb")
             stream.write(json.dumps(request).encode() + b"\n")

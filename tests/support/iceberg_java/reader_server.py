@@ -7,9 +7,10 @@ it imports only the standard library and that pyspark, never the project. One Sp
 serves every request of a test run.
 
 Protocol (one request per connection): the client sends one JSON line
-``{"catalog": {"name", "uri", "warehouse"}, "sql": "..."}``; the server answers one JSON
+``{"catalog": {"name", "uri", "warehouse", ...}, "sql": "..."}`` (more keys of
+``catalog``, such as ``jdbc.user``, are the catalog's properties too); the server answers one JSON
 line, ``{"ok": true, "bytes": N}`` followed by N bytes of an Arrow IPC stream of the result,
-or ``{"ok": false, "error": "..."}``. Each catalog (name, JDBC URI, warehouse) gets a
+or ``{"ok": false, "error": "..."}``. Each catalog (its name and properties) gets a
 session of its own (``newSession()``: its own catalogs, the same SparkContext), where the
 Spark catalog of that name is Iceberg's ``SparkCatalog`` over a ``JdbcCatalog`` of the
 same name: the rows pyiceberg's SQL catalog keeps for that name are Java's rows too. Its
@@ -37,7 +38,7 @@ ERROR_CHARS = 4000
 
 
 def build_session(jars: Path, scratch: Path) -> SparkSession:
-    """The one local session, with Iceberg's runtime and the SQLite JDBC driver on its class path."""
+    """The one local session, with Iceberg's runtime and the JDBC drivers on its class path."""
     paths = ",".join(str(jar) for jar in sorted(jars.glob("*.jar")))
     session = (
         SparkSession.builder.master("local[2]")
@@ -63,19 +64,18 @@ class Reader:
 
     def __init__(self, root: SparkSession) -> None:
         self.root = root
-        self.sessions: dict[tuple[str, str, str], SparkSession] = {}
+        self.sessions: dict[tuple[tuple[str, str], ...], SparkSession] = {}
 
     def session(self, catalog: dict[str, str]) -> SparkSession:
-        key = (catalog["name"], catalog["uri"], catalog["warehouse"])
+        key = tuple(sorted(catalog.items()))
         if key not in self.sessions:
             session = self.root.newSession()
             prefix = f"spark.sql.catalog.{catalog['name']}"
             settings = {
                 "": "org.apache.iceberg.spark.SparkCatalog",
                 ".type": "jdbc",
-                ".uri": catalog["uri"],
-                ".warehouse": catalog["warehouse"],
                 ".cache-enabled": "false",
+                **{"." + name: value for name, value in catalog.items() if name != "name"},
             }
             for suffix, value in settings.items():
                 session.conf.set(prefix + suffix, value)
