@@ -1,0 +1,130 @@
+"""Upserts with the commit cadence (``commit.max-batches``): staged batches, one row delta each group.
+
+Keys inserted, updated and deleted across the batches of one staged group and across groups;
+faults between a batch's stage and its commit and before the commit, with a restart (a new
+sink object, same sink id); a concurrent writer committing between stage and commit. Every
+table is read back through pyiceberg and DuckDB.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyiceberg.manifest import DataFileContent
+from pyiceberg.table import Table
+
+from icesink import IcebergSink
+from sink import failpoints
+from sink.failpoints import InjectedFault
+from tests.integration.test_upsert_sink import assert_reads, upsert_options
+from tests.support.upserts import CHANGE_BATCHES, changes, expected_state
+
+State = dict[int, tuple[str | None, int | None]]
+
+BATCHES = [
+    *CHANGE_BATCHES,  # 0-2 one staged group, 3 opens the next
+    # key 5 (updated in batch 3 of this group) deleted; key 1 (re-inserted in the first group) updated
+    changes((5, None, None, "d", 8), (1, "b1", 11, "u", 8), (60, "n60", 60, "c", 8)),
+    # key 5 back, key 60 (inserted in batch 4, same group) updated, key 2 deleted
+    changes((5, "five", 5, "c", 9), (60, "u60", 600, "u", 9), (2, None, None, "d", 9)),
+]
+
+
+def _sink(catalog_options: dict[str, str]) -> IcebergSink:
+    return IcebergSink.from_options(upsert_options(catalog_options, **{"commit.max-batches": "3"}))
+
+
+def _delete_files_per_snapshot(table: Table) -> dict[str, int]:
+    """Position delete files each snapshot of the sink added, by its batch ids."""
+    added: dict[str, int] = {}
+    for snapshot in table.snapshots():
+        summary = snapshot.summary
+        if summary is None or "icesink.batch-ids" not in summary:
+            continue
+        entries = [
+            e
+            for m in snapshot.manifests(table.io)
+            if m.added_snapshot_id == snapshot.snapshot_id
+            for e in m.fetch_manifest_entry(table.io)
+            if e.snapshot_id == snapshot.snapshot_id
+        ]
+        added[str(summary["icesink.batch-ids"])] = sum(
+            e.data_file.content == DataFileContent.POSITION_DELETES for e in entries
+        )
+    return added
+
+
+def test_staged_upserts_commit_the_last_change_per_key_once_per_group(
+    spark: Any, catalog_options: dict[str, str]
+) -> None:
+    sink = _sink(catalog_options)
+    state: State = {}
+    for batch_id, batch in enumerate(BATCHES):
+        sink(spark.createDataFrame(batch), batch_id)
+        expected_state(state, batch)
+        if batch_id == 1:  # staged, not committed
+            table = sink.catalog.load_table("db.items")
+            assert table.current_snapshot() is None
+    table = sink.catalog.load_table("db.items")
+    assert_reads(table, state)
+    assert state[5] == ("five", 5) and state[60] == ("u60", 600) and 2 not in state and state[1] == ("b1", 11)
+    per_snapshot = _delete_files_per_snapshot(table)
+    assert list(per_snapshot) == ["0-2", "3-5"]  # snapshots = batches / 3
+    # at most one delete file per partition (4 buckets) per staged batch; the first batch has none
+    assert 0 < per_snapshot["0-2"] <= 4 * 2 and 0 < per_snapshot["3-5"] <= 4 * 3
+    sink.close()
+
+
+def test_faults_between_stage_and_commit_then_a_restart_commit_exactly_once(
+    spark: Any, catalog_options: dict[str, str]
+) -> None:
+    state: State = {}
+    sink = _sink(catalog_options)
+    for batch_id, batch in enumerate(BATCHES[:4]):
+        sink(spark.createDataFrame(batch), batch_id)
+        expected_state(state, batch)
+    try:
+        failpoints.arm("stage", "raise")  # batch 4 written, neither looked up nor staged
+        with pytest.raises(InjectedFault):
+            sink(spark.createDataFrame(BATCHES[4]), 4)
+        sink = _sink(catalog_options)  # restart: staged batch 3 reloaded, batch 4 replayed
+        sink(spark.createDataFrame(BATCHES[4]), 4)
+        expected_state(state, BATCHES[4])
+        failpoints.arm("commit.before", "raise")  # batch 5 staged, the group's commit fails
+        with pytest.raises(InjectedFault):
+            sink(spark.createDataFrame(BATCHES[5]), 5)
+    finally:
+        failpoints.disarm_all()
+    expected_state(state, BATCHES[5])  # staged durably before the commit failed
+    sink = _sink(catalog_options)  # restart: batches 3-5 reloaded
+    sink(spark.createDataFrame(BATCHES[5]), 5)  # a replay of a staged batch: skipped
+    sink.flush()
+    table = sink.catalog.load_table("db.items")
+    assert_reads(table, state)  # every referenced file exists, none left over
+    assert list(_delete_files_per_snapshot(table)) == ["0-2", "3-5"]
+    sink.close()
+
+
+def test_a_concurrent_commit_of_a_staged_key_redoes_the_lookups(
+    spark: Any, catalog_options: dict[str, str]
+) -> None:
+    sink = _sink(catalog_options)
+    state: State = {}
+    for batch_id, batch in enumerate(BATCHES[:5]):
+        sink(spark.createDataFrame(batch), batch_id)
+        expected_state(state, batch)
+    # Batches 3 and 4 staged; another writer appends rows of keys 60 and 5 (which they change) and 77.
+    table = sink.catalog.load_table("db.items")
+    other = pa.table(
+        {"id": [60, 5, 77], "name": ["other"] * 3, "v": [1, 1, 1]}, schema=table.schema().as_arrow()
+    )
+    table.append(other)
+    state[77] = ("other", 1)
+    sink(spark.createDataFrame(BATCHES[5]), 5)  # the group's commit conflicts: lookups redone, committed
+    expected_state(state, BATCHES[5])
+    assert_reads(table, state)  # the sink's changes of 60 and 5 replaced the other writer's rows
+    summaries = [s.summary for s in table.snapshots() if s.summary is not None]
+    assert [s.get("icesink.batch-ids") for s in summaries] == ["0-2", None, "3-5"]
+    sink.close()
