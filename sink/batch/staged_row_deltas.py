@@ -44,7 +44,7 @@ from sink.commit.policy import CommitPolicy
 from sink.commit.recovery import delete_leftovers
 from sink.commit.staging import StagedBatch
 from sink.config import CommitConfig, SinkConfig
-from sink.errors import RowDeltaConflictError
+from sink.errors import RowDeltaConflictError, UpsertError
 from sink.log_context import batch_logger
 from sink.metrics import SinkMetrics
 from sink.parallel import run_parallel
@@ -71,9 +71,20 @@ def _file_prefix(sink_id: str, batch: StagedBatch) -> str:
 
 
 def union_keys(staged: Sequence[StagedBatch]) -> pa.Table:
-    """Every key the staged batches change (their key tables one after the other)."""
-    tables = [decode_keys(b.keys) for b in staged if b.keys]
-    return pa.concat_tables(tables, promote_options="permissive")
+    """Every key the staged batches change (their key tables one after the other).
+
+    Raises:
+        UpsertError: A batch was staged by an appending sink (no keys): its rows were never looked up.
+    """
+    appended = [b.batch_id for b in staged if not b.keys]
+    if appended:
+        raise UpsertError(
+            f"staged batches {appended} were staged by a sink in write.mode=append and cannot be "
+            "committed as upserts: their rows were never looked up",
+            hint="run the sink once more with write.mode=append and close() it to commit them, "
+            "then switch to write.mode=upsert",
+        )
+    return pa.concat_tables([decode_keys(b.keys) for b in staged], promote_options="permissive")
 
 
 class StagedRowDeltaCommits:

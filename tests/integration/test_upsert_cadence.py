@@ -2,15 +2,14 @@
 
 Keys inserted, updated and deleted across the batches of one staged group and across groups;
 faults between a batch's stage and its commit and before the commit, with a restart (a new
-sink object, same sink id); a concurrent writer committing between stage and commit. Every
-table is read back through pyiceberg and DuckDB.
+sink object, same sink id). Every table is read back through pyiceberg and DuckDB. A
+concurrent writer between stage and commit: ``tests/unit/batch/test_staged_row_deltas.py``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import pyarrow as pa
 import pytest
 from pyiceberg.manifest import DataFileContent
 from pyiceberg.table import Table
@@ -104,27 +103,4 @@ def test_faults_between_stage_and_commit_then_a_restart_commit_exactly_once(
     table = sink.catalog.load_table("db.items")
     assert_reads(table, state)  # every referenced file exists, none left over
     assert list(_delete_files_per_snapshot(table)) == ["0-2", "3-5"]
-    sink.close()
-
-
-def test_a_concurrent_commit_of_a_staged_key_redoes_the_lookups(
-    spark: Any, catalog_options: dict[str, str]
-) -> None:
-    sink = _sink(catalog_options)
-    state: State = {}
-    for batch_id, batch in enumerate(BATCHES[:5]):
-        sink(spark.createDataFrame(batch), batch_id)
-        expected_state(state, batch)
-    # Batches 3 and 4 staged; another writer appends rows of keys 60 and 5 (which they change) and 77.
-    table = sink.catalog.load_table("db.items")
-    other = pa.table(
-        {"id": [60, 5, 77], "name": ["other"] * 3, "v": [1, 1, 1]}, schema=table.schema().as_arrow()
-    )
-    table.append(other)
-    state[77] = ("other", 1)
-    sink(spark.createDataFrame(BATCHES[5]), 5)  # the group's commit conflicts: lookups redone, committed
-    expected_state(state, BATCHES[5])
-    assert_reads(table, state)  # the sink's changes of 60 and 5 replaced the other writer's rows
-    summaries = [s.summary for s in table.snapshots() if s.summary is not None]
-    assert [s.get("icesink.batch-ids") for s in summaries] == ["0-2", None, "3-5"]
     sink.close()
