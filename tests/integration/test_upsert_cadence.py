@@ -8,8 +8,12 @@ concurrent writer between stage and commit: ``tests/unit/batch/test_staged_row_d
 
 from __future__ import annotations
 
+import os
+import signal
+from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 from pyiceberg.manifest import DataFileContent
 from pyiceberg.table import Table
@@ -17,7 +21,10 @@ from pyiceberg.table import Table
 from icesink import IcebergSink
 from sink import failpoints
 from sink.failpoints import InjectedFault
-from tests.integration.test_upsert_sink import assert_reads, upsert_options
+from tests.integration.test_crash_recovery import job_arguments, job_result, run_job
+from tests.integration.test_upsert_sink import BATCHES as SINK_BATCHES
+from tests.integration.test_upsert_sink import assert_reads, upsert_options, valid_changes
+from tests.support.tables import catalog_from_options
 from tests.support.upserts import CHANGE_BATCHES, changes, expected_state
 
 State = dict[int, tuple[str | None, int | None]]
@@ -104,3 +111,34 @@ def test_faults_between_stage_and_commit_then_a_restart_commit_exactly_once(
     assert_reads(table, state)  # every referenced file exists, none left over
     assert list(_delete_files_per_snapshot(table)) == ["0-2", "3-5"]
     sink.close()
+
+
+@pytest.mark.faults_full
+def test_sigkill_after_a_staged_upsert_then_restart_applies_every_change_once(
+    tmp_path: Path, catalog_options: dict[str, str]
+) -> None:
+    folder = tmp_path / "input"
+    folder.mkdir()
+    for n, batch in enumerate(SINK_BATCHES):  # one file per micro-batch, in order of modification time
+        path = folder / f"part-{n:03d}.parquet"
+        pq.write_table(batch, path)
+        os.utime(path, (1_700_000_000 + n, 1_700_000_000 + n))
+    options = upsert_options(catalog_options, **{"commit.max-batches": "3"})
+    options.pop("sink-id")  # the query's id: stable across the restart from the checkpoint
+    common = job_arguments(folder, tmp_path / "ck", options)
+
+    crashed = run_job(*common, "--crash-at", "after-stage", "--crash-batch", "1")
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    table = catalog_from_options(options).load_table("db.items")
+    assert table.snapshots() == []  # batches 0 and 1 staged, with batch 1's position deletes
+    assert any("-deletes-" in p.name for p in tmp_path.rglob("*.parquet"))
+
+    restarted = run_job(*common)
+    assert restarted.returncode == 0, restarted.stderr[-3000:]
+    assert job_result(restarted)["icesink_replays_skipped_total"] == 1  # batch 1 replayed, recognised
+    state: State = {}
+    for batch in SINK_BATCHES:
+        expected_state(state, valid_changes(batch))
+    table = catalog_from_options(options).load_table("db.items")
+    assert_reads(table, state)  # no referenced file missing, none left over
+    assert list(_delete_files_per_snapshot(table)) == ["0-2", "3"]
