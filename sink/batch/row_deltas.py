@@ -14,8 +14,8 @@ the batch changes on it (:attr:`~sink.batch.commits.Written.keys`):
 
 Delete files go to the batch attempt's folder of their table, named with its prefix, so
 the attempt records settle them after a crash as they settle its data files. Every batch is
-committed: a lookup sees committed snapshots only, so a key staged but not committed would
-be missed by the next batch.
+committed here; with a commit cadence, the batches are staged with their deletes and their
+lookups also search the staged batches (:mod:`sink.batch.staged_row_deltas`).
 """
 
 from __future__ import annotations
