@@ -57,7 +57,7 @@ way in is `SinkConfig(...)` with the model's fields (`sink/config.py`).
 A bad key or value fails when the sink is built, naming the key, the value and what is
 accepted; so do options that contradict each other (`commit.retry.min-wait-ms` above
 `commit.retry.max-wait-ms`, a row group larger than the target file, `distribution-mode=bucket`
-without a bucket term, cadence options with upserts or routing) and a `partition-by` that does
+without a bucket term, upsert key columns without upsert mode) and a `partition-by` that does
 not parse or names a field twice (`id, id`, `day(ts), hour(ts)`). What needs the stream's
 schema (a missing column, `day()` of a `long`) fails in `prepare()`, or at the first batch,
 before the table is created.

@@ -170,7 +170,6 @@ def _check_values(pattern: str, options: dict[str, str]) -> None:
 def check_route(
     route: RouteConfig,
     table: str,
-    staged_commits: set[str],
     upsert: UpsertConfig,
 ) -> None:
     """Routing options that fit together: a source of names, nothing routing cannot do, keys for upserts.
@@ -178,8 +177,6 @@ def check_route(
     Args:
         route: The routing section.
         table: The ``table`` option ('' when not given).
-        staged_commits: The commit cadence fields that were set (``interval_s`` ...): every
-            appended table stages its batches; an upserted one cannot.
         upsert: The sink's upsert section (the default of every routed table).
 
     Raises:
@@ -207,14 +204,11 @@ def check_route(
     if route.table_template is not None:
         check_template(route.table_template)
     for pattern, options in route.table_options:
-        _check_upserted_pattern(pattern, options, upsert, staged_commits)
+        _check_upserted_pattern(pattern, options, upsert)
 
 
-def _check_upserted_pattern(
-    pattern: str, options: dict[str, str], upsert: UpsertConfig, staged_commits: set[str]
-) -> None:
-    """A pattern that upserts has key columns (its own or the sink's), none of them a change column,
-    and no commit cadence (an upserted table commits every batch)."""
+def _check_upserted_pattern(pattern: str, options: dict[str, str], upsert: UpsertConfig) -> None:
+    """A pattern that upserts has key columns (its own or the sink's), none of them a change column."""
     try:
         table = with_table_options(upsert, options)
     except ValidationError as e:
@@ -224,13 +218,6 @@ def _check_upserted_pattern(
             hint="give a comma-separated list of column names, e.g. 'id' or 'tenant,id'",
         ) from e
     names = set(table.key_columns)
-    if table.enabled and staged_commits:
-        keys = sorted("commit." + name.replace("_", "-") for name in staged_commits)
-        raise ConfigError(
-            f"route.table-options pattern {pattern!r} upserts (write.mode=upsert), which options {keys} "
-            "cannot hold: an upserted table's lookups see committed snapshots only",
-            hint="remove the commit cadence options, or upsert these tables with a sink of their own",
-        )
     if table.enabled:
         if not names:
             raise ConfigError(

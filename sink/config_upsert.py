@@ -112,8 +112,8 @@ def with_table_options(upsert: UpsertConfig, options: Mapping[str, str]) -> Upse
     return UpsertConfig.model_validate({**upsert.model_dump(), **update}) if update else upsert
 
 
-def check_upsert(upsert: UpsertConfig, staged_commits: bool) -> None:
-    """Upsert mode: key columns given, not among the change columns, and no commit cadence.
+def check_upsert(upsert: UpsertConfig) -> None:
+    """Upsert mode: key columns given, not among the change columns.
 
     Raises:
         ConfigError: Naming the option, its value and the fix.
@@ -136,11 +136,4 @@ def check_upsert(upsert: UpsertConfig, staged_commits: bool) -> None:
         raise ConfigError(
             f"option 'upsert.key-columns' names {clash}, which is the op or order column",
             hint="the op and order columns describe a change and are not stored: pick other key columns",
-        )
-    if staged_commits:
-        raise ConfigError(
-            "options 'commit.target-bytes', 'commit.interval-s' and 'commit.max-batches' cannot be used "
-            "with write.mode=upsert",
-            hint="remove the commit.* cadence options: in upsert mode every batch is committed, because "
-            "the lookup of a batch's keys only sees committed snapshots",
         )

@@ -1,11 +1,13 @@
-"""After the write: each table batch's files committed by one of three kinds, recorded once.
+"""After the write: each table batch's files committed by one of four kinds, recorded once.
 
 * :class:`AppendCommits` - every batch in a snapshot of its own, now (no commit cadence);
 * :class:`StagedCommits` - the commit cadence (``commit.max-batches``, ``commit.interval-s``,
   ``commit.target-file-size-bytes``): a batch's files are staged durably and committed with the
   batches staged before them once the policy says so (:mod:`sink.commit.policy`);
 * :class:`~sink.batch.row_deltas.RowDeltaCommits` - upserts: the files with the position
-  deletes of the rows they replace, in one snapshot.
+  deletes of the rows they replace, in one snapshot;
+* :class:`~sink.batch.staged_row_deltas.StagedRowDeltaCommits` - upserts with the commit
+  cadence: each batch staged with its position deletes, the staged batches in one row delta.
 
 All take the written table batches of one micro-batch, one or many tables, and commit each
 table on its own with its own exactly-once ledger (:mod:`sink.commit.ledger`), on the sink's

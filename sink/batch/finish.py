@@ -7,7 +7,8 @@ through one ``commitToTable``:
 1. the dead letters (bad values, rejected changes), committed before the data, so a replay
    cannot repeat them (:mod:`sink.batch.dead_letters`);
 2. the upserted tables: the keys they change (one job), then a row delta each
-   (:mod:`sink.batch.row_deltas`);
+   (:mod:`sink.batch.row_deltas`), or, with a commit cadence, staged with their position
+   deletes (:mod:`sink.batch.staged_row_deltas`);
 3. the appended tables: appended, or staged for the commit cadence (:mod:`sink.batch.commits`);
 4. the cadence of the sink id's other tables: what is due is committed;
 5. the committed tables' maintenance, in one time budget (:mod:`sink.batch.maintain`).
@@ -33,6 +34,7 @@ from sink.batch.commits import StagedCommits, Written, commits_for
 from sink.batch.dead_letters import DeadLetterQueue
 from sink.batch.maintain import BatchMaintenance
 from sink.batch.row_deltas import RowDeltaCommits
+from sink.batch.staged_row_deltas import StagedRowDeltaCommits
 from sink.bounded_waits import server_errors
 from sink.config import SinkConfig
 from sink.destinations.table_options import TableOptions
@@ -75,6 +77,7 @@ class Finish:
         self._commits = commits_for(config, metrics)
         self._staged = self._commits if isinstance(self._commits, StagedCommits) else None
         self.stages = self._staged is not None  # a commit cadence: flushed when a query idles
+        self._staged_upserts = StagedRowDeltaCommits(config.commit, metrics)
 
     def config_for(self, name: str) -> SinkConfig:
         """A table's configuration: a routed table's own options applied; the one table's is the sink's."""
@@ -109,7 +112,11 @@ class Finish:
         if upserted:  # 2.
             for w, keys in zip(upserted, changed_keys(), strict=True):
                 w.keys = keys
-            RowDeltaCommits(self._metrics, spark).commit(upserted)
+            if self.stages:
+                self._staged_upserts.spark = spark
+                self._staged_upserts.commit(upserted)
+            else:
+                RowDeltaCommits(self._metrics, spark).commit(upserted)
         self._commits.commit([w for w in written if not w.batch.config.upsert.enabled])  # 3.
         failpoints.hit("commit.after")
         now = {w.batch.name for w in written}  # 4.
@@ -129,11 +136,19 @@ class Finish:
             return
         states = [s for s in self.states.states() if which(s) and s.name != self.dead_letters.table_name]
         if due_only:
-            self._staged.commit_due(states, self._table_of)
+            for kind in (self._staged, self._staged_upserts):
+                kind.commit_due([s for s in states if self._kind(s) is kind], self._table_of)
         else:
-            run_parallel([functools.partial(self._flush, self._staged, s, last_batch_id) for s in states])
+            run_parallel([functools.partial(self._flush, self._kind(s), s, last_batch_id) for s in states])
 
-    def _flush(self, staged: StagedCommits, state: TableState, last_batch_id: int | None) -> None:
+    def _kind(self, state: TableState) -> StagedCommits | StagedRowDeltaCommits:
+        """The staged commit kind of a table: row deltas for an upserted one."""
+        assert self._staged is not None
+        return self._staged_upserts if self.config_for(state.name).upsert.enabled else self._staged
+
+    def _flush(
+        self, staged: StagedCommits | StagedRowDeltaCommits, state: TableState, last_batch_id: int | None
+    ) -> None:
         with server_errors(self._config, table=state.name):
             staged.flush(state, self._table_of, last_batch_id)
 

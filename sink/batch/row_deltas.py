@@ -14,8 +14,8 @@ the batch changes on it (:attr:`~sink.batch.commits.Written.keys`):
 
 Delete files go to the batch attempt's folder of their table, named with its prefix, so
 the attempt records settle them after a crash as they settle its data files. Every batch is
-committed: a lookup sees committed snapshots only, so a key staged but not committed would
-be missed by the next batch.
+committed here; with a commit cadence, the batches are staged with their deletes and their
+lookups also search the staged batches (:mod:`sink.batch.staged_row_deltas`).
 """
 
 from __future__ import annotations
@@ -31,38 +31,13 @@ from sink.commit.ledger import BatchRange
 from sink.commit.recovery import delete_leftovers
 from sink.metrics import SinkMetrics
 from sink.parallel import run_parallel
-from sink.spark_session import default_parallelism
 from sink.upsert.batch import PlannedLookup, UpsertApplier, UpsertOutcome
-from sink.upsert.lookup import LookupResult, LookupSpec, run_lookup_locally, run_lookups
+from sink.upsert.lookup import LookupResult, LookupSpec
+from sink.upsert.lookup_jobs import run_table_lookups
 from sink.upsert.messages import LookupTask
 from sink.upsert.row_delta import delete_uncommitted
 
-__all__ = ["RowDeltaCommits", "lookup_parallelism", "run_table_lookups"]
-
-# Most rows of data files a lookup in the driver's process reads (upsert.lookup-driver-max-files).
-LOOKUP_DRIVER_MAX_ROWS = 1_000_000
-
-
-def lookup_parallelism(spark: SparkSession) -> int:
-    """Most Spark tasks of a lookup job: the cores of the application (its default parallelism).
-
-    Not ``spark.sql.shuffle.partitions``: a lookup has as many tasks as partitions it
-    touches, at most this many, so a small batch never pays for 200 Python tasks.
-    """
-    return default_parallelism(spark)
-
-
-def run_table_lookups(
-    spark: SparkSession, lookups: Sequence[tuple[LookupSpec, list[LookupTask]]], driver_max_files: int
-) -> list[LookupResult]:
-    """The lookups of one batch's tables: in this process when they read at most ``driver_max_files``
-    data files of at most :data:`LOOKUP_DRIVER_MAX_ROWS` rows, else in one Spark job of
-    :func:`lookup_parallelism` tasks at most."""
-    files = sum(len(tasks) for _, tasks in lookups)
-    rows = sum(task.record_count for _, tasks in lookups for task in tasks)
-    if files <= driver_max_files and rows <= LOOKUP_DRIVER_MAX_ROWS:
-        return [run_lookup_locally(tasks, spec) for spec, tasks in lookups]
-    return run_lookups(spark, lookups, lookup_parallelism(spark))
+__all__ = ["RowDeltaCommits"]
 
 
 def _table_lookups(

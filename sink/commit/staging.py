@@ -40,6 +40,11 @@ class StagedBatch:
         staged_at: When the batch was staged (seconds since the epoch).
         location: The folder under which the attempt wrote every file (empty for
             batches staged by earlier versions, whose files share the data folder).
+        delete_files: Upsert mode: the position deletes of the rows the batch replaces,
+            written by its lookup into the attempt's folder.
+        keys: Upsert mode: every key the batch changes, an Arrow IPC stream in base64
+            (:func:`sink.upsert.messages.encode_keys`); empty in append mode.
+        snapshot_id: Upsert mode: the snapshot the batch's lookup started on.
     """
 
     batch_id: int
@@ -47,6 +52,9 @@ class StagedBatch:
     files: tuple[DataFileMessage, ...]
     staged_at: float = field(default_factory=time.time)
     location: str = ""
+    delete_files: tuple[DataFileMessage, ...] = ()
+    keys: str = ""
+    snapshot_id: int | None = None
 
     @property
     def size_bytes(self) -> int:
@@ -61,8 +69,18 @@ class StagedBatch:
                 "staged_at": self.staged_at,
                 "location": self.location,
                 "files": [f.to_json() for f in self.files],
+                **self._upsert_json(),
             }
         )
+
+    def _upsert_json(self) -> dict[str, object]:
+        if not self.keys:
+            return {}
+        return {
+            "delete_files": [f.to_json() for f in self.delete_files],
+            "keys": self.keys,
+            "snapshot_id": self.snapshot_id,
+        }
 
     @classmethod
     def from_json(cls, text: str) -> StagedBatch:
@@ -73,6 +91,9 @@ class StagedBatch:
             staged_at=data["staged_at"],
             files=tuple(DataFileMessage.from_json(f) for f in data["files"]),
             location=data.get("location", ""),
+            delete_files=tuple(DataFileMessage.from_json(f) for f in data.get("delete_files", ())),
+            keys=data.get("keys", ""),
+            snapshot_id=data.get("snapshot_id"),
         )
 
 
@@ -117,6 +138,11 @@ class StagingArea:
         self._folder.write(self._name(batch.batch_id), batch.to_json().encode())
         self.batches.append(batch)
 
+    def restage(self, batch: StagedBatch) -> None:
+        """Persist ``batch`` in place of the staged batch of its id (an upsert's lookup redone)."""
+        self._folder.write(self._name(batch.batch_id), batch.to_json().encode())
+        self.batches = [batch if b.batch_id == batch.batch_id else b for b in self.batches]
+
     def load(self) -> list[StagedBatch]:
         """Read the batches staged on storage (after a restart) into memory, by batch id.
 
@@ -135,10 +161,11 @@ class StagingArea:
         return list(self.batches)
 
     def _check_files_exist(self, batch: StagedBatch) -> None:
-        missing = [f.path for f in batch.files if not file_exists(self._data_io, f.path)]
+        files = [*batch.files, *batch.delete_files]
+        missing = [f.path for f in files if not file_exists(self._data_io, f.path)]
         if missing:
             raise CommitError(
-                f"{len(missing)} of the {len(batch.files)} data files of staged batch {batch.batch_id} "
+                f"{len(missing)} of the {len(files)} data and delete files of staged batch {batch.batch_id} "
                 f"are missing, e.g. {missing[0]!r}",
                 batch_id=batch.batch_id,
                 path=self._folder.path(self._name(batch.batch_id)),

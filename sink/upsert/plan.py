@@ -7,7 +7,16 @@ data file, the keys that its partition and its column bounds allow
 Each remaining file becomes a :class:`~sink.upsert.messages.LookupTask` carrying its
 candidate keys and the position delete files that already apply to it (same partition,
 sequence number at least the data file's, path within their bounds), so the task skips
-rows deleted before. Manifests never change once written: their entries are cached by
+rows deleted before.
+
+With a commit cadence, batches staged but not yet committed
+(:class:`~sink.commit.staging.StagedBatch`) are searched too: their data files are
+candidates like the table's (pruned by partition and bounds from their messages), and
+every data file's task lists the staged delete files of its partition, so a row an
+earlier staged batch replaced is not found again. This is valid because the staged
+batches are committed in one snapshot: a position delete applies to the data files of
+its partition whose data sequence number is at most its own, those of the same snapshot
+included. Manifests never change once written: their entries are cached by
 path, so a stream pays for reading each manifest once.
 """
 
@@ -17,6 +26,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 from pyiceberg.io import FileIO
@@ -24,9 +34,11 @@ from pyiceberg.manifest import DataFileContent, ManifestContent, ManifestEntry, 
 from pyiceberg.table.delete_file_index import DeleteFileIndex
 from pyiceberg.table.metadata import TableMetadata
 
+from sink.commit.staging import StagedBatch
 from sink.errors import UpsertError
 from sink.upsert.candidates import KeyCandidates
 from sink.upsert.messages import LookupTask
+from sink.write.messages import DataFileMessage
 
 logger = logging.getLogger(__name__)
 
@@ -79,47 +91,111 @@ class LookupPlanner:
         self._cache: OrderedDict[str, list[ManifestEntry]] = OrderedDict()
         self._cached_manifests = cached_manifests
 
-    def plan(self, metadata: TableMetadata, keys: pa.Table) -> LookupPlan:
-        """Plan the lookup of ``keys`` (a table of the key columns) in the current snapshot."""
+    def plan(self, metadata: TableMetadata, keys: pa.Table, staged: Sequence[StagedBatch] = ()) -> LookupPlan:
+        """Plan the lookup of ``keys`` (a table of the key columns) in the current snapshot and
+        the data files of the ``staged`` batches (see the module)."""
         snapshot = metadata.current_snapshot()
-        if snapshot is None or keys.num_rows == 0:
-            return LookupPlan(snapshot.snapshot_id if snapshot else None, (), 0, keys.num_rows)
+        snapshot_id = snapshot.snapshot_id if snapshot else None
+        staged_data = [f for b in staged for f in b.files]
+        if (snapshot is None and not staged_data) or keys.num_rows == 0:
+            return LookupPlan(snapshot_id, (), 0, keys.num_rows)
         candidates = KeyCandidates.of(metadata, self._key_columns, keys)
-        keys, key_ids = candidates.keys, candidates.key_ids
-        manifests = snapshot.manifests(self._io)
+        keys = candidates.keys
+        staged_deletes: dict[tuple[int, tuple[Any, ...]], list[str]] = {}
+        for message in (f for b in staged for f in b.delete_files):
+            staged_deletes.setdefault((message.spec_id, tuple(message.partition)), []).append(message.path)
+        tasks: list[LookupTask] = []
+        manifests = snapshot.manifests(self._io) if snapshot else []
         data_entries = [e for m in manifests if m.content == ManifestContent.DATA for e in self._entries(m)]
         deletes = self._delete_index(manifests)
-        tasks: list[LookupTask] = []
         for entry in data_entries:
             data_file = entry.data_file
             subset = candidates.for_data_file(data_file)
             if subset.num_rows == 0:
                 continue
-            delete_files = deletes.for_data_file(
+            partition = tuple(data_file.partition[i] for i in range(len(data_file.partition)))
+            applying = deletes.for_data_file(
                 entry.sequence_number or 0, data_file, partition_key=data_file.partition
             )
+            paths = [d.file_path for d in applying] + staged_deletes.get((data_file.spec_id, partition), [])
             tasks.append(
-                LookupTask(
-                    index=len(tasks),
-                    data_file=data_file.file_path,
-                    spec_id=data_file.spec_id,
-                    partition=tuple(data_file.partition[i] for i in range(len(data_file.partition))),
-                    record_count=data_file.record_count,
-                    key_field_ids=key_ids,
-                    keys=subset,
-                    delete_files=tuple(sorted(d.file_path for d in delete_files)),
-                    partition_keys=candidates.in_partition(data_file.spec_id, data_file.partition),
+                self._task(
+                    len(tasks),
+                    data_file.file_path,
+                    data_file.spec_id,
+                    partition,
+                    data_file.record_count,
+                    candidates,
+                    subset,
+                    paths,
                 )
             )
+        tasks += self._staged_tasks(staged_data, candidates, staged_deletes, len(tasks))
+        files = len(data_entries) + len(staged_data)
         logger.info(
-            "lookup of %s keys in %s at snapshot %s: %s of %s data files to read",
+            "lookup of %s keys in %s at snapshot %s with %s staged batches: %s of %s data files to read",
             keys.num_rows,
             self._table_name,
-            snapshot.snapshot_id,
+            snapshot_id,
+            len(staged),
             len(tasks),
-            len(data_entries),
+            files,
         )
-        return LookupPlan(snapshot.snapshot_id, tuple(tasks), len(data_entries), keys.num_rows)
+        return LookupPlan(snapshot_id, tuple(tasks), files, keys.num_rows)
+
+    def _staged_tasks(
+        self,
+        staged_data: list[DataFileMessage],
+        candidates: KeyCandidates,
+        staged_deletes: dict[tuple[int, tuple[Any, ...]], list[str]],
+        first_index: int,
+    ) -> list[LookupTask]:
+        """The tasks of the staged batches' data files that can hold a key."""
+        tasks: list[LookupTask] = []
+        for message in staged_data:
+            subset = candidates.for_file(
+                message.spec_id, message.partition, message.lower_bounds, message.upper_bounds
+            )
+            if subset.num_rows == 0:
+                continue
+            partition = tuple(message.partition)
+            paths = staged_deletes.get((message.spec_id, partition), [])
+            tasks.append(
+                self._task(
+                    first_index + len(tasks),
+                    message.path,
+                    message.spec_id,
+                    partition,
+                    message.record_count,
+                    candidates,
+                    subset,
+                    paths,
+                )
+            )
+        return tasks
+
+    @staticmethod
+    def _task(
+        index: int,
+        path: str,
+        spec_id: int,
+        partition: tuple[Any, ...],
+        record_count: int,
+        candidates: KeyCandidates,
+        subset: pa.Table,
+        delete_files: list[str],
+    ) -> LookupTask:
+        return LookupTask(
+            index=index,
+            data_file=path,
+            spec_id=spec_id,
+            partition=partition,
+            record_count=record_count,
+            key_field_ids=candidates.key_ids,
+            keys=subset,
+            delete_files=tuple(sorted(delete_files)),
+            partition_keys=candidates.in_partition(spec_id, partition),
+        )
 
     def _delete_index(self, manifests: list[ManifestFile]) -> DeleteFileIndex:
         index = DeleteFileIndex()

@@ -12,7 +12,6 @@ from pyspark.sql import DataFrame, SparkSession
 
 from icesink import IcebergSink
 from sink.commit import policy
-from sink.errors import ConfigError
 from tests.support.tables import catalog_from_options, summary_of
 
 KINDS = ("a", "b", "c")
@@ -103,9 +102,14 @@ def test_a_table_that_gets_no_more_rows_is_committed_once_its_interval_passes(
     assert _ids(options, "ev.b") == [i for i in range(30) if i % 3 == 1]
 
 
-def test_an_upserted_routed_table_refuses_the_cadence(catalog_options: dict[str, str]) -> None:
+def test_an_upserted_routed_table_stages_its_row_deltas_with_the_cadence(
+    spark: SparkSession, catalog_options: dict[str, str]
+) -> None:
     table_options = '{"ev.a": {"write.mode": "upsert", "upsert.key-columns": "id"}}'
-    with pytest.raises(ConfigError, match=r"pattern 'ev.a' upserts .* \['commit.max-batches'\] cannot hold"):
-        IcebergSink.from_options(
-            _routed(catalog_options, **{"commit.max-batches": "3", "route.table-options": table_options})
-        )
+    options = _routed(catalog_options, **{"commit.max-batches": "3", "route.table-options": table_options})
+    with IcebergSink.from_options(options) as sink:
+        for batch_id in range(3):  # the same rows three times: upserted into ev.a, appended to ev.b
+            sink(_batch(spark, 0), batch_id)
+    assert _batch_ids(options, "ev.a") == _batch_ids(options, "ev.b") == ["0-2"]
+    assert _ids(options, "ev.a") == [i for i in range(30) if i % 3 == 0]
+    assert _ids(options, "ev.b") == sorted([i for i in range(30) if i % 3 == 1] * 3)

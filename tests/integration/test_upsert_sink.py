@@ -159,7 +159,6 @@ def test_an_existing_table_without_the_key_or_v1_is_refused_before_writing(
     ("options", "message"),
     [
         ({"write.mode": "upsert"}, "upsert.key-columns"),
-        ({"write.mode": "upsert", "upsert.key-columns": "id", "commit.max-batches": "3"}, "commit"),
         ({"write.mode": "merge"}, "write.mode"),
         ({"upsert.key-columns": "id"}, "write.mode"),
         ({"write.mode": "upsert", "upsert.key-columns": "id,"}, "upsert.key-columns"),

@@ -68,10 +68,6 @@ def test_bad_table_options_name_the_pattern_and_the_key(table_options: str, mess
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        (
-            {"commit.interval-s": "60", "route.table-options": '{"ev.o*": {"write.mode": "upsert"}}'},
-            r"'ev.o\*' upserts \(write.mode=upsert\), which options \['commit.interval-s'\] cannot hold",
-        ),
         ({"distribution-mode": "range"}, r"invalid value 'range' for option 'distribution-mode'.*bucket"),
         (
             {"route.table-options": '{"ev.o*": {"write.mode": "upsert"}}'},
