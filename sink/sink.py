@@ -41,7 +41,7 @@ from sink.batch.key import BatchKey
 from sink.batch.one_table import OneTablePlan
 from sink.batch.plan import BatchPlan
 from sink.batch.routed import RoutedStep
-from sink.batch.source_write import SourcePlanner, SourceWrite
+from sink.batch.source_write import SourceWrite
 from sink.batch.states import SinkParts, TableStates
 from sink.bounded_waits import server_errors
 from sink.commit.state import state_location
@@ -91,8 +91,6 @@ class IcebergSink:
         label = config.table or route_label(config.route)  # route.by set: RoutedStep writes the batches
         self._routed = RoutedStep(self._finish, label)
         self._plan: BatchPlan[Any] = self._routed if config.route.enabled else self._one
-        # the source's write to the one table (a routed sink's: RoutedStep's own planner)
-        self._sources = SourcePlanner(parts, self._finish.config_for)
         self._idle = IdleListeners(self)  # with a commit cadence: flush when a query idles or stops
         self._closed = False
 
@@ -157,9 +155,7 @@ class IcebergSink:
         """Before ``batch_df``'s source runs: a write of its rows by the source's own tasks
         (:mod:`sink.batch.source_write`; hand it back in ``ArrowSource.written``), or ``None``."""
         self._check_open()
-        if self.config.route.enabled:  # a write to each table known, as the routed step plans it
-            return self._routed.source_write(batch_df, batch_id)
-        return self._sources.plan(batch_df, batch_id, sink_id_of(batch_df, self.config.sink_id))
+        return self._plan.source_write(batch_df, batch_id)  # to the one table, or each table known
 
     def __call__(self, batch_df: DataFrame, batch_id: int, arrow_source: ArrowSource | None = None) -> None:
         """Write one micro-batch (the ``foreachBatch`` function).

@@ -21,13 +21,14 @@ from sink import failpoints
 from sink.batch.arrow_source import ArrowSource, fusable
 from sink.batch.changes import ChangeBatch, changed_keys
 from sink.batch.plan import WrittenBatch
+from sink.batch.source_write import SourcePlanner, SourceWrite
 from sink.batch.table_batch import TableBatch
 from sink.batch.write_job import BatchWriter
 from sink.metrics_server import is_exported
 from sink.normalize import NormalizeOptions, check_normalizes, normalize
 from sink.progress import watch_query
 from sink.schema.coordinator import evolve_table
-from sink.spark_session import query_id_of
+from sink.spark_session import query_id_of, sink_id_of
 from sink.upsert.checks import UpsertChecks
 
 if TYPE_CHECKING:
@@ -54,6 +55,11 @@ class OneTablePlan:
         self.upsert = UpsertChecks(config)  # write.mode=upsert: the table's keys; append: no keys
         self.normalize_options = NormalizeOptions.from_config(config, finish.dead_letters.table_name)
         self._writer = BatchWriter(metrics)
+        self._sources = SourcePlanner(finish.parts, finish.config_for)
+
+    def source_write(self, batch_df: DataFrame, batch_id: int) -> SourceWrite | None:
+        """Before ``batch_df``'s source runs: its tasks' write to the table (:mod:`.source_write`)."""
+        return self._sources.plan(batch_df, batch_id, sink_id_of(batch_df, self._config.sink_id))
 
     @contextmanager
     def prepare(

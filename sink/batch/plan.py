@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from sink.batch.arrow_source import ArrowSource
     from sink.batch.changes import ChangeBatch
     from sink.batch.key import BatchKey
+    from sink.batch.source_write import SourceWrite
 
 Prepared = TypeVar("Prepared")
 
@@ -53,6 +54,10 @@ class BatchPlan(Protocol[Prepared]):
     """
 
     label: str
+
+    def source_write(self, batch_df: DataFrame, batch_id: int) -> SourceWrite | None:
+        """Before ``batch_df``'s source runs: a write of its rows by the source's own tasks, or ``None``."""
+        ...
 
     def prepare(
         self, batch_df: DataFrame, key: BatchKey, arrow_source: ArrowSource | None
