@@ -36,17 +36,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as st
 
 from sink import catalog as catalogs
-from sink import failpoints
-from sink.batch.arrow_source import ArrowSource, fusable
-from sink.batch.changes import ChangeBatch, changed_keys
+from sink.batch.arrow_source import ArrowSource
 from sink.batch.finish import Finish
 from sink.batch.idle import IdleListeners
 from sink.batch.key import BatchKey
+from sink.batch.one_table import OneTablePlan
+from sink.batch.plan import BatchPlan
 from sink.batch.routed import RoutedStep
-from sink.batch.source_write import SourcePlanner, SourceWrite
-from sink.batch.states import TableStates
-from sink.batch.table_batch import TableBatch
-from sink.batch.write_job import BatchWriter
+from sink.batch.source_write import SourceWrite
+from sink.batch.states import SinkParts, TableStates
 from sink.bounded_waits import server_errors
 from sink.commit.state import state_location
 from sink.config import SinkConfig
@@ -54,13 +52,9 @@ from sink.config_route import route_label
 from sink.errors import ConfigError, SinkClosedError
 from sink.log_context import batch_context, batch_logger
 from sink.metrics import SinkMetrics
-from sink.metrics_server import MetricsServer, export, is_exported, unexport
-from sink.normalize import NormalizeOptions, check_normalizes, normalize
-from sink.progress import watch_query
+from sink.metrics_server import MetricsServer, export, unexport
 from sink.route.self_check_runs import check_ahead
-from sink.schema.coordinator import evolve_table
-from sink.spark_session import query_id_of, sink_id_of
-from sink.upsert.checks import UpsertChecks
+from sink.spark_session import sink_id_of
 from sink.write.workers_ahead import start_workers_ahead
 
 __all__ = ["ArrowSource", "IcebergSink"]
@@ -93,15 +87,12 @@ class IcebergSink:
         self.catalog: Catalog = catalogs.open_catalog(config)
         state_location(config)  # where the sink's bookkeeping goes: checked at start-up
         self._states = TableStates(self.metrics)  # per table and sink id: recovered once, staged batches
-        self._finish = Finish(config, self.catalog, self.metrics, self._states)  # dead letters, commits
-        self._changes = self._finish.changes
+        parts = SinkParts(config, self.catalog, self.metrics, self._states)
+        self._finish = Finish(parts)  # dead letters, commits
+        self._one = OneTablePlan(self._finish)
         label = config.table or route_label(config.route)  # route.by set: RoutedStep writes the batches
-        self._routed = RoutedStep(config, self.catalog, self.metrics, self._finish, label)
-        # the source's write to the one table (a routed sink's: RoutedStep's own planner)
-        self._sources = SourcePlanner(config, self.catalog, self._finish.config_for, self._states)
-        self._normalize_options = NormalizeOptions.from_config(config, self._finish.dead_letters.table_name)
-        self._writer = BatchWriter(self.metrics)
-        self._upsert = UpsertChecks(config)  # write.mode=upsert: the table's keys; append: no keys
+        self._routed = RoutedStep(self._finish, label)
+        self._plan: BatchPlan[Any] = self._routed if config.route.enabled else self._one
         self._idle = IdleListeners(self)  # with a commit cadence: flush when a query idles or stops
         self._closed = False
 
@@ -146,24 +137,16 @@ class IcebergSink:
                 f"{'one schema' if isinstance(schema, st.StructType) else 'a schema per destination value'}",
                 hint="give a routed sink {destination value: schema}, and a one-table sink its one schema",
             )
-        if not isinstance(schema, st.StructType):
-            with server_errors(self.config):
-                tables = self._routed.prepare(schema)
-            if (spark := SparkSession.getActiveSession()) is not None:
-                start_workers_ahead(spark)
-            return tables
-        schema = self._upsert.stored_schema(schema)
-        with server_errors(self.config, table=self.config.table):
-            table = catalogs.load_table(self.catalog, self.config.table)
-            if table is None:
-                table = catalogs.create_table(self.catalog, self.config, schema)
-            self._upsert.check_table(table)
-            table = evolve_table(self.config, table, schema, self.metrics, sink_id=None, batch_id=None)
-        check_normalizes(schema, table.schema(), self._normalize_options)
+        with server_errors(self.config, table=self.config.table or None):
+            if isinstance(schema, st.StructType):
+                tables: Table | dict[str, Table] = self._one.prepare_schema(schema)
+            else:
+                tables = self._routed.prepare_schemas(schema)
         if (spark := SparkSession.getActiveSession()) is not None:
             start_workers_ahead(spark)
-            check_ahead(spark, table, self.config.write.distribution_mode)
-        return table
+            if isinstance(tables, Table):  # the bucket values Spark computes for the one table, checked
+                check_ahead(spark, tables, self.config.write.distribution_mode)
+        return tables
 
     def prepare_destinations(self, schemas: Mapping[str, st.StructType]) -> frozenset[str]:
         """Routed: the tables of values seen before a batch (:mod:`~sink.batch.source_write`), planned."""
@@ -174,9 +157,7 @@ class IcebergSink:
         """Before ``batch_df``'s source runs: a write of its rows by the source's own tasks
         (:mod:`sink.batch.source_write`; hand it back in ``ArrowSource.written``), or ``None``."""
         self._check_open()
-        if self.config.route.enabled:  # a write to each table known, as the routed step plans it
-            return self._routed.source_write(batch_df, batch_id)
-        return self._sources.plan(batch_df, batch_id, sink_id_of(batch_df, self.config.sink_id))
+        return self._plan.source_write(batch_df, batch_id)  # to the one table, or each table known
 
     def __call__(self, batch_df: DataFrame, batch_id: int, arrow_source: ArrowSource | None = None) -> None:
         """Write one micro-batch (the ``foreachBatch`` function).
@@ -195,75 +176,25 @@ class IcebergSink:
         key = BatchKey.new(sink_id_of(batch_df, self.config.sink_id), batch_id, attempt)
         if self._finish.stages:
             self._idle.listen(batch_df)
-        if self.config.route.enabled:  # many tables: the routed story (sink.batch.routed)
-            with (
-                batch_context(self._routed.label, key.sink_id, batch_id),
-                server_errors(self.config, batch_id=batch_id),
-            ):
-                return self._routed.write_batch(batch_df, key, arrow_source)
-        name = self.config.table
+        plan = self._plan  # one table, or many (route.by set): the same steps
         # Every log record of the batch names it; a catalog's or store's failure is named too.
         with (
-            batch_context(name, key.sink_id, batch_id),
-            server_errors(self.config, table=name, batch_id=batch_id),
+            batch_context(plan.label, key.sink_id, batch_id),
+            server_errors(self.config, table=self.config.table or None, batch_id=batch_id),
+            plan.prepare(batch_df, key, arrow_source) as batches,  # 1. the tables, loaded or created
         ):
-            batch = self._table_batch(batch_df, key)  # 1. the table, loaded or created, recovered
-            snapshot_id = batch.table.metadata.current_snapshot_id
-            with self.metrics.batch(name, key.sink_id, batch_id, batch.state.query_id, snapshot_id):
-                if is_exported(self.metrics):
-                    watch_query(batch_df, self.metrics)  # progress metrics, on the query's own session
-                with batch.state.lock:
-                    if batch.replayed(self.metrics):  # 2. the table has the batch: skipped
-                        return
-                    changes = self._changes.split_one(batch_df, self.config)  # 3. last change per key
-                    try:
-                        self._write_batch(batch, changes, None if self._upsert.enabled else arrow_source)
-                    finally:
-                        changes.release()
-
-    def _table_batch(self, batch_df: DataFrame, key: BatchKey) -> TableBatch:
-        """The sink's table batch of ``key``: the table loaded (created on first use) and checked,
-        its state recovered from what a crashed run left on first use in this process."""
-        name = self.config.table
-        table = catalogs.load_table(self.catalog, name)
-        if table is None:
-            with self.metrics.time_step(name, "schema"):
-                table = catalogs.create_table(
-                    self.catalog, self.config, self._upsert.stored_schema(batch_df.schema)
+            if batches is None:  # 2. the tables have the batch (or it has no rows): skipped
+                return
+            changes = plan.changes(batch_df, batches)  # 3. upsert mode: the last change per key
+            try:
+                done = plan.write(batches, changes)  # 4. schema, 5. normalize, 6. distribute, 7. write
+                # 8. dead letters, committed before the data; 9. commit (sink.batch.finish)
+                spark = batch_df.sparkSession
+                self._finish.finish(
+                    key, done.written, done.counts, changes, done.bad_rows, done.changed_keys, spark
                 )
-        self._upsert.check_table(table)  # upsert mode: before anything is written
-        return TableBatch.of(self._states, name, self.config, table, key, query_id_of(batch_df))
-
-    def _write_batch(self, batch: TableBatch, changes: ChangeBatch, arrow_source: ArrowSource | None) -> None:
-        """Steps 4 to 9 of the batch's rows (append mode: all of them)."""
-        name, batch_df = batch.name, changes.rows
-        failpoints.hit("schema")  # 4. schema: new columns and wider types added to the table first
-        with self.metrics.time_step(name, "schema"):
-            table = batch.evolve(batch_df.schema, self.metrics)
-        failpoints.hit("normalize")  # 5. normalize: the rows aligned to the table, bad ones flagged
-        with self.metrics.time_step(name, "normalize"):
-            normalized = normalize(batch_df, table.schema(), self._normalize_options)
-        failpoints.hit("route")  # 6. distribute: the rows shuffled to their write tasks
-        with self.metrics.time_step(name, "route"):
-            routed = self._writer.distribute(batch, normalized)
-        # 7. write (timed inside: the attempt record is written first)
-        fusing = arrow_source is not None and fusable(batch_df, table, normalized, routed, arrow_source)
-        by_source = arrow_source.written if arrow_source is not None else None
-        written, write_counts = self._writer.write(
-            batch, normalized, routed, arrow_source if fusing else None, by_source
-        )
-        # 8. dead letters, committed before the data; 9. commit: a row delta (upsert mode), staged
-        # for the cadence, or appended (sink.batch.finish, as for a routed batch's tables)
-        keys, flagged = self.config.upsert.key_columns, write_counts.bad_rows > 0
-        self._finish.finish(
-            batch.key,
-            [written],
-            write_counts,
-            changes,
-            lambda: normalized.dead_letters,
-            lambda: [changed_keys(table, keys, changes, normalized, flagged)],
-            batch_df.sparkSession,
-        )
+            finally:
+                changes.release()
 
     def flush(self, query_id: str | None = None) -> None:
         """Commit whatever is staged (all sinks, or those of one streaming query).

@@ -24,7 +24,6 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 from pyspark.sql import DataFrame, SparkSession
 
@@ -38,24 +37,20 @@ from sink.batch.staged_row_deltas import StagedRowDeltaCommits
 from sink.bounded_waits import server_errors
 from sink.config import SinkConfig
 from sink.destinations.table_options import TableOptions
-from sink.metrics import SinkMetrics
 from sink.parallel import run_parallel
 from sink.write.messages import RowCounts
 
 if TYPE_CHECKING:
     from sink.batch.changes import ChangeBatch
     from sink.batch.key import BatchKey
-    from sink.batch.states import TableState, TableStates
+    from sink.batch.states import SinkParts, TableState
 
 
 class Finish:
     """The commits of a sink's batches, whatever their number of tables (see the module).
 
     Args:
-        config: The sink's configuration.
-        catalog: The sink's catalog.
-        metrics: The sink's metrics.
-        states: The sink's table states (their staged batches).
+        parts: The sink's configuration, catalog, metrics and table states (their staged batches).
 
     Attributes:
         dead_letters: The sink's dead-letter queue.
@@ -63,13 +58,12 @@ class Finish:
         options: Each routed table's configuration; :meth:`config_for` any table's.
     """
 
-    def __init__(
-        self, config: SinkConfig, catalog: Catalog, metrics: SinkMetrics, states: TableStates
-    ) -> None:
-        self._config = config
-        self._catalog = catalog
-        self._metrics = metrics
-        self.states = states
+    def __init__(self, parts: SinkParts) -> None:
+        self.parts = parts
+        self._config = config = parts.config
+        self._catalog = catalog = parts.catalog
+        self._metrics = metrics = parts.metrics
+        self.states = states = parts.states
         self.dead_letters = DeadLetterQueue(config, catalog, metrics, states)
         self.changes = ChangeSplit(config, metrics)
         self.options = TableOptions(config)

@@ -1,7 +1,7 @@
 """The routed micro-batch (``route.by`` = ``topic`` | ``field``): many tables from one stream.
 
-What :class:`~sink.sink.IcebergSink` hands a batch to when routing is on. The steps of
-:mod:`sink.sink`, for every destination table at once:
+The routed plan (:mod:`sink.batch.plan`) the batch loop of :class:`~sink.sink.IcebergSink`
+runs when routing is on. The steps of :mod:`sink.sink`, for every destination table at once:
 
 0. by source - the source's tasks may have written the rows of the   (:mod:`sink.batch.source_write`)
                tables of earlier batches: the batch is the rest
@@ -33,11 +33,12 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -47,19 +48,18 @@ from sink.batch.arrow_source import ArrowSource
 from sink.batch.changes import ChangeBatch
 from sink.batch.commits import Written
 from sink.batch.key import BatchKey
+from sink.batch.plan import WrittenBatch
 from sink.batch.routed_keys import routed_changed_keys
 from sink.batch.routed_tables import PreparedTables, RoutedTables
 from sink.batch.routed_write import RoutedWrites
 from sink.batch.source_write import SourcePlanner, SourceWrite, record_source_files, source_targets
 from sink.batch.table_batch import RoutedTarget
-from sink.config import SinkConfig
 from sink.destinations.destination_table import DestinationTable
 from sink.destinations.naming import DestinationNames
-from sink.destinations.projection import SKIPPED, ProjectionOptions, RoutedProjection, log_unroutable, project
+from sink.destinations.projection import SKIPPED, ProjectionOptions, log_unroutable, project
 from sink.destinations.resolve import DestinationValue, destination_value, quoted, resolve_batch, route_column
 from sink.errors import ConfigError
 from sink.log_context import batch_logger
-from sink.metrics import SinkMetrics
 from sink.parallel import run_parallel
 from sink.spark_session import query_id_of, sink_id_of
 from sink.write.messages import RowCounts, WriteResult, files_of
@@ -74,36 +74,28 @@ class RoutedStep:
     """Writes routed micro-batches for one sink configuration.
 
     Args:
-        config: The routed sink's configuration.
-        catalog: The sink's catalog.
-        metrics: The sink's metrics (each table under its own ``table`` label).
-        finish: The sink's commits: its dead letters, table states, tables' options and commit kinds.
+        finish: The sink's commits: its parts (metrics: each table under its own ``table`` label),
+            dead letters, tables' options and commit kinds.
         label: What names the sink where no single table does (shared steps, unroutable rows).
     """
 
-    def __init__(
-        self,
-        config: SinkConfig,
-        catalog: Catalog,
-        metrics: SinkMetrics,
-        finish: Finish,
-        label: str,
-    ) -> None:
-        self._config = config
-        self._states = states = finish.states
-        self._metrics = metrics
+    def __init__(self, finish: Finish, label: str) -> None:
+        parts = finish.parts
+        self._config = config = parts.config
+        self._states = parts.states
+        self._metrics = metrics = parts.metrics
         self._finish = finish
         self._dead_letter_table = dead_letter_table = finish.dead_letters.table_name
         self.label = label
         self._names = DestinationNames(config.route, reserved=(dead_letter_table,))
         self._options = options = finish.options
-        self._tables = RoutedTables(config, catalog, metrics, options, states, (dead_letter_table,))
+        self._tables = RoutedTables(parts, options, (dead_letter_table,))
         self._upserts = finish.changes
         self._writes = RoutedWrites(config.write.memory_budget_bytes, metrics, label)
         self._lock = threading.Lock()
         self._sink_locks: dict[str, threading.Lock] = {}
         self._unsettled: dict[str, SourceWrite] = {}  # sink id -> its planned write not yet written
-        self._by_source = SourcePlanner(config, catalog, options.config_for, states, self._tables)
+        self._by_source = SourcePlanner(parts, options.config_for, self._tables)
 
     def source_write(self, batch_df: DataFrame, batch_id: int) -> SourceWrite | None:
         """Before ``batch_df``'s source runs: its tasks' write to known tables (:mod:`.source_write`)."""
@@ -119,7 +111,7 @@ class RoutedStep:
                 self._unsettled[sink_id] = planned
             return planned
 
-    def prepare(self, schemas: Mapping[str, st.StructType]) -> dict[str, Table]:
+    def prepare_schemas(self, schemas: Mapping[str, st.StructType]) -> dict[str, Table]:
         """Before the stream starts: each destination value's table, created or evolved for its schema.
 
         Raises:
@@ -148,10 +140,11 @@ class RoutedStep:
             self._by_source.prepare(self._names.tables_of(schemas), schemas)
         return self._by_source.known()
 
-    def write_batch(
-        self, batch_df: DataFrame, key: BatchKey, arrow_source: ArrowSource | None = None
-    ) -> None:
-        """Write one micro-batch to its tables (the steps of this module's docstring).
+    @contextmanager
+    def prepare(
+        self, batch_df: DataFrame, key: BatchKey, arrow_source: ArrowSource | None
+    ) -> Iterator[RoutedBatch | None]:
+        """Steps 0 to 2: inside, the batch's tables (``None``: none to write); the sink id's lock held.
 
         When ``arrow_source.written``, the source's tasks wrote some of the batch's rows
         (:mod:`sink.batch.source_write`); ``batch_df`` holds the rest.
@@ -162,14 +155,18 @@ class RoutedStep:
             sink_lock = self._sink_locks.setdefault(sink_id, threading.Lock())
         with sink_lock, self._metrics.batch(self.label, sink_id, key.batch_id, query_id_of(batch_df)):
             self._unsettled.pop(sink_id, None)
+            batch = None
             try:
-                self._write_batch(batch_df, key, arrow_source)
+                batch = self._prepare(batch_df, key, arrow_source)
+                yield None if batch.empty() else batch
             except BaseException:
-                if by_source is not None:
-                    self._states.forget(by_source.tables, sink_id)
+                self._states.forget(by_source.tables if by_source is not None else (), sink_id)
+                if batch is not None:  # the failed attempt's files are settled by the replay
+                    self._states.forget((t.name for t in batch.tables.targets + batch.written), sink_id)
                 raise
+            self._by_source.learn(batch.routed)
 
-    def _write_batch(self, batch_df: DataFrame, key: BatchKey, arrow_source: ArrowSource | None) -> None:
+    def _prepare(self, batch_df: DataFrame, key: BatchKey, arrow_source: ArrowSource | None) -> RoutedBatch:
         by_source = arrow_source.written if arrow_source is not None else None
         if by_source is not None and by_source.remaining_rows == 0:  # the source's tasks wrote every row
             position, found, tables_of = -1, [], {}
@@ -182,69 +179,48 @@ class RoutedStep:
                 tables_of = self._names.tables_of(d.value for d in found)
         prepared = self._tables.prepare(found, tables_of, batch_df.schema, key, query_id_of(batch_df))  # 2.
         routed = {v: None if v in prepared.refused else n for v, n in tables_of.items()}
-        configs = {d.value: self._options.config_for(n) for d in found if d.value and (n := routed[d.value])}
-        upserted = {value: config for value, config in configs.items() if config.upsert.enabled}
-        changes = ChangeBatch(batch_df)
-        if upserted:  # upserted tables: the last change per key
-            dest = destination_value(F.col(quoted(batch_df.columns[position])))
-            changes = self._upserts.split(batch_df, dest, upserted)
-        try:
-            self._write_routed(changes, found, routed, prepared, position, key, by_source)
-        finally:
-            changes.release()
-        self._by_source.learn(routed)
-
-    def _write_routed(
-        self,
-        changes: ChangeBatch,
-        found: list[DestinationValue],
-        tables_of: dict[str | None, str | None],
-        prepared: PreparedTables,
-        position: int,
-        key: BatchKey,
-        by_source: SourceWrite | None,
-    ) -> None:
-        batch_df, targets = changes.rows, prepared.targets
-        sink_id, batch_id = key.sink_id, key.batch_id
-        indexes = {v: t.index for t in targets for v in t.values} | dict.fromkeys(prepared.skipped, SKIPPED)
-        unroutable = [d for d in found if tables_of[d.value] is None]
-        refused = prepared.refused
-        reasons = {d.value: self._names.reason(d.value, refused) for d in unroutable if d.value is not None}
-        written = source_targets(
-            by_source, targets, self._options.config_for, key, self._states
-        )  # the source's alone
-        if not targets and not unroutable and not written:
-            logger.info("batch %s of sink %s: every table already has it (or it is empty)", batch_id, sink_id)
+        written = source_targets(  # the tables the source's tasks alone wrote to
+            by_source, prepared.targets, self._options.config_for, key, self._states
+        )
+        batch = RoutedBatch(key, by_source, found, routed, prepared, position, written)
+        if batch.empty():
+            logger.info(
+                "batch %s of sink %s: every table already has it (or it is empty)", key.batch_id, key.sink_id
+            )
             if not found and by_source is None:  # an empty batch: the source has caught up
-                self._finish.flush(lambda state: state.sink_id == sink_id, last_batch_id=batch_id)
-            return
-        log_unroutable(unroutable, reasons, self._dead_letter_table, sink_id, batch_id)
+                self._finish.flush(lambda state: state.sink_id == key.sink_id, last_batch_id=key.batch_id)
+        return batch
+
+    def changes(self, batch_df: DataFrame, prepared: RoutedBatch) -> ChangeBatch:
+        """Upserted tables: the last change per key."""
+        routed = prepared.routed
+        configs = {
+            d.value: self._options.config_for(n) for d in prepared.found if d.value and (n := routed[d.value])
+        }
+        upserted = {value: config for value, config in configs.items() if config.upsert.enabled}
+        if not upserted:
+            return ChangeBatch(batch_df)
+        dest = destination_value(F.col(quoted(batch_df.columns[prepared.position])))
+        return self._upserts.split(batch_df, dest, upserted)
+
+    def write(self, prepared: RoutedBatch, changes: ChangeBatch) -> WrittenBatch:
+        """Steps 3 and 4, and what steps 5 and 6 commit."""
+        key, by_source, targets = prepared.key, prepared.by_source, prepared.tables.targets
+        position = prepared.position
+        skipped = dict.fromkeys(prepared.tables.skipped, SKIPPED)
+        indexes = {v: t.index for t in targets for v in t.values} | skipped
+        unroutable = prepared.unroutable
+        refused = prepared.tables.refused
+        reasons = {d.value: self._names.reason(d.value, refused) for d in unroutable if d.value is not None}
+        log_unroutable(unroutable, reasons, self._dead_letter_table, key.sink_id, key.batch_id)
         projection = None
+        result = WriteResult([], RowCounts(0, 0))
         if targets or unroutable:
             with self._metrics.time_step(self.label, "normalize"):  # 3. the ONE projection
                 tables = [DestinationTable(t.index, t.name, t.table.schema(), t.columns) for t in targets]
                 options = ProjectionOptions.of(self._config, position, self.label)
-                projection = project(batch_df, tables, indexes, reasons, options)
-        try:
-            self._write_and_commit(projection, changes, position, targets, written, key, by_source)
-        except BaseException:
-            self._states.forget((t.name for t in targets + written), sink_id)
-            raise
-
-    def _write_and_commit(
-        self,
-        projection: RoutedProjection | None,
-        changes: ChangeBatch,
-        position: int,
-        targets: list[RoutedTarget],
-        written: list[RoutedTarget],
-        key: BatchKey,
-        by_source: SourceWrite | None,
-    ) -> None:
-        """Steps 4 to 6; ``projection`` is ``None`` when the source's tasks wrote every row."""
-        result = WriteResult([], RowCounts(0, 0))
-        if projection is not None:
-            result = self._writes.write(projection, targets, key, by_source)
+                projection = project(changes.rows, tables, indexes, reasons, options)
+            result = self._writes.write(projection, targets, key, by_source)  # 4.
         files, counts = result.files, result.counts
         if by_source is not None:
             record_source_files(by_source, self._metrics)
@@ -261,12 +237,37 @@ class RoutedStep:
             keys = routed_changed_keys(upserted, projection, changes.deletes, route, case_sensitive)
             return [keys[t.index] for t in upserted]
 
-        self._finish.finish(  # 5. dead letters, 6. each table's commit
-            key,
-            [Written(t.batch, files_of(files, t.name)) for t in targets + written],
-            counts,
-            changes,
-            bad_rows,
-            changed_keys,
-            changes.rows.sparkSession,
-        )
+        written = [Written(t.batch, files_of(files, t.name)) for t in targets + prepared.written]
+        return WrittenBatch(written, counts, bad_rows, changed_keys)
+
+
+@dataclass(frozen=True)
+class RoutedBatch:
+    """A routed batch's destinations and tables, as steps 0 to 2 found them.
+
+    Attributes:
+        key: The batch attempt.
+        by_source: The source's write of some of the batch's rows, if any.
+        found: The batch's destination values and their non-null columns.
+        routed: Each value's table (``None``: unroutable or refused).
+        tables: The tables to write, those that have the batch, the values refused.
+        position: The route column's position in the batch (-1: the source wrote every row).
+        written: The tables the source's tasks alone wrote to.
+    """
+
+    key: BatchKey
+    by_source: SourceWrite | None
+    found: list[DestinationValue]
+    routed: dict[str | None, str | None]
+    tables: PreparedTables
+    position: int
+    written: list[RoutedTarget]
+
+    def empty(self) -> bool:
+        """Whether nothing is left to write or commit: every table has the batch, or it has no rows."""
+        return not self.tables.targets and not self.written and not self.unroutable
+
+    @property
+    def unroutable(self) -> list[DestinationValue]:
+        """The values without a table: dead letters."""
+        return [d for d in self.found if self.routed[d.value] is None]

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 from pyspark.sql import types as st
 
@@ -25,7 +24,6 @@ from sink.destinations.owners import ROUTE_VALUE_PROPERTY, TableBudget, check_ow
 from sink.destinations.resolve import DestinationValue
 from sink.destinations.table_options import TableOptions
 from sink.errors import ConfigError
-from sink.metrics import SinkMetrics
 from sink.parallel import run_parallel
 from sink.schema.coordinator import evolve_table
 from sink.upsert.checks import UpsertChecks
@@ -33,7 +31,7 @@ from sink.write.keys import arrow_key_functions
 
 if TYPE_CHECKING:
     from sink.batch.key import BatchKey
-    from sink.batch.states import TableStates
+    from sink.batch.states import SinkParts
 
 
 @dataclass(frozen=True)
@@ -63,29 +61,18 @@ class RoutedTables:
     """Opens, settles and evolves the tables of a routed sink's batches.
 
     Args:
-        config: The routed sink's configuration.
-        catalog: The sink's catalog.
-        metrics: The sink's metrics.
+        parts: The routed sink's configuration, catalog, metrics and table states (each table recovered once).
         options: Each table's configuration.
-        states: The sink's table states (each table recovered once).
         reserved: Tables no value may have (the dead-letter table).
     """
 
-    def __init__(
-        self,
-        config: SinkConfig,
-        catalog: Catalog,
-        metrics: SinkMetrics,
-        options: TableOptions,
-        states: TableStates,
-        reserved: Sequence[str],
-    ) -> None:
-        self._catalog = catalog
-        self._metrics = metrics
+    def __init__(self, parts: SinkParts, options: TableOptions, reserved: Sequence[str]) -> None:
+        self._catalog = parts.catalog
+        self._metrics = parts.metrics
         self._options = options
-        self._states = states
-        self._owned = config.route.tables is None  # template tables hold one value's rows each
-        self._budget = TableBudget(config.route, catalog, reserved)
+        self._states = parts.states
+        self._owned = parts.config.route.tables is None  # template tables hold one value's rows each
+        self._budget = TableBudget(parts.config.route, parts.catalog, reserved)
 
     def open(
         self,

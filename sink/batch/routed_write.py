@@ -8,7 +8,6 @@ spec must be computable from Arrow columns (:func:`~sink.batch.routed_tables.che
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -65,10 +64,7 @@ class RoutedWrites:
         for target in targets:
             batch = target.batch
             spec = batch.write_spec({"num_data_columns": len(batch.table.schema().fields), **IN_TASK})
-            if target.name in planned:
-                batch.adopt(spec, planned[target.name].attempts)
-            else:
-                records.append(functools.partial(batch.record, spec))
+            records.append(batch.start(spec, planned))
             destinations.append(DestinationSpec(target.index, spec, projection.slots[target.index]))
         run_parallel(records)  # every attempt is on record before any file is written
         mode = routed_mode(t.config.write.distribution_mode for t in targets)

@@ -39,7 +39,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as st
@@ -47,8 +46,7 @@ from pyspark.sql import types as st
 from sink import catalog as catalogs
 from sink import failpoints
 from sink.batch.key import BatchKey
-from sink.batch.table_batch import RoutedTarget, TableBatch
-from sink.commit.recovery import AttemptLog
+from sink.batch.table_batch import PlannedTable, RoutedTarget, TableBatch
 from sink.config import DistributionMode, SinkConfig
 from sink.config_route import RouteBy
 from sink.errors import SinkError
@@ -60,30 +58,14 @@ from sink.type_mapping import all_optional, row_schema_of
 from sink.write.keys import arrow_key_functions
 from sink.write.messages import DataFileMessage, RowCounts, files_of
 from sink.write.source_task import TASK_PROPERTY, SourceTable, SourceWritePlan
-from sink.write.spec import WriteSpec
 
 if TYPE_CHECKING:
     from sink.batch.routed_tables import RoutedTables
-    from sink.batch.states import TableStates
+    from sink.batch.states import SinkParts, TableStates
 
 logger = logging.getLogger(__name__)
 
 SOURCE_FILE_SUFFIX = "-s"  # after the attempt's file prefix: its write tasks' names stay apart
-
-
-@dataclass(frozen=True)
-class PlannedTable:
-    """A table of a source write.
-
-    Attributes:
-        table: The table as loaded when the write was planned.
-        attempts: The attempt log holding the write's attempt on it.
-        spec: The attempt's write spec on it (the source's tasks name their files apart).
-    """
-
-    table: Table
-    attempts: AttemptLog
-    spec: WriteSpec
 
 
 @dataclass
@@ -194,27 +176,20 @@ class SourcePlanner:
     """Plans the source's writes of a sink's batches, to its one table or its routed ones (see the module).
 
     Args:
-        config: The sink's configuration.
-        catalog: The sink's catalog.
+        parts: The sink's configuration, catalog, metrics and table states: each table's
+            crashed attempts are settled before its first planned write.
         config_for: Each table's configuration.
-        states: The sink's table states: each table's crashed attempts are settled before
-            its first planned write.
         tables: A routed sink's: opens each table (within ``route.max-tables``, for one value).
     """
 
     def __init__(
-        self,
-        config: SinkConfig,
-        catalog: Catalog,
-        config_for: Callable[[str], SinkConfig],
-        states: TableStates,
-        tables: RoutedTables | None = None,
+        self, parts: SinkParts, config_for: Callable[[str], SinkConfig], tables: RoutedTables | None = None
     ) -> None:
-        self._config = config
-        self._catalog = catalog
+        self._config = parts.config
+        self._catalog = parts.catalog
         self._config_for = config_for
         self._tables = tables
-        self._states = states
+        self._states = parts.states
         self._lock = threading.Lock()
         self._known: dict[str, str] = {}  # topic -> table, of the tables written so far
 

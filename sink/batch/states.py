@@ -16,6 +16,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
 from sink.commit import ledger
@@ -26,7 +27,7 @@ from sink.log_context import batch_logger
 from sink.metrics import SinkMetrics
 from sink.route.skew import RoutingHistory
 
-__all__ = ["TableState", "TableStates"]
+__all__ = ["SinkParts", "TableState", "TableStates"]
 
 logger = batch_logger(__name__)
 
@@ -117,3 +118,13 @@ class TableStates:
         with self._lock:
             for name in names:
                 self._slots.pop((name, sink_id), None)
+
+
+@dataclass(frozen=True)
+class SinkParts:
+    """What every step of a sink's batches shares: its configuration, catalog, metrics and table states."""
+
+    config: SinkConfig
+    catalog: Catalog
+    metrics: SinkMetrics
+    states: TableStates

@@ -18,7 +18,8 @@ Load-or-create and recover-once are the sink's, per table and sink id
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from sink.batch.key import BatchKey
     from sink.batch.states import TableState, TableStates
 
-__all__ = ["RoutedTarget", "TableBatch"]
+__all__ = ["PlannedTable", "RoutedTarget", "TableBatch"]
 
 logger = batch_logger(__name__)
 
@@ -144,6 +145,15 @@ class TableBatch:
         self.attempts.begin(record)
         self.spec = spec
 
+    def start(self, spec: WriteSpec, planned: Mapping[str, PlannedTable]) -> Callable[[], None]:
+        """The attempt of ``spec``: taken over when a source's tasks have it on record on this table
+        (``planned``, :mod:`sink.batch.source_write`); else what puts it on record, to call before any
+        file is written."""
+        if self.name not in planned:
+            return functools.partial(self.record, spec)
+        self.adopt(spec, planned[self.name].attempts)
+        return lambda: None
+
     def adopt(self, spec: WriteSpec, attempts: AttemptLog) -> None:
         """The attempt was recorded before the batch (a source's own write): take it over."""
         self.spec = spec
@@ -158,6 +168,21 @@ class TableBatch:
         """The folder of the attempt's files."""
         assert self.spec is not None, "begin() first"
         return self.spec.data_location
+
+
+@dataclass(frozen=True)
+class PlannedTable:
+    """A table of a source write (:mod:`sink.batch.source_write`).
+
+    Attributes:
+        table: The table as loaded when the write was planned.
+        attempts: The attempt log holding the write's attempt on it.
+        spec: The attempt's write spec on it (the source's tasks name their files apart).
+    """
+
+    table: Table
+    attempts: AttemptLog
+    spec: WriteSpec
 
 
 @dataclass

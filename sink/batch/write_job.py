@@ -71,11 +71,9 @@ class BatchWriter:
         name, key, last = batch.name, batch.key, batch.state.routing.last
         # A fused batch's rows are made in the task, with no flag: none of them can be bad.
         flagged = normalized.bad_row_flag and fused is None
-        if by_source is None:
-            spec = batch.begin(routed.task_options(), flagged)
-        else:  # recorded before the source's tasks ran
-            spec = batch.write_spec(routed.task_options(), flagged)
-            batch.adopt(spec, by_source.tables[name].attempts)
+        spec = batch.write_spec(routed.task_options(), flagged)
+        planned = by_source.tables if by_source is not None else {}
+        batch.start(spec, planned)()  # on record before the write (the source's: before it ran)
         row_bytes = last.input_row_bytes if last is not None else 0
         df = fused.df if fused is not None else routed.df
         failures = write_failures(df, name, key.batch_id, spec.file_prefix)
