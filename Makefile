@@ -15,8 +15,8 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 # archive for this Java and Spark (made once, about a minute; jobs and tests then start their
 # JVMs in about half the time).
 env: $(STAMP)
-	$(PY) -m streaming_jobs.fetch_jvm_jars
-	$(PY) -m streaming_jobs.make_class_archive
+	$(PY) -m icesink.jobs.fetch_jvm_jars
+	$(PY) -m icesink.jobs.make_class_archive
 
 # Iceberg Java, the tests' second reader of icesink's tables (tests/support/iceberg_java/): the
 # Spark its runtime jar is built for, in a virtual environment of its own, and the jars of that
@@ -50,18 +50,18 @@ system-deps:
 	./scripts/install_system_deps.sh
 
 demo: env
-	$(PY) -m streaming_jobs.demo
+	$(PY) -m icesink.jobs.demo
 
 # SeaweedFS (S3 + REST catalog) and a two-worker Spark cluster on loopback, stopped at the end.
 demo-cluster: env
-	$(PY) -m streaming_jobs.demo_cluster
+	$(PY) -m icesink.jobs.demo_cluster
 
 # An Apache Kafka broker on loopback (the jars make env fetched), 20,000 JSON messages, the Kafka
 # job on the embedded default until it has them all, what it wrote; the broker stopped at the end.
 # Spark's connector instead of the Python source: make demo-kafka DEMO_KAFKA_ARGS="--source jvm"
 DEMO_KAFKA_ARGS ?=
 demo-kafka: env
-	$(PY) -m streaming_jobs.demo_kafka $(DEMO_KAFKA_ARGS)
+	$(PY) -m icesink.jobs.demo_kafka $(DEMO_KAFKA_ARGS)
 
 # pytest exits 5 when it collects no test; make (and so CI) fails on that as on any failure.
 # system-deps first: make env fetches with its Maven.
@@ -98,7 +98,7 @@ test-deploy: system-deps env
 lint: env
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy --strict sink icesink
+	$(VENV)/bin/mypy --strict icesink --exclude '^icesink/jobs/'
 	$(VENV)/bin/mypy
 	$(PY) scripts/check_layout.py
 	$(PY) scripts/options_doc.py --check

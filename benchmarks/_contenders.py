@@ -26,11 +26,11 @@ from pyspark.sql.streaming import DataStreamWriter
 from benchmarks._count_floor import count_rows
 from benchmarks._probes import ProbeResult, ProcessProbe, size_summary
 from icesink import IcebergSink
-from sink.metric_families import STEPS, TASK_PHASES
-from sink.partitioning import build_partition_spec, parse_partition_by
-from sink.spark_session import local_property
-from sink.type_mapping import spark_to_iceberg_schema
-from sink.write.arrow_input import MAX_BYTES_PER_BATCH, UNCHECKED
+from icesink.metric_families import STEPS, TASK_PHASES
+from icesink.partitioning import build_partition_spec, parse_partition_by
+from icesink.spark_session import local_property
+from icesink.type_mapping import spark_to_iceberg_schema
+from icesink.write.arrow_input import MAX_BYTES_PER_BATCH, UNCHECKED
 
 TABLE = "bench.taxi"
 _DAYS = 4  # the workload's pickup times span 4 days
@@ -282,7 +282,7 @@ def run_noop(stream: Stream, run_dir: Path, jvm_pid: int) -> RunResult:
 def run_count(unchecked: bool = False) -> Contender:
     """Every row through ``mapInArrow`` into a Python worker, counted: the floor of Arrow-based designs.
 
-    ``unchecked``: without Spark's byte check on every row (:mod:`sink.write.arrow_input`),
+    ``unchecked``: without Spark's byte check on every row (:mod:`icesink.write.arrow_input`),
     as icesink's writes run after their first batch.
     """
     name = "mapinarrow-count-unchecked" if unchecked else "mapinarrow-count"

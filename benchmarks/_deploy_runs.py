@@ -38,13 +38,13 @@ from benchmarks._contenders import (
     _TimedBatches,
 )
 from icesink import IcebergSink
-from sink.metric_families import STEPS
-from streaming_jobs.local_servers.seaweedfs import s3_request_counts
+from icesink.jobs.local_servers.seaweedfs import s3_request_counts
+from icesink.metric_families import STEPS
 
 TABLE = "taxi"
 WARM_UP_BATCHES, WARM_UP_ROWS = 2, 5_000
 CLUSTER_CONF = {
-    "spark.executor.memory": "768m",  # fits a 1 GiB Worker (streaming_jobs.local_servers.spark_cluster)
+    "spark.executor.memory": "768m",  # fits a 1 GiB Worker (icesink.jobs.local_servers.spark_cluster)
     "spark.executor.cores": "1",
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
@@ -195,7 +195,7 @@ def driver_main(arguments: dict[str, Any]) -> dict[str, Any]:
     and ``warm_up_input`` (folders of the workload's files), ``batches``, ``rows_per_batch``,
     ``target`` (a :class:`Target` as a mapping), ``run_dir``, ``namespace``.
     """
-    from streaming_jobs.spark import get_spark
+    from icesink.jobs.spark import get_spark
 
     conf = {**DRIVER_CONF, **(CLUSTER_CONF if arguments["cluster"] else {})}
     spark = get_spark("icesink-bench-deploy", arguments["master"], conf)

@@ -1,6 +1,6 @@
 """Earlier commit paths, kept callable for comparison only.
 
-:class:`TransactionCommitter` is the sink's :class:`~sink.commit.committer.Committer` with
+:class:`TransactionCommitter` is the sink's :class:`~icesink.commit.committer.Committer` with
 its one commit attempt made the way the first versions made it: ``fast_append`` or
 ``merge_append`` and ``set_properties`` in a pyiceberg transaction, which applies every
 step to a deep copy of the table metadata.
@@ -23,10 +23,10 @@ from typing import Any
 
 from pyiceberg.table import Table, TableProperties
 
-from sink.commit import committer, ledger
-from sink.commit.committer import CommitOutcome, Committer
-from sink.commit.ledger import BatchRange
-from sink.commit.staging import StagedBatch
+from icesink.commit import committer, ledger
+from icesink.commit.committer import CommitOutcome, Committer
+from icesink.commit.ledger import BatchRange
+from icesink.commit.staging import StagedBatch
 
 
 class TransactionCommitter(Committer):

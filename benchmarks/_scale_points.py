@@ -2,7 +2,7 @@
 
 A :class:`Point` says what one micro-batch holds (rows, partition values, tables it is
 routed to) and what the table holds already (snapshots). :func:`measure` calls a fresh
-:class:`~sink.IcebergSink` (SQLite catalog, local warehouse) on ``warm_up + batches``
+:class:`~icesink.IcebergSink` (SQLite catalog, local warehouse) on ``warm_up + batches``
 DataFrames, one Parquet file of the workload each, and measures every call: its wall
 time, the sink's step timings (``icesink_step_duration_seconds``, summed over tables),
 the Spark jobs it ran (:mod:`benchmarks._spark_jobs`: their span and task time), the data
@@ -39,8 +39,8 @@ from benchmarks._probes import cpu_seconds
 from benchmarks._spark_jobs import SparkJobs
 from benchmarks._synthetic_files import fill_history
 from icesink import IcebergSink
-from sink.write.messages import DataFileMessage
-from streaming_jobs.taxi_workload import write_files
+from icesink.jobs.taxi_workload import write_files
+from icesink.write.messages import DataFileMessage
 
 INPUT_TASKS = 2
 TARGET_FILE_SIZE_BYTES = 2 * 1024 * 1024
@@ -243,7 +243,7 @@ def driver_main(arguments: dict[str, Any]) -> dict[str, Any]:
     settings apply), ``workdir`` (where the inputs are), ``run_dir``.
     """
     from benchmarks._deploy_runs import CLUSTER_CONF, DRIVER_CONF
-    from streaming_jobs.spark import get_spark
+    from icesink.jobs.spark import get_spark
 
     point = Point(**arguments["point"])
     conf = {**DRIVER_CONF, **(CLUSTER_CONF if arguments["cluster"] else {})}

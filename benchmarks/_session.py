@@ -2,7 +2,7 @@
 
 :func:`_session` is the jobs' session (Spark's classes mapped from the class archive) with
 the UI off and UTC; :func:`_stream` writes the reference workload's files once per shape
-(:mod:`streaming_jobs.taxi_workload`); :func:`_machine` records what a figure was measured
+(:mod:`icesink.jobs.taxi_workload`); :func:`_machine` records what a figure was measured
 on; :func:`_run_in_process` runs ``benchmarks.run`` in a process of its own.
 """
 
@@ -22,8 +22,8 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from benchmarks._contenders import Layout, Stream
-from streaming_jobs.spark import with_class_archive
-from streaming_jobs.taxi_workload import write_files
+from icesink.jobs.spark import with_class_archive
+from icesink.jobs.taxi_workload import write_files
 
 
 def _session(master: str, conf: Mapping[str, str] | None = None) -> SparkSession:

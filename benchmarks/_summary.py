@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from benchmarks._probes import percentile
-from sink.metric_families import STEPS
+from icesink.metric_families import STEPS
 
 REFERENCE = "parquet"
 

@@ -16,18 +16,18 @@ from pyiceberg.table.snapshots import Operation
 from pyiceberg.table.update import TableRequirement, TableUpdate, update_table_metadata
 
 from benchmarks._write_specs import table_write_spec
-from sink._pyiceberg import commit_table_updates
-from sink.commit.snapshot import SnapshotProducer
-from sink.type_mapping import iceberg_to_arrow_schema
-from sink.write.manifest_entry import (
+from icesink._pyiceberg import commit_table_updates
+from icesink.commit.snapshot import SnapshotProducer
+from icesink.type_mapping import iceberg_to_arrow_schema
+from icesink.write.manifest_entry import (
     EntryEncoding,
     data_file_from_message,
     encoded_entry,
     manifest_codec,
     sync_marker,
 )
-from sink.write.messages import DataFileMessage
-from sink.write.task import DataTaskWriter
+from icesink.write.messages import DataFileMessage
+from icesink.write.task import DataTaskWriter
 
 # ``--partitioned``: a wide commit's file i is in bucket i of id (mod BUCKETS).
 BUCKETS = 16384

@@ -9,7 +9,7 @@ from typing import Any
 from pyiceberg.table import Table
 
 from benchmarks import _upsert_changes as model
-from sink.upsert.compaction import compact_partition
+from icesink.upsert.compaction import compact_partition
 from tests.support.duckdb_reader import duckdb_read
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pyiceberg.table import Table
 
-from sink.write.spec import WriteSpec
+from icesink.write.spec import WriteSpec
 
 
 def table_write_spec(

@@ -49,12 +49,12 @@ from benchmarks._legacy_commit import CatalogCommitter, TransactionCommitter
 from benchmarks._synthetic_files import BUCKETS, _synthetic_files, _template_file, fill_history
 from benchmarks._write_specs import table_write_spec
 from icesink import CommitConfig, expire_snapshots
-from sink.catalog import CREATED_TABLE_PROPERTIES
-from sink.commit.committer import Committer
-from sink.commit.ledger import BatchRange
-from sink.type_mapping import iceberg_to_arrow_schema
-from sink.write.task import DataTaskWriter
-from streaming_jobs.local_servers.seaweedfs import SeaweedFS
+from icesink.catalog import CREATED_TABLE_PROPERTIES
+from icesink.commit.committer import Committer
+from icesink.commit.ledger import BatchRange
+from icesink.jobs.local_servers.seaweedfs import SeaweedFS
+from icesink.type_mapping import iceberg_to_arrow_schema
+from icesink.write.task import DataTaskWriter
 
 
 def run(batches: int, expire_every: int, root: Path) -> dict[str, object]:

@@ -49,7 +49,7 @@ Sizes for a 2-core machine (the times: estimates for a quiet one, from the figur
   compactions. With much smaller tables or batches a batch is mostly Spark's fixed cost
   per job; fewer than 6 batches make a median of too few. About 1.5 min a process;
   pyiceberg is left out (``--pyiceberg-batches 0``, set here). It times the upsert modules
-  (``sink.upsert``, the write tasks) called directly, not ``IcebergSink``'s micro-batch
+  (``icesink.upsert``, the write tasks) called directly, not ``IcebergSink``'s micro-batch
   around them.
 """
 
@@ -69,14 +69,16 @@ from benchmarks._ab_summary import Run, figure_rows, markdown
 
 DEFAULT_WORKDIR = Path("/tmp/icesink-bench-ab")
 SINK_LINE = "compare_commits: sink "
-# Runs the benchmark as ``python -m`` would, then says which ``sink`` it imported.
+# Runs the benchmark as ``python -m`` would, then says which sink module it imported (``sink.sink``
+# in a checkout from before the library became the ``icesink`` package).
 _LAUNCHER = f"""\
 import runpy, sys
 module, sys.argv = sys.argv[1], sys.argv[1:]
 try:
     runpy.run_module(module, run_name="__main__", alter_sys=True)
 finally:
-    print({SINK_LINE!r} + str(getattr(sys.modules.get("sink"), "__file__", None)), flush=True)
+    sink = sys.modules.get("icesink.sink") or sys.modules.get("sink.sink")
+    print({SINK_LINE!r} + str(getattr(sink, "__file__", None)), flush=True)
 """
 
 

@@ -1,10 +1,10 @@
 """The sink deployed: S3 and a REST catalog against the local warehouse, a cluster against ``local[2]``.
 
 Everything runs on loopback, started and stopped by this script with the launchers of
-``streaming_jobs/local_servers``: SeaweedFS (an S3 API, with its Prometheus metrics on,
+``icesink/jobs/local_servers``: SeaweedFS (an S3 API, with its Prometheus metrics on,
 and an Iceberg REST catalog whose tables live in a table bucket), and for the second part
 a Spark standalone cluster (a Master and two Workers of one core each). The input is the
-reference workload (:mod:`streaming_jobs.taxi_workload`) as ``--batches`` Parquet files of
+reference workload (:mod:`icesink.jobs.taxi_workload`) as ``--batches`` Parquet files of
 ``--rows-per-batch`` rows, read one file per micro-batch with ``trigger(availableNow=True)``,
 exactly as ``benchmarks.run`` does; every run writes it into a new table through
 ``IcebergSink`` (``distribution-mode=bucket``, 64 partition values, default options) and
@@ -51,10 +51,10 @@ from benchmarks._contenders import Layout
 from benchmarks._deploy_report import markdown, summarize
 from benchmarks._deploy_runs import WARM_UP_BATCHES, WARM_UP_ROWS, Target, run_target, target_json
 from benchmarks._session import _jvm_pid, _log, _machine, _session, _stream
-from streaming_jobs.local_servers.processes import die_with_parent
-from streaming_jobs.local_servers.seaweedfs import WAREHOUSE_BUCKET, SeaweedFS
-from streaming_jobs.local_servers.spark_cluster import SparkCluster
-from streaming_jobs.local_servers.spark_home import spark_environment
+from icesink.jobs.local_servers.processes import die_with_parent
+from icesink.jobs.local_servers.seaweedfs import WAREHOUSE_BUCKET, SeaweedFS
+from icesink.jobs.local_servers.spark_cluster import SparkCluster
+from icesink.jobs.local_servers.spark_home import spark_environment
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_WORKDIR = Path(tempfile.gettempdir()) / "icesink-bench"

@@ -8,7 +8,7 @@ Messages of ``--files`` synthetic files (``benchmarks.commit_scaling``'s: entrie
 from one real file of ``--columns`` columns, each in a partition of its own), in two
 kinds: with the file's statistics in the message (as the committer encodes the entries
 itself), and with the manifest entry a write task encodes instead
-(:mod:`sink.write.manifest_entry`). For each: the JSON bytes per file, the bytes a
+(:mod:`icesink.write.manifest_entry`). For each: the JSON bytes per file, the bytes a
 decoded message holds (``tracemalloc`` over ``--sample`` messages), and the median of
 ``--repeats`` decodings of all of them (``WriteResult.from_json``, what the driver does
 with a write job's output). And the task's cost of encoding one entry.
@@ -26,8 +26,8 @@ from pathlib import Path
 
 from benchmarks._synthetic_files import _synthetic_files
 from benchmarks.commit_scaling import _Comparison
-from sink.write.manifest_entry import EntryEncoding, manifest_codec, sync_marker
-from sink.write.messages import DataFileMessage, WriteResult
+from icesink.write.manifest_entry import EntryEncoding, manifest_codec, sync_marker
+from icesink.write.messages import DataFileMessage, WriteResult
 
 
 def measure(files: int, columns: int, repeats: int, sample: int, root: Path) -> dict[str, object]:

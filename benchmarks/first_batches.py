@@ -6,7 +6,7 @@ files through it and prints, relative to the query's ``start()``, when each Spar
 was submitted, when its first task started and when it ended, beside each
 ``foreachBatch`` call. That shows what a first batch waits for that later ones do not:
 for example the job that starts the Python workers while the query starts
-(:mod:`sink.write.workers_ahead`), whose tasks hold the task slots::
+(:mod:`icesink.write.workers_ahead`), whose tasks hold the task slots::
 
     .venv/bin/python -m benchmarks.first_batches --mode none
     .venv/bin/python -m benchmarks.first_batches --mode bucket

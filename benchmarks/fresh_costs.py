@@ -10,7 +10,7 @@ once to show which part is paid only the first time:
   the sink's ``mapInArrow`` function costs there the first time, then what a task's
   first rows import (pyiceberg's Arrow file IO; unpickling imported it too before it was
   made lazy);
-* the routing self-checks of :mod:`sink.route.self_check` (bucket hash of int/long
+* the routing self-checks of :mod:`icesink.route.self_check` (bucket hash of int/long
   columns, the exact shuffle) as a bucketed table's first batch runs them, then each
   alone once more (``--sequential-self-checks``: the first time one after the other);
 * creating the sink and its table (``IcebergSink.from_options`` and ``prepare``).
@@ -39,10 +39,10 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from benchmarks._session import _session
-from streaming_jobs.taxi_workload import taxi_rows
+from icesink.jobs.taxi_workload import taxi_rows
 
 #: What a write task's ``mapInArrow`` function imports when it is unpickled in a worker.
-TASK_MODULES = ("sink.write.task", "sink.write.routed_task")
+TASK_MODULES = ("icesink.write.task", "icesink.write.routed_task")
 #: What its first rows import (before the lazy imports, unpickling the function did).
 FIRST_ROWS_MODULES = ("pyiceberg.io.pyarrow",)
 
@@ -98,8 +98,8 @@ def measure(workdir: Path, sequential_self_checks: bool = False) -> dict[str, An
     """Every start-up cost of the module docstring, each followed by its second time."""
     from pyiceberg.types import IntegerType
 
-    from sink.route.self_check import BUCKET_HASH_VECTORS, verify_bucket_function, verify_partition_keys
-    from sink.route.self_check_runs import ensure_self_checks
+    from icesink.route.self_check import BUCKET_HASH_VECTORS, verify_bucket_function, verify_partition_keys
+    from icesink.route.self_check_runs import ensure_self_checks
 
     result: dict[str, Any] = {
         "load_average_start": os.getloadavg()[0],

@@ -57,8 +57,8 @@ def run_source(
     spark: Any, broker: Any, root: Path, source: str, run: int, max_offsets: int | None
 ) -> dict[str, Any]:
     """One run of the job reading with ``source``; its seconds, CPU seconds and rows written."""
-    from sink.metrics import SinkMetrics
-    from streaming_jobs.kafka.job.main import run as run_job
+    from icesink.jobs.kafka.job.main import run as run_job
+    from icesink.metrics import SinkMetrics
 
     name = f"{source}_{run}" if run >= 0 else f"warmup_{source}_{-run}"
     table = f"bench.events_{source}"
@@ -152,8 +152,8 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from streaming_jobs.jvm_jars import with_spark_kafka_jars
-    from streaming_jobs.spark import get_spark
+    from icesink.jobs.jvm_jars import with_spark_kafka_jars
+    from icesink.jobs.spark import get_spark
     from tests.support.kafka_broker import KafkaBroker
 
     root = Path(tempfile.mkdtemp(prefix="icesink-kafka-sources-"))

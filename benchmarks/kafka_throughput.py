@@ -3,7 +3,7 @@
 Starts a Tansu broker on 127.0.0.1, produces ``--messages`` JSON messages of about
 1 KB (13 fields, a nested object, an array, an ISO timestamp string, text) over
 ``--partitions`` partitions, then runs the Kafka-to-Iceberg job
-(:func:`streaming_jobs.kafka.job.main.run`, the Python Kafka source, schema inferred
+(:func:`icesink.jobs.kafka.job.main.run`, the Python Kafka source, schema inferred
 per batch) with ``availableNow``, ``--runs`` times, and reports
 messages per second (median), from the query's start to its end, and where the time
 goes: the sink's step timings as its metrics endpoint serves them; "source and Spark"
@@ -77,7 +77,7 @@ def job_config(
         max_offsets: ``kafka.max-offsets-per-trigger``; ``None``: one micro-batch.
         kafka_options: More keys of the ``kafka`` section (``max-partitions``, ...).
     """
-    from streaming_jobs.kafka.job.validate import validate
+    from icesink.jobs.kafka.job.validate import validate
 
     kafka: dict[str, Any] = {
         "bootstrap-servers": broker.bootstrap_servers,
@@ -107,9 +107,9 @@ def job_config(
 def timed_run(spark: Any, config: Any, metrics: Any = None) -> tuple[float, dict[str, float]]:
     """Run the job to its end: wall-clock seconds, and CPU seconds by kind (:func:`tree_cpu_seconds`).
 
-    ``metrics`` (a :class:`~sink.metrics.SinkMetrics`) takes the sink's metrics, to read after the run.
+    ``metrics`` (a :class:`~icesink.metrics.SinkMetrics`) takes the sink's metrics, to read after the run.
     """
-    from streaming_jobs.kafka.job.main import run as run_job
+    from icesink.jobs.kafka.job.main import run as run_job
 
     cpu_before = tree_cpu_seconds()
     start = time.perf_counter()
@@ -132,7 +132,7 @@ def run_once(
     batch_times: BatchTimes | None = None,
 ) -> dict[str, Any]:
     """One run of mode ``decode`` (see the module); ``fresh``: into a table of its own."""
-    from sink.metrics import SinkMetrics
+    from icesink.metrics import SinkMetrics
 
     mode = decode.replace("-", "_").replace("/", "_tasks")
     name = f"events_{mode}_{run}" if run >= 0 else f"warmup_{mode}_{-run}"
@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     fresh = args.table == "fresh"
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from streaming_jobs.spark import get_spark
+    from icesink.jobs.spark import get_spark
 
     root = Path(tempfile.mkdtemp(prefix="icesink-kafka-bench-"))
     (root / "warehouse").mkdir()

@@ -6,7 +6,7 @@
 
 One streaming query (``rate-micro-batch`` source, ``--rows-per-batch`` rows per batch, a
 string payload and ``--partition-values`` identity partition values) into an
-:class:`~sink.sink.IcebergSink` (SQLite catalog, local warehouse, one commit per batch,
+:class:`~icesink.sink.IcebergSink` (SQLite catalog, local warehouse, one commit per batch,
 Prometheus metrics exported on a free port so their registry is part of the process),
 with the documented maintenance (``expire_snapshots(retain_last=10)``) every
 ``--expire-every`` batches. After each batch the ``foreachBatch`` function records the

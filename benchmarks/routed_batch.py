@@ -4,7 +4,7 @@
 
     .venv/bin/python -m benchmarks.routed_batch --tables 200 --rows 100000 --batches 4
 
-One :class:`~sink.sink.IcebergSink` with ``route.by=field`` (SQLite catalog, local
+One :class:`~icesink.sink.IcebergSink` with ``route.by=field`` (SQLite catalog, local
 warehouse) writes ``--batches`` batches of ``--rows`` rows made by ``spark.range``
 (a destination column with ``--tables`` values, a long and a 64-character string), each
 batch to every table. Prints each batch's seconds and a cProfile (cumulative) of the

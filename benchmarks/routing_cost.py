@@ -1,6 +1,6 @@
 """What the routing step (partition values and the shuffle) costs, and the files each mode makes.
 
-On the reference workload (:mod:`streaming_jobs.taxi_workload`: 19 columns, partitioned
+On the reference workload (:mod:`icesink.jobs.taxi_workload`: 19 columns, partitioned
 by ``day(tpep_pickup_datetime), bucket(16, PULocationID)``, 64 partition values), each
 row below is one Spark job over the same generated rows, timed as the median of
 ``--repeats`` runs, taken round-robin so that a machine's drifting load hits all alike:
@@ -10,7 +10,7 @@ row below is one Spark job over the same generated rows, timed as the median of
   pays: Spark to Arrow to a Python worker);
 * ``+ partition columns``: the same with the partition-value columns added;
 * ``+ shuffle <mode>``: the same after the router's shuffle for each ``distribution-mode``;
-* ``sink write <mode>``: a whole :class:`~sink.IcebergSink` batch into a new table (files
+* ``sink write <mode>``: a whole :class:`~icesink.IcebergSink` batch into a new table (files
   written and committed), with the number of data files and the tasks that wrote them.
 
 With ``--alternatives``, shuffles that were considered and rejected are timed too:
@@ -44,12 +44,12 @@ from pyspark.sql import functions as F
 
 from benchmarks._count_floor import count_rows
 from icesink import DistributionMode, IcebergSink
-from sink.partitioning import build_partition_spec, parse_partition_by
-from sink.route.router import PARTITION_COLUMN_PREFIX, BucketRouter
-from sink.route.self_check_runs import ensure_self_checks
-from sink.route.skew import RoutingHistory
-from sink.type_mapping import spark_to_iceberg_schema
-from streaming_jobs.taxi_workload import PARTITION_BY, taxi_rows
+from icesink.jobs.taxi_workload import PARTITION_BY, taxi_rows
+from icesink.partitioning import build_partition_spec, parse_partition_by
+from icesink.route.router import PARTITION_COLUMN_PREFIX, BucketRouter
+from icesink.route.self_check_runs import ensure_self_checks
+from icesink.route.skew import RoutingHistory
+from icesink.type_mapping import spark_to_iceberg_schema
 
 _FILE_NAME = re.compile(r"-(\d{5})-(\d+)-(\d{5})\.parquet$")
 _MODES = (DistributionMode.BUCKET, DistributionMode.HASH, DistributionMode.NONE)

@@ -219,7 +219,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = _arguments(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from streaming_jobs.spark import get_spark
+    from icesink.jobs.spark import get_spark
 
     root = Path(tempfile.mkdtemp(prefix="icesink-routing-bench-"))
     (root / "warehouse").mkdir()

@@ -3,11 +3,11 @@
 One invocation streams the same input through every contender, ``--repeats`` times,
 round-robin (repeat 1: every contender, then repeat 2: every contender, ...), so that a
 machine's drifting load hits all alike. The input is the reference workload
-(:mod:`streaming_jobs.taxi_workload`), ``--batches`` Parquet files of
+(:mod:`icesink.jobs.taxi_workload`), ``--batches`` Parquet files of
 ``--rows-per-batch`` rows, read with ``maxFilesPerTrigger=1`` and
 ``trigger(availableNow=True)``: one micro-batch per file. Contenders:
 
-* ``icesink-bucket``, ``icesink-hash``, ``icesink-none``: :class:`~sink.IcebergSink` with
+* ``icesink-bucket``, ``icesink-hash``, ``icesink-none``: :class:`~icesink.IcebergSink` with
   that ``distribution-mode``, partitioned by ``day(tpep_pickup_datetime),
   bucket(16, PULocationID)`` (64 partition values), default options otherwise;
 * ``parquet``: Spark's Parquet file sink, ``partitionBy("day", "bucket")`` over
@@ -17,7 +17,7 @@ machine's drifting load hits all alike. The input is the reference workload
 * ``mapinarrow-count``: ``foreachBatch`` counting the rows in ``mapInArrow``: the floor
   of any design that hands rows to Python as Arrow;
 * ``mapinarrow-count-unchecked``: the same without Spark's byte check on every row, as
-  icesink's write jobs run after a sink's first batch (:mod:`sink.write.arrow_input`);
+  icesink's write jobs run after a sink's first batch (:mod:`icesink.write.arrow_input`);
 * ``pyiceberg-naive``: ``foreachBatch(lambda df, i: table.append(df.toArrow()))``.
 
 Each run has a fresh checkpoint and output, and must write exactly the rows it read

@@ -18,7 +18,7 @@ the files). Axes:
   file each (``--snapshot-points``; made by :func:`benchmarks._synthetic_files.fill_history`);
 * ``executors``: a driver process per point (``--executor-points``): ``local`` is
   ``local[2]``, a number N a Spark standalone cluster of N one-core Workers started for
-  that point (``streaming_jobs/local_servers``), the warehouse on the local disk.
+  that point (``icesink/jobs/local_servers``), the warehouse on the local disk.
 
 Then slopes through each axis's points (:mod:`benchmarks._scale_report`). Run with::
 
@@ -41,8 +41,8 @@ from benchmarks._scale_points import Point, input_folder, measure, warm_up_sessi
 from benchmarks._scale_report import markdown
 from benchmarks._session import _jvm_pid, _log, _machine, _session
 from benchmarks.deploy import _driver
-from streaming_jobs.local_servers.spark_cluster import SparkCluster
-from streaming_jobs.local_servers.spark_home import spark_environment
+from icesink.jobs.local_servers.spark_cluster import SparkCluster
+from icesink.jobs.local_servers.spark_home import spark_environment
 
 AXES = ("rows", "partitions", "tables", "tasks", "snapshots", "executors")
 LOCAL = "local"

@@ -33,8 +33,8 @@ from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
 from benchmarks._count_floor import count_rows
-from streaming_jobs.spark import get_spark
-from streaming_jobs.taxi_workload import write_files
+from icesink.jobs.spark import get_spark
+from icesink.jobs.taxi_workload import write_files
 
 
 def _counted(df: DataFrame) -> None:

@@ -7,7 +7,7 @@
 The input is one file of ``--rows`` rows of the reference workload (written once by
 Spark into ``--workdir``, then read back with pyarrow in batches of ``--batch-rows``, as
 Spark hands them to a Python worker). Each round writes them all with the writer a
-`none`-mode task runs (``sink.write.task.DataTaskWriter``: split by partition value in
+`none`-mode task runs (``icesink.write.task.DataTaskWriter``: split by partition value in
 the task, 64 files, zstd) into a local table folder, and measures the process's CPU
 seconds (every thread: the files are encoded on two) and the wall time. What Spark
 adds around it (the Arrow hand-off, the worker's loop) is not in it, so two commits'
@@ -30,10 +30,10 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyspark.sql import SparkSession
 
 from benchmarks._write_specs import table_write_spec
-from sink.partitioning import build_partition_spec, parse_partition_by
-from sink.write.spec import WriteSpec
-from sink.write.task import DataTaskWriter
-from streaming_jobs.taxi_workload import PARTITION_BY, write_files
+from icesink.jobs.taxi_workload import PARTITION_BY, write_files
+from icesink.partitioning import build_partition_spec, parse_partition_by
+from icesink.write.spec import WriteSpec
+from icesink.write.task import DataTaskWriter
 
 
 def _cpu_seconds() -> float:

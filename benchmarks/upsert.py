@@ -60,12 +60,12 @@ from benchmarks import _upsert_changes as model
 from benchmarks._session import _log, _machine, _session
 from benchmarks._upsert_reads import _compact, _reads
 from benchmarks._upsert_report import markdown
-from sink.catalog import CREATED_TABLE_PROPERTIES
-from sink.config import CommitConfig
-from sink.upsert.batch import UpsertApplier, UpsertOutcome
-from sink.upsert.changes import change_frames
-from sink.upsert.lookup import LookupResult, LookupSpec, run_lookup
-from sink.upsert.messages import LookupTask
+from icesink.catalog import CREATED_TABLE_PROPERTIES
+from icesink.config import CommitConfig
+from icesink.upsert.batch import UpsertApplier, UpsertOutcome
+from icesink.upsert.changes import change_frames
+from icesink.upsert.lookup import LookupResult, LookupSpec, run_lookup
+from icesink.upsert.messages import LookupTask
 from tests.support.upserts import sql_catalog, write_spec
 
 DEFAULT_WORKDIR = Path(tempfile.gettempdir()) / "icesink-bench-upsert"
@@ -122,7 +122,7 @@ def _setup(spark: SparkSession, workdir: Path, args: argparse.Namespace) -> _Tab
 
 def _write(df: Any, table: Table, prefix: str) -> list[Any]:
     """The sink's write tasks over ``df`` (the table's columns); the data file messages."""
-    from sink.write.task import run_write
+    from icesink.write.task import run_write
 
     return list(run_write(df.select(*table.schema().column_names), write_spec(table, prefix)).files)
 

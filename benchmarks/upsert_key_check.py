@@ -8,7 +8,7 @@ A table (``id`` long key, ``bucket(16, id)``, format v2, SQLite catalog, local d
 gets one load commit of ``--load-rows`` rows; an upsert batch's lookup would plan there
 (snapshot S). Then another writer commits ``--commits`` batches of ``--rows`` new rows each
 (one data file per bucket: 16 per commit), with the sink's own write task and row delta
-commit. Measured: :meth:`sink.upsert.validate.ConcurrentKeys.check` of the batch's
+commit. Measured: :meth:`icesink.upsert.validate.ConcurrentKeys.check` of the batch's
 ``--keys`` keys from S, cold (the batch's first commit attempt: manifest lists, the
 manifests those commits wrote, the data files read) and warm (a later attempt of the same
 batch: manifests and files cached), median of ``--repeats``, for the other writer's keys
@@ -40,11 +40,11 @@ from pyiceberg.transforms import BucketTransform
 from pyiceberg.types import LongType, NestedField, StringType
 
 from benchmarks._write_specs import table_write_spec
-from sink.commit.ledger import BatchRange
-from sink.config import CommitConfig
-from sink.upsert.row_delta import RowDeltaCommitter
-from sink.upsert.validate import ConcurrentKeys, KeyCheck
-from sink.write.task import DataTaskWriter
+from icesink.commit.ledger import BatchRange
+from icesink.config import CommitConfig
+from icesink.upsert.row_delta import RowDeltaCommitter
+from icesink.upsert.validate import ConcurrentKeys, KeyCheck
+from icesink.write.task import DataTaskWriter
 
 _SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=True),

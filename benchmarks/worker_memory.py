@@ -46,8 +46,8 @@ from pyspark.sql import functions as F
 from benchmarks._probes import python_workers, rss_bytes
 from benchmarks._session import _jvm_pid, _machine, _session
 from icesink import IcebergSink
-from sink.config import DEFAULT_MEMORY_BUDGET_BYTES
-from streaming_jobs.taxi_workload import taxi_rows
+from icesink.config import DEFAULT_MEMORY_BUDGET_BYTES
+from icesink.jobs.taxi_workload import taxi_rows
 
 MIB = 1024 * 1024
 DEFAULT_BUDGETS = f"{DEFAULT_MEMORY_BUDGET_BYTES},{64 * MIB}"

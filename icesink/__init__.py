@@ -6,13 +6,14 @@ The public API. Use::
     sink = IcebergSink.from_options({"table": "db.events", "catalog.type": "sql", ...})
     df.writeStream.foreachBatch(sink).option("checkpointLocation", ck).start()
 
-The implementation lives in the :mod:`sink` package (one subpackage per step of a
-micro-batch); only the names below are public. They are imported on first use: Spark's
-Python workers import only the executor modules (``sink.write``), not the driver's
-catalog, commit and metrics code.
+The implementation lives in the subpackages of :mod:`icesink` (one per step of a
+micro-batch; ``docs/architecture.md`` maps them); only the names below are public.
+They are imported on first use: Spark's Python workers import only the executor modules
+(``icesink.write``), not the driver's catalog, commit and metrics code
+(:mod:`icesink._lazy`).
 
 Beside the sink, its configuration, errors, metrics and maintenance, what a job around
-the sink needs (the jobs in ``streaming_jobs/`` use nothing else, with
+the sink needs (the jobs in :mod:`icesink.jobs` use nothing else, with
 :mod:`icesink.sources` for a source that makes its rows in Python):
 
 - :class:`DeadLetterQueue`, :class:`DeadLetterOutcome`: rows the job rejects before the
@@ -33,14 +34,15 @@ the sink needs (the jobs in ``streaming_jobs/`` use nothing else, with
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from icesink._lazy import lazy_names
 
 if TYPE_CHECKING:
-    from sink.batch.dead_letters import DeadLetterOutcome, DeadLetterQueue
-    from sink.batch.key import BatchKey
-    from sink.catalog import ensure_namespace, load_table
-    from sink.config import (
+    from icesink.batch.dead_letters import DeadLetterOutcome, DeadLetterQueue
+    from icesink.batch.key import BatchKey
+    from icesink.catalog import ensure_namespace, load_table
+    from icesink.config import (
         BadRecordPolicy,
         CommitConfig,
         DeadLetterConfig,
@@ -51,9 +53,9 @@ if TYPE_CHECKING:
         SinkConfig,
         WriteConfig,
     )
-    from sink.config_catalog import CatalogConfig
-    from sink.config_route import RouteBy, RouteConfig, route_label
-    from sink.errors import (
+    from icesink.config_catalog import CatalogConfig
+    from icesink.config_route import RouteBy, RouteConfig, route_label
+    from icesink.errors import (
         BadRecordError,
         CatalogError,
         CommitConflictError,
@@ -67,64 +69,64 @@ if TYPE_CHECKING:
         WorkerPythonError,
         WriteError,
     )
-    from sink.maintenance import (
+    from icesink.maintenance import (
         CompactionReport,
         MaintenanceReport,
         compact,
         expire_snapshots,
         remove_orphan_files,
     )
-    from sink.metrics import (
+    from icesink.metrics import (
         SinkIdentity,
         SinkMetrics,
     )
-    from sink.secrets import hidden
-    from sink.sink import (
+    from icesink.secrets import hidden
+    from icesink.sink import (
         IcebergSink,
     )
-    from sink.write.allocator import executor_environment
+    from icesink.write.allocator import executor_environment
 
 _EXPORTS = {
-    "BadRecordPolicy": "sink.config",
-    "CatalogConfig": "sink.config_catalog",
-    "CommitConfig": "sink.config",
-    "DeadLetterConfig": "sink.config",
-    "DistributionMode": "sink.config",
-    "MetricsConfig": "sink.config",
-    "SchemaConfig": "sink.config",
-    "SchemaEvolution": "sink.config",
-    "SinkConfig": "sink.config",
-    "WriteConfig": "sink.config",
-    "RouteBy": "sink.config_route",
-    "RouteConfig": "sink.config_route",
-    "route_label": "sink.config_route",
-    "load_table": "sink.catalog",
-    "ensure_namespace": "sink.catalog",
-    "DeadLetterQueue": "sink.batch.dead_letters",
-    "DeadLetterOutcome": "sink.batch.dead_letters",
-    "BatchKey": "sink.batch.key",
-    "BadRecordError": "sink.errors",
-    "CatalogError": "sink.errors",
-    "CommitConflictError": "sink.errors",
-    "CommitError": "sink.errors",
-    "ConfigError": "sink.errors",
-    "PartitionSpecError": "sink.errors",
-    "SchemaError": "sink.errors",
-    "SelfCheckError": "sink.errors",
-    "SinkClosedError": "sink.errors",
-    "SinkError": "sink.errors",
-    "WorkerPythonError": "sink.errors",
-    "WriteError": "sink.errors",
-    "CompactionReport": "sink.maintenance",
-    "MaintenanceReport": "sink.maintenance",
-    "compact": "sink.maintenance",
-    "expire_snapshots": "sink.maintenance",
-    "remove_orphan_files": "sink.maintenance",
-    "SinkMetrics": "sink.metrics",
-    "SinkIdentity": "sink.metrics",
-    "hidden": "sink.secrets",
-    "IcebergSink": "sink.sink",
-    "executor_environment": "sink.write.allocator",
+    "BadRecordPolicy": "icesink.config",
+    "CatalogConfig": "icesink.config_catalog",
+    "CommitConfig": "icesink.config",
+    "DeadLetterConfig": "icesink.config",
+    "DistributionMode": "icesink.config",
+    "MetricsConfig": "icesink.config",
+    "SchemaConfig": "icesink.config",
+    "SchemaEvolution": "icesink.config",
+    "SinkConfig": "icesink.config",
+    "WriteConfig": "icesink.config",
+    "RouteBy": "icesink.config_route",
+    "RouteConfig": "icesink.config_route",
+    "route_label": "icesink.config_route",
+    "load_table": "icesink.catalog",
+    "ensure_namespace": "icesink.catalog",
+    "DeadLetterQueue": "icesink.batch.dead_letters",
+    "DeadLetterOutcome": "icesink.batch.dead_letters",
+    "BatchKey": "icesink.batch.key",
+    "BadRecordError": "icesink.errors",
+    "CatalogError": "icesink.errors",
+    "CommitConflictError": "icesink.errors",
+    "CommitError": "icesink.errors",
+    "ConfigError": "icesink.errors",
+    "PartitionSpecError": "icesink.errors",
+    "SchemaError": "icesink.errors",
+    "SelfCheckError": "icesink.errors",
+    "SinkClosedError": "icesink.errors",
+    "SinkError": "icesink.errors",
+    "WorkerPythonError": "icesink.errors",
+    "WriteError": "icesink.errors",
+    "CompactionReport": "icesink.maintenance",
+    "MaintenanceReport": "icesink.maintenance",
+    "compact": "icesink.maintenance",
+    "expire_snapshots": "icesink.maintenance",
+    "remove_orphan_files": "icesink.maintenance",
+    "SinkMetrics": "icesink.metrics",
+    "SinkIdentity": "icesink.metrics",
+    "hidden": "icesink.secrets",
+    "IcebergSink": "icesink.sink",
+    "executor_environment": "icesink.write.allocator",
 }
 __all__ = [
     "BadRecordError",
@@ -170,8 +172,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'icesink' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_names(__name__, _EXPORTS)

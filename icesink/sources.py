@@ -31,34 +31,36 @@ Accounting and limits:
   records skipped by design (Debezium tombstones).
 
 As in :mod:`icesink`, each name is imported on first use: importing this module loads
-nothing of :mod:`sink`, and a Spark worker that needs only the task's writer never loads
-the driver's modules. The implementation may move inside :mod:`sink`; this module follows it.
+nothing of the library's internals, and a Spark worker that needs only the task's writer
+never loads the driver's modules. The implementation may move inside :mod:`icesink`; this
+module follows it.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from icesink._lazy import lazy_names
 
 if TYPE_CHECKING:
-    from sink.batch.arrow_source import ArrowSource
-    from sink.batch.source_write import SourceWrite
-    from sink.metric_families import TOMBSTONE
-    from sink.schema.casts import TIMESTAMP_MAX_MICROS, TIMESTAMP_MIN_MICROS
-    from sink.write.messages import DataFileMessage, RowCounts
-    from sink.write.source_task import SourceTaskWriter, SourceWritePlan, plan_in_task
+    from icesink.batch.arrow_source import ArrowSource
+    from icesink.batch.source_write import SourceWrite
+    from icesink.metric_families import TOMBSTONE
+    from icesink.schema.casts import TIMESTAMP_MAX_MICROS, TIMESTAMP_MIN_MICROS
+    from icesink.write.messages import DataFileMessage, RowCounts
+    from icesink.write.source_task import SourceTaskWriter, SourceWritePlan, plan_in_task
 
 _EXPORTS = {
-    "ArrowSource": "sink.batch.arrow_source",
-    "SourceWrite": "sink.batch.source_write",
-    "plan_in_task": "sink.write.source_task",
-    "SourceWritePlan": "sink.write.source_task",
-    "SourceTaskWriter": "sink.write.source_task",
-    "DataFileMessage": "sink.write.messages",
-    "RowCounts": "sink.write.messages",
-    "TIMESTAMP_MIN_MICROS": "sink.schema.casts",
-    "TIMESTAMP_MAX_MICROS": "sink.schema.casts",
-    "TOMBSTONE": "sink.metric_families",
+    "ArrowSource": "icesink.batch.arrow_source",
+    "SourceWrite": "icesink.batch.source_write",
+    "plan_in_task": "icesink.write.source_task",
+    "SourceWritePlan": "icesink.write.source_task",
+    "SourceTaskWriter": "icesink.write.source_task",
+    "DataFileMessage": "icesink.write.messages",
+    "RowCounts": "icesink.write.messages",
+    "TIMESTAMP_MIN_MICROS": "icesink.schema.casts",
+    "TIMESTAMP_MAX_MICROS": "icesink.schema.casts",
+    "TOMBSTONE": "icesink.metric_families",
 }
 __all__ = [
     "TIMESTAMP_MAX_MICROS",
@@ -74,8 +76,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'icesink.sources' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_names(__name__, _EXPORTS)

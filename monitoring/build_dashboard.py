@@ -72,7 +72,9 @@ def build() -> model.Dashboard:
     board = (
         dash.Dashboard("icesink: Iceberg streaming sink")
         .uid(DASHBOARD_UID)
-        .description("Rows, files, commits, latency and schema changes of icesink sinks (sink/metrics.py).")
+        .description(
+            "Rows, files, commits, latency and schema changes of icesink sinks (icesink/metrics.py)."
+        )
         .tags(["icesink", "iceberg", "spark"])
         .refresh("30s")
         .time("now-3h", "now")

@@ -2,7 +2,7 @@
 
 Prints, one per line, every problem it finds and exits 1 when there is one:
 
-- a path the map names (a code span such as ```sink/write/task.py``` or ```sink/route/```)
+- a path the map names (a code span such as ```icesink/write/task.py``` or ```icesink/route/```)
   that does not exist; every module is named by its full path from the checkout, so a
   span ending in ``.py`` that is not such a path is a problem too;
 - a module (a ``.py`` file other than ``__init__.py``) or a package (a folder with an
@@ -23,7 +23,7 @@ from pathlib import Path
 
 MAP = Path("docs") / "architecture.md"
 # The folders whose every module and package the map names.
-MAPPED = ("sink", "icesink", "streaming_jobs", "benchmarks", "monitoring", "scripts")
+MAPPED = ("icesink", "benchmarks", "monitoring", "scripts")
 # The Markdown files whose relative links must resolve (globs from the checkout).
 LINKED = ("README.md", "docs/*.md", "benchmarks/README.md")
 _SPAN = re.compile(r"`([^`\s]+)`")

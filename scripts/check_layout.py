@@ -5,25 +5,27 @@ of :data:`CHECKED`:
 
 - a module over :data:`MAX_MODULE_LINES` lines;
 - a function (or method) over :data:`MAX_FUNCTION_LINES` lines;
-- an import cycle between packages (a subpackage such as ``sink.route``, or a top-level
-  module such as ``sink.errors``, is one node of the graph), counting imports at any depth;
-- an import cycle between the modules of one package (``sink.write.task`` and
-  ``sink.write.table_files``), counting the imports outside functions, those under
+- an import cycle between packages (a subpackage such as ``icesink.route``, or a top-level
+  module such as ``icesink.errors``, is one node of the graph), counting imports at any depth;
+- an import cycle between the modules of one package (``icesink.write.task`` and
+  ``icesink.write.table_files``), counting the imports outside functions, those under
   ``if TYPE_CHECKING:`` included: a type one module needs from the other is a seam to cut
   (the type moves to a module both import) even if Python would load them both. An import
   inside a function is left out: it runs once both modules are loaded, and it is how a
   module loads a heavy or optional dependency only where it runs.
 
-And in the library alone: an import of the public package, the jobs, the benchmarks or the
-tests; and an import chain among the driver's modules (:data:`DRIVER`: the sink and the
-story of a micro-batch) longer than :data:`MAX_DRIVER_CHAIN` modules, counting the imports
-a module runs when loaded (outside functions and ``if TYPE_CHECKING:``): a step's types
-live low, in the modules every step imports, not in the step that makes them. In the jobs
-and the monitoring code (:data:`PUBLIC_ONLY`): an import of the library
-itself (``sink``, ``sink.*``): they use it through its public face, ``icesink`` and
-``icesink.sources``, the only modules that follow the library's internals when they move.
-The benchmarks may import ``sink.*``: most of them measure an internal step (a write task,
-the committer, the route step) on its own.
+One package is installed, ``icesink``: its public face (:data:`PUBLIC_FACE`: the names of
+``icesink`` and ``icesink.sources``), the library's internals (every other module but the
+jobs) and the jobs (:data:`JOBS`). In the internals: an import of the public face, the
+jobs, the benchmarks or the tests; and an import chain among the driver's modules
+(:data:`DRIVER`: the sink and the story of a micro-batch) longer than
+:data:`MAX_DRIVER_CHAIN` modules, counting the imports a module runs when loaded (outside
+functions and ``if TYPE_CHECKING:``): a step's types live low, in the modules every step
+imports, not in the step that makes them. In the jobs and the monitoring code
+(:data:`PUBLIC_ONLY`): an import of the internals: they use the library through its public
+face, the only modules that follow the internals when they move. The benchmarks may import
+the internals: most of them measure an internal step (a write task, the committer, the
+route step) on its own.
 
 Usage: ``python scripts/check_layout.py [ROOT]`` (ROOT: the checkout, by default the parent
 of this script's folder). Standard library only, so it runs before anything is installed.
@@ -39,24 +41,26 @@ from pathlib import Path
 
 MAX_MODULE_LINES = 350
 MAX_FUNCTION_LINES = 60
-LIBRARY = "sink"
+LIBRARY = "icesink"
+# The jobs, inside the library's package but above it: they import its public face only.
+JOBS = "icesink.jobs"
+# The modules of the public face (icesink._lazy: how both import their names on first use).
+PUBLIC_FACE = ("icesink", "icesink.sources", "icesink._lazy")
 # The folders whose modules' sizes and import cycles are checked (the library's imports from
 # above too); a further folder is one more line here.
 CHECKED = (
     LIBRARY,
-    "icesink",
     "benchmarks",
-    "streaming_jobs",
     "monitoring",
 )
 # The driver's orchestration: the longest chain of imports among these modules is at most
-# MAX_DRIVER_CHAIN modules long (sink.sink -> a plan -> a step -> the table batch).
-DRIVER = ("sink.sink", "sink.batch")
+# MAX_DRIVER_CHAIN modules long (icesink.sink -> a plan -> a step -> the table batch).
+DRIVER = ("icesink.sink", "icesink.batch")
 MAX_DRIVER_CHAIN = 4
-# Packages that import the library (icesink: its public face); the library must never import them.
-ABOVE_LIBRARY = ("icesink", "streaming_jobs", "benchmarks", "tests")
-# Folders that may use the library only through its public face.
-PUBLIC_ONLY = ("streaming_jobs", "monitoring")
+# Packages that import the library; its internals must never import them (nor the public face).
+ABOVE_LIBRARY = ("benchmarks", "tests")
+# Folders (with the jobs) that may use the library only through its public face.
+PUBLIC_ONLY = ("monitoring",)
 
 
 @dataclass(frozen=True)
@@ -64,7 +68,7 @@ class Module:
     """One Python file of a checked folder.
 
     Attributes:
-        name: Its dotted module name (``sink.route.router``).
+        name: Its dotted module name (``icesink.route.router``).
         path: The file.
         tree: Its parsed source.
         lines: Its number of lines.
@@ -99,6 +103,7 @@ def check(root: Path) -> list[str]:
 def check_folder(root: Path, folder: str) -> list[str]:
     """Every problem of the modules under ``root / folder``, as printable lines."""
     modules = list(load_modules(root, folder))
+    internals = internal_names(root)
     problems: list[str] = []
     for module in modules:
         where = module.path.relative_to(root)
@@ -108,7 +113,7 @@ def check_folder(root: Path, folder: str) -> list[str]:
             problems.append(
                 f"{where}:{line}: function {name} of {length} lines (at most {MAX_FUNCTION_LINES})"
             )
-        problems.extend(f"{where}:{problem}" for problem in wrong_imports(module, folder))
+        problems.extend(f"{where}:{problem}" for problem in wrong_imports(module, folder, internals))
     for cycle in package_cycles(modules, folder):
         problems.append("import cycle between packages: " + cycle)
     for cycle in module_cycles(modules):
@@ -139,17 +144,44 @@ def longest_driver_chain(modules: list[Module]) -> list[str]:
     return max((chain(name, frozenset()) for name in sorted(graph)), key=len, default=[])
 
 
-def wrong_imports(module: Module, folder: str) -> Iterator[str]:
-    """``line: problem`` of each import going the wrong way: the library importing from above it,
-    or a folder of :data:`PUBLIC_ONLY` importing the library's internals."""
-    internal_lines = set()
+def internal_names(root: Path) -> set[str]:
+    """The names under ``icesink`` of the library's internal modules and packages (``batch``,
+    ``errors``): every entry of its folder but the public face and the jobs."""
+    face = {name.rpartition(".")[2] for name in (*PUBLIC_FACE, JOBS) if "." in name}
+    folder = root / LIBRARY
+    if not folder.is_dir():
+        return set()
+    entries = {p.stem for p in folder.glob("*.py")} | {p.name for p in folder.iterdir() if p.is_dir()}
+    return entries - face - {"__init__", "__pycache__"}
+
+
+def _layer(module: str) -> str:
+    """``internal``, ``face`` or ``jobs``: the part of the installed package ``module`` is in."""
+    if module == JOBS or module.startswith(JOBS + "."):
+        return "jobs"
+    return "face" if module in PUBLIC_FACE else "internal"
+
+
+def wrong_imports(module: Module, folder: str, internals: set[str]) -> Iterator[str]:
+    """``line: problem`` of each import going the wrong way: the internals importing from above
+    them (the public face, the jobs, the benchmarks, the tests), or the jobs and the folders of
+    :data:`PUBLIC_ONLY` importing the internals."""
+    public_only = folder in PUBLIC_ONLY or (folder == LIBRARY and _layer(module.name) == "jobs")
+    internal = folder == LIBRARY and _layer(module.name) == "internal"
+    reported = set()
     for line, target in imports(module):
-        top = target.split(".")[0]
-        if folder == LIBRARY and top in ABOVE_LIBRARY:
-            yield f"{line}: the library imports {target}"
-        elif folder in PUBLIC_ONLY and top == LIBRARY and line not in internal_lines:
-            internal_lines.add(line)  # once per import statement: its module, not each name
-            yield f"{line}: {folder} imports {target}: use the public names of icesink or icesink.sources"
+        parts = target.split(".")
+        if parts[0] != LIBRARY or len(parts) == 1:
+            if internal and parts[0] in ABOVE_LIBRARY:
+                yield f"{line}: the library imports {target}"
+            continue
+        into = _layer(target) if target.startswith(JOBS) or target in PUBLIC_FACE else None
+        if internal and (into in ("jobs", "face") or (into is None and parts[1] not in internals)):
+            yield f"{line}: the library imports {target}, above it"
+        elif public_only and into is None and parts[1] in internals and line not in reported:
+            reported.add(line)  # once per import statement: its module, not each name
+            who = JOBS if folder == LIBRARY else folder
+            yield f"{line}: {who} imports {target}: use the public names of icesink or icesink.sources"
 
 
 def load_modules(root: Path, package: str) -> Iterator[Module]:
@@ -194,7 +226,7 @@ def imports(module: Module) -> Iterator[tuple[int, str]]:
         elif isinstance(node, ast.ImportFrom):
             base = _resolve(node, package)
             yield node.lineno, base
-            for alias in node.names:  # ``from sink import catalog`` imports the module sink.catalog
+            for alias in node.names:  # ``from sink import catalog`` imports the module icesink.catalog
                 yield node.lineno, f"{base}.{alias.name}"
 
 
@@ -219,8 +251,10 @@ def _resolve(node: ast.ImportFrom, package: str) -> str:
 
 
 def package_of(name: str) -> str:
-    """The node of the package graph a module belongs to: ``sink.route.router`` -> ``sink.route``."""
-    return ".".join(name.split(".")[:2])
+    """The node of the package graph a module belongs to: ``icesink.route.router`` ->
+    ``icesink.route``, ``icesink.jobs.kafka.job.main`` -> ``icesink.jobs.kafka``."""
+    depth = 3 if name.startswith(JOBS + ".") else 2
+    return ".".join(name.split(".")[:depth])
 
 
 def package_cycles(modules: list[Module], folder: str) -> list[str]:

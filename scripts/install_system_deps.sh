@@ -7,7 +7,7 @@ set -euo pipefail
 
 missing=()
 command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
-# Maven fetches Spark's Kafka source and Apache Kafka (make env: streaming_jobs/fetch_jvm_jars.py).
+# Maven fetches Spark's Kafka source and Apache Kafka (make env: icesink/jobs/fetch_jvm_jars.py).
 command -v mvn >/dev/null 2>&1 || missing+=(maven)
 command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)

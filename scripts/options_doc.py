@@ -1,8 +1,8 @@
 """Write ``docs/options.md``, the option reference, from the configuration models.
 
-The sink's options come from :class:`sink.config.SinkConfig` and its sections (the keys
-``SinkConfig.from_options()`` accepts, :func:`sink.config_options.option_fields`); the
-Kafka job's from :class:`streaming_jobs.kafka.job.config.JobConfig`. Each option's text is the
+The sink's options come from :class:`icesink.config.SinkConfig` and its sections (the keys
+``SinkConfig.from_options()`` accepts, :func:`icesink.config_options.option_fields`); the
+Kafka job's from :class:`icesink.jobs.kafka.job.config.JobConfig`. Each option's text is the
 field's ``description``, else its entry in the ``Attributes:`` section of its model's
 docstring: an option without either is an error naming the model and the field, so a new
 option cannot reach the reference undocumented.
@@ -52,7 +52,7 @@ SINK_INTRO = """\
 
 What `IcebergSink.from_options({...})` and `SinkConfig.from_options({...})` accept: string
 values, keys case-insensitive (the Kafka job takes the same keys under `sink:`). The typed
-way in is `SinkConfig(...)` with the model's fields (`sink/config.py`).
+way in is `SinkConfig(...)` with the model's fields (`icesink/config.py`).
 
 A bad key or value fails when the sink is built, naming the key, the value and what is
 accepted; so do options that contradict each other (`commit.retry.min-wait-ms` above
@@ -67,7 +67,7 @@ before the table is created.
 KAFKA_INTRO = """\
 ## Kafka job options
 
-The keys of `icesink-kafka-to-iceberg --config job.yaml` (`streaming_jobs/kafka/job/config.py`);
+The keys of `icesink-kafka-to-iceberg --config job.yaml` (`icesink/jobs/kafka/job/config.py`);
 `--set KEY=VALUE` sets any of them and `--help` lists the flags. A value may be
 `${env:NAME}`, replaced by the environment variable `NAME`. The configuration is validated
 before Spark starts; an error exits with code 2, naming the key. See
@@ -123,8 +123,8 @@ def main(argv: list[str]) -> int:
 
 def render() -> str:
     """The whole reference, as Markdown."""
-    from sink.config import SinkConfig
-    from streaming_jobs.kafka.job.config import JobConfig
+    from icesink.config import SinkConfig
+    from icesink.jobs.kafka.job.config import JobConfig
 
     parts = [HEADER, SINK_INTRO]
     for title, options in sink_sections(SinkConfig):
@@ -151,7 +151,7 @@ def section(title: str, options: list[Option]) -> str:
 
 def sink_sections(model: type[BaseModel]) -> list[tuple[str, list[Option]]]:
     """The sink's options by section, in the order of the model's sections."""
-    from sink.config_options import option_fields
+    from icesink.config_options import option_fields
 
     keys: dict[tuple[str | None, str], list[str]] = {}
     for key, place in option_fields().items():
@@ -189,7 +189,7 @@ def check_every_field_has_a_key(model: type[BaseModel], mapped: set[tuple[str | 
     """Every field of the sink's model can be set by some option key.
 
     Raises:
-        OptionDocError: A field no key of ``sink/config_options.py`` reaches.
+        OptionDocError: A field no key of ``icesink/config_options.py`` reaches.
     """
     for name, info in model.model_fields.items():
         inner = _model_class(info.annotation)
@@ -198,7 +198,7 @@ def check_every_field_has_a_key(model: type[BaseModel], mapped: set[tuple[str | 
             if place not in mapped and place not in _SPECIAL_FIELDS:
                 raise OptionDocError(
                     f"field {'.'.join(p for p in place if p)} of {model.__name__} has no option key: add "
-                    "one to _OPTION_FIELDS in sink/config_options.py, then run `make docs`"
+                    "one to _OPTION_FIELDS in icesink/config_options.py, then run `make docs`"
                 )
 
 

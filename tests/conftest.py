@@ -47,8 +47,8 @@ def spark() -> Iterator[object]:
     """
     from pyspark.sql import SparkSession
 
-    from streaming_jobs.jvm_jars import with_spark_kafka_jars
-    from streaming_jobs.spark import with_class_archive
+    from icesink.jobs.jvm_jars import with_spark_kafka_jars
+    from icesink.jobs.spark import with_class_archive
 
     session = (
         SparkSession.builder.master("local[2]")

@@ -11,7 +11,7 @@ from pyiceberg.io import FileIO, InputFile, OutputFile
 from pyspark.sql import SparkSession
 
 from icesink import IcebergSink, remove_orphan_files
-from sink._pyiceberg import list_files
+from icesink._pyiceberg import list_files
 from tests.support.tables import catalog_from_options, row_multiset, table_rows
 
 pytestmark = pytest.mark.deploy

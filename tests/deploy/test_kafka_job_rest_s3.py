@@ -1,7 +1,7 @@
 """The Kafka-to-Iceberg job through SeaweedFS's REST catalog, its tables on S3, its state on S3.
 
 A real broker (Tansu) holds JSON messages over two partitions, a few of them malformed.
-The job (``streaming_jobs.kafka.job.main.run``, in this process, on the tests' Spark
+The job (``icesink.jobs.kafka.job.main.run``, in this process, on the tests' Spark
 session) reads them with ``availableNow`` in several micro-batches, then once more after
 more messages arrive (resuming from its checkpoint). The table and its dead-letter table
 are read back through the catalog: every message exactly once in one of them, the
@@ -27,8 +27,8 @@ import pytest
 from pyiceberg.catalog import load_catalog
 from pyiceberg.table import Table
 
-from streaming_jobs.kafka.job.main import run
-from streaming_jobs.kafka.job.validate import validate
+from icesink.jobs.kafka.job.main import run
+from icesink.jobs.kafka.job.validate import validate
 from tests.support.s3_tables import check_table_folders, keys_under
 from tests.support.seaweedfs import WAREHOUSE_BUCKET, SeaweedFS
 from tests.support.tansu import TansuBroker

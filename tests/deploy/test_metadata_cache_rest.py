@@ -2,7 +2,7 @@
 
 On the REST catalog the sink learns the table's current metadata file from a load of the
 referenced snapshots only, and keeps the updates it applied itself when the server's
-answer to a commit says the same (:mod:`sink._pyiceberg.rest`): every test checks the
+answer to a commit says the same (:mod:`icesink._pyiceberg.rest`): every test checks the
 metadata in hand against a fresh load and the rows against what was committed.
 """
 
@@ -17,13 +17,13 @@ import pytest
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.table import Table
 
-from sink import catalog as catalogs
-from sink._pyiceberg import rest as pyiceberg_rest
-from sink.catalog import CREATED_TABLE_PROPERTIES
-from sink.commit import metadata_cache
-from sink.commit.committer import Committer
-from sink.commit.ledger import BatchRange
-from sink.config import CommitConfig
+from icesink import catalog as catalogs
+from icesink._pyiceberg import rest as pyiceberg_rest
+from icesink.catalog import CREATED_TABLE_PROPERTIES
+from icesink.commit import metadata_cache
+from icesink.commit.committer import Committer
+from icesink.commit.ledger import BatchRange
+from icesink.config import CommitConfig
 from tests.support.duckdb_reader import S3Settings, read_iceberg_with_duckdb
 from tests.support.seaweedfs import REGION, SeaweedFS
 from tests.unit.commit_fixtures import SINK_ID, concurrent_appends, write_attempt

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from icesink import IcebergSink
-from sink.errors import CatalogError
+from icesink.errors import CatalogError
 from tests.support.postgres import PostgresServer
 from tests.support.processes import free_port
 from tests.support.scripts import start_script

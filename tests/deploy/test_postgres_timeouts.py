@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from sink.bounded_waits import server_errors
-from sink.catalog import close_catalog, open_catalog
-from sink.config import SinkConfig
-from sink.errors import CatalogError
+from icesink.bounded_waits import server_errors
+from icesink.catalog import close_catalog, open_catalog
+from icesink.config import SinkConfig
+from icesink.errors import CatalogError
 from tests.support.postgres import PostgresServer
 
 pytestmark = pytest.mark.deploy

@@ -20,9 +20,9 @@ from pyiceberg.catalog import Catalog, load_catalog
 from pyspark.sql import SparkSession
 
 from icesink import IcebergSink
-from sink.catalog import executor_io_properties
-from sink.commit import committer
-from sink.config import SinkConfig
+from icesink.catalog import executor_io_properties
+from icesink.commit import committer
+from icesink.config import SinkConfig
 from tests.support.duckdb_reader import S3Settings, read_iceberg_with_duckdb
 from tests.support.s3_tables import check_table_folders, keys_under
 from tests.support.seaweedfs import REGION, WAREHOUSE_BUCKET, SeaweedFS

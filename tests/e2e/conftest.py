@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sink import metrics_server
+from icesink import metrics_server
 from tests.e2e.servers import PrometheusServer, Pushgateway, require_binary
 
 REPO = Path(__file__).resolve().parents[2]

@@ -39,9 +39,9 @@ from typing import Any
 import pytest
 import yaml
 
-from sink.metrics import SinkMetrics
-from streaming_jobs.kafka.job.main import run
-from streaming_jobs.kafka.job.validate import validate
+from icesink.jobs.kafka.job.main import run
+from icesink.jobs.kafka.job.validate import validate
+from icesink.metrics import SinkMetrics
 from tests.support.kafka_broker import KafkaBroker
 from tests.support.kafka_job import JOB_TIMEOUT_S, SOURCES, SOURCES_JVM_IN_FULL, require_source, start_job
 from tests.support.processes import wait_until

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
-from streaming_jobs.kafka.decode.framing import schema_id
-from streaming_jobs.kafka.job.cli import load_config
-from streaming_jobs.kafka.job.main import run
+from icesink.jobs.kafka.decode.framing import schema_id
+from icesink.jobs.kafka.job.cli import load_config
+from icesink.jobs.kafka.job.main import run
 from tests.support.kafka_broker import KafkaBroker
 from tests.support.kafka_job import SOURCES_JVM_IN_FULL, job_config, require_source
 from tests.support.schema_registry import SchemaRegistryServer, avro_framed, framed

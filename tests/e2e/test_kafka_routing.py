@@ -31,9 +31,9 @@ import pytest
 import yaml
 from pyiceberg.catalog import Catalog
 
-from sink.batch.source_write import SOURCE_FILE_SUFFIX
-from streaming_jobs.kafka.job.main import run
-from streaming_jobs.kafka.job.validate import validate
+from icesink.batch.source_write import SOURCE_FILE_SUFFIX
+from icesink.jobs.kafka.job.main import run
+from icesink.jobs.kafka.job.validate import validate
 from tests.support.kafka_broker import KafkaBroker
 from tests.support.kafka_job import (
     SOURCES_JVM_IN_FULL,

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from streaming_jobs.kafka.job.validate import validate
+from icesink.jobs.kafka.job.validate import validate
 from tests.support.kafka_broker import KafkaBroker
 from tests.support.kafka_job import JOB_TIMEOUT_S, job_config, require_source, start_job, wait_for_batches
 from tests.support.kafka_messages import MessageSet, Produced, check_exactly_once

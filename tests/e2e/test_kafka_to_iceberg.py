@@ -30,12 +30,11 @@ from typing import Any
 import pytest
 import yaml
 
-from icesink import ConfigError
-from sink import failpoints, metrics_server
-from sink import sink as sink_module
-from streaming_jobs.kafka.job.main import run
-from streaming_jobs.kafka.job.validate import validate
-from streaming_jobs.kafka.source.kafka_select import JVM_FORMAT, kafka_format
+from icesink import ConfigError, failpoints, metrics_server
+from icesink import sink as sink_module
+from icesink.jobs.kafka.job.main import run
+from icesink.jobs.kafka.job.validate import validate
+from icesink.jobs.kafka.source.kafka_select import JVM_FORMAT, kafka_format
 from tests.support.kafka_broker import KafkaBroker
 from tests.support.kafka_job import (
     JOB_TIMEOUT_S,
@@ -167,7 +166,7 @@ def test_a_failing_batch_ends_the_job_with_code_1_after_its_restarts(
     servers = apache_kafka.bootstrap_servers
     data = job_config(servers, topic, tmp_path, "e2e.strict", 100, "python", **{"max-restarts": 1})
     data["sink"]["on-bad-record"] = "fail"
-    with caplog.at_level(logging.WARNING, logger="streaming_jobs.kafka.job"):
+    with caplog.at_level(logging.WARNING, logger="icesink.jobs.kafka.job"):
         assert run(validate(data), spark) == 1
     assert "restart 1 of 1" in caplog.text and "restart 2" not in caplog.text
     assert not catalog_from_options({k: str(v) for k, v in data["sink"].items()}).table_exists("e2e.strict")
@@ -219,7 +218,7 @@ def test_a_failed_query_starts_again_from_its_checkpoint_and_each_message_lands_
     # The first batch's files are written, then foreachBatch fails before they are staged.
     failpoints.arm("stage")
     try:
-        with caplog.at_level(logging.WARNING, logger="streaming_jobs.kafka.job"):
+        with caplog.at_level(logging.WARNING, logger="icesink.jobs.kafka.job"):
             assert run(validate(data), spark) == 0
     finally:
         failpoints.disarm_all()

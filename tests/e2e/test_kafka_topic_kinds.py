@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from streaming_jobs.kafka.job.main import run
-from streaming_jobs.kafka.job.validate import validate
+from icesink.jobs.kafka.job.main import run
+from icesink.jobs.kafka.job.validate import validate
 from tests.support.kafka_broker import KafkaBroker
 from tests.support.kafka_job import SOURCES, job_config, require_source
 from tests.support.processes import wait_until

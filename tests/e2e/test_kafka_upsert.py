@@ -15,8 +15,8 @@ import pytest
 import yaml
 from pyiceberg.manifest import DataFileContent
 
-from streaming_jobs.kafka.job.cli import load_config
-from streaming_jobs.kafka.job.main import run
+from icesink.jobs.kafka.job.cli import load_config
+from icesink.jobs.kafka.job.main import run
 from tests.support.duckdb_reader import duckdb_read
 from tests.support.kafka_broker import KafkaBroker
 from tests.support.kafka_job import SOURCES, job_config, require_source

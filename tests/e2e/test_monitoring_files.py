@@ -1,9 +1,9 @@
-"""The files of ``monitoring/`` are valid, tested, and agree with ``sink/metrics.py``.
+"""The files of ``monitoring/`` are valid, tested, and agree with ``icesink/metrics.py``.
 
 - ``promtool check`` accepts the rules and the scrape config, ``promtool test rules``
   passes, and every alert has a firing and a silent unit test;
 - every metric name the dashboard, the rules or docs/monitoring.md use is defined by
-  :class:`~sink.metrics.SinkMetrics`, and every metric it defines is on the dashboard
+  :class:`~icesink.metrics.SinkMetrics`, and every metric it defines is on the dashboard
   and in docs/monitoring.md;
 - the dashboard JSON is what ``monitoring/build_dashboard.py`` builds, survives a round
   trip through Grafana's foundation SDK model unchanged, and each panel has a data
@@ -118,7 +118,7 @@ def test_metric_names_agree_between_sink_dashboard_rules_and_readme() -> None:
     }
     for source, used in sources.items():
         unknown = used - samples - set(defined)
-        assert not unknown, f"{source} uses metrics sink/metrics.py does not define: {sorted(unknown)}"
+        assert not unknown, f"{source} uses metrics icesink/metrics.py does not define: {sorted(unknown)}"
     used_on_dashboard = sources["dashboard"]
     missing = [family for family, names in defined.items() if not names & used_on_dashboard]
     assert not missing, f"metrics not shown on the dashboard: {missing}"

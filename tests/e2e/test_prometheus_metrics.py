@@ -18,7 +18,7 @@ import pytest
 from pyspark.sql import types as st
 
 from icesink import IcebergSink
-from sink.progress import unwatch_progress, watch_progress
+from icesink.progress import unwatch_progress, watch_progress
 from tests.e2e.conftest import DASHBOARD, RULES
 from tests.e2e.monitoring_files import alert_rules, dashboard_queries, for_grafana_variables
 from tests.e2e.servers import PrometheusServer, wait_until

@@ -7,8 +7,7 @@ import socket
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from icesink import MetricsConfig, SinkMetrics
-from sink import metrics_server
+from icesink import MetricsConfig, SinkMetrics, metrics_server
 from tests.e2e.servers import Pushgateway, http_get
 
 pytestmark = pytest.mark.e2e

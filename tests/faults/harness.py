@@ -1,6 +1,6 @@
 """Inject one fault into a run of small batches, restart where Spark would, check every row.
 
-A :class:`Fault` names a failpoint of :mod:`sink.failpoints` (or the catalog going down
+A :class:`Fault` names a failpoint of :mod:`icesink.failpoints` (or the catalog going down
 at one, or a storm of conflicting commits), a commit mode and the batch it hits.
 :func:`run_with_fault` drives the sink directly, as ``foreachBatch`` does: batch after
 batch, and when a batch fails, a new sink (the restarted query, same sink id) replays
@@ -27,8 +27,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as st
 from sqlalchemy import event
 
-from sink import IcebergSink, failpoints
-from sink.maintenance import referenced_files, remove_orphan_files
+from icesink import IcebergSink, failpoints
+from icesink.maintenance import referenced_files, remove_orphan_files
 from tests.support.tables import catalog_from_options
 
 BATCHES = 3

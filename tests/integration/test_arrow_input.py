@@ -16,10 +16,10 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from icesink import IcebergSink
-from sink.write.arrow_input import MAX_BYTES_PER_BATCH, MAX_RECORDS_PER_BATCH, UNCHECKED
-from sink.write.messages import WriteResult
-from sink.write.task import ArrowFunction, run_write
-from streaming_jobs.taxi_workload import PARTITION_BY, taxi_rows
+from icesink.jobs.taxi_workload import PARTITION_BY, taxi_rows
+from icesink.write.arrow_input import MAX_BYTES_PER_BATCH, MAX_RECORDS_PER_BATCH, UNCHECKED
+from icesink.write.messages import WriteResult
+from icesink.write.task import ArrowFunction, run_write
 from tests.support.upserts import create_table, sql_catalog, write_spec
 
 ROWS = 3000
@@ -92,7 +92,7 @@ def test_the_sink_turns_the_check_off_from_its_second_batch(
     # Above the target, so that the batch after the first is not written by the driver.
     target = {"write.target-file-size-bytes": str(64 * 1024), "partition-by": PARTITION_BY}
     sink = IcebergSink.from_options({**catalog_options, "table": "db.widths", "sink-id": "widths", **target})
-    with caplog.at_level(logging.INFO, logger="sink.write.arrow_input"):
+    with caplog.at_level(logging.INFO, logger="icesink.write.arrow_input"):
         sink(taxi_rows(spark, 0, 12_000, partitions=2), 0)
         assert "without Spark's byte check" not in caplog.text  # nothing known of the rows yet
         sink(taxi_rows(spark, 12_000, 12_000, partitions=2), 1)
@@ -114,7 +114,7 @@ def test_a_routed_sink_turns_the_check_off_from_its_second_batch(
 
     with (
         IcebergSink.from_options(options) as sink,
-        caplog.at_level(logging.INFO, logger="sink.write.arrow_input"),
+        caplog.at_level(logging.INFO, logger="icesink.write.arrow_input"),
     ):
         sink(events(0), 0)
         assert "without Spark's byte check" not in caplog.text  # nothing known of the rows yet

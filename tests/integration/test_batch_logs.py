@@ -9,18 +9,18 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from sink import IcebergSink
+from icesink import IcebergSink
 
 STEP_LOGGERS = {
-    "sink.sink",
-    "sink.normalize",
-    "sink.schema.coordinator",
-    "sink.route.router",
-    "sink.batch.write_job",
-    "sink.batch.dead_letters",
-    "sink.batch.commits",
-    "sink.batch.table_batch",
-    "sink.commit.committer",
+    "icesink.sink",
+    "icesink.normalize",
+    "icesink.schema.coordinator",
+    "icesink.route.router",
+    "icesink.batch.write_job",
+    "icesink.batch.dead_letters",
+    "icesink.batch.commits",
+    "icesink.batch.table_batch",
+    "icesink.commit.committer",
 }
 
 
@@ -34,12 +34,12 @@ def test_each_step_record_carries_its_batch_id(
     records: dict[int, list[logging.LogRecord]] = {}
     for batch_id, frame in ((7, first), (8, second)):
         caplog.clear()
-        with caplog.at_level(logging.DEBUG, logger="sink"):
+        with caplog.at_level(logging.DEBUG, logger="icesink"):
             sink(frame, batch_id)
         records[batch_id] = [r for r in caplog.records if r.name in STEP_LOGGERS]
 
     for batch_id, batch_records in records.items():
-        assert {r.name for r in batch_records} >= {"sink.batch.commits", "sink.commit.committer"}
+        assert {r.name for r in batch_records} >= {"icesink.batch.commits", "icesink.commit.committer"}
         for record in batch_records:
             assert record.__dict__.get("icesink_batch_id") == batch_id, record.getMessage()
             assert record.__dict__.get("icesink_sink_id") == "logged"
@@ -48,16 +48,16 @@ def test_each_step_record_carries_its_batch_id(
             if named:
                 assert int(named.group(1)) == batch_id, record.getMessage()
             assert record.args is None or isinstance(record.args, tuple)  # %s arguments, formatted lazily
-    assert any(r.name == "sink.schema.coordinator" for r in records[8])  # batch 8 added a column
+    assert any(r.name == "icesink.schema.coordinator" for r in records[8])  # batch 8 added a column
 
 
 def test_records_outside_a_batch_carry_no_batch_id(
     catalog_options: dict[str, str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    from sink.log_context import batch_logger
+    from icesink.log_context import batch_logger
 
-    with caplog.at_level(logging.INFO, logger="sink"):
-        batch_logger("sink.sink").info("no batch here: %s", 1)
+    with caplog.at_level(logging.INFO, logger="icesink"):
+        batch_logger("icesink.sink").info("no batch here: %s", 1)
     (record,) = caplog.records
     assert record.__dict__["icesink_batch_id"] is None
     assert record.getMessage() == "no batch here: 1"

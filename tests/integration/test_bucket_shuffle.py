@@ -25,11 +25,11 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from icesink import IcebergSink, SelfCheckError
-from sink.route import router, self_check, self_check_runs
-from sink.route.self_check import HashVector
-from sink.route.transforms import partition_value_column
-from sink.write.layout import BucketLayout
-from streaming_jobs.taxi_workload import PARTITION_BY, taxi_rows
+from icesink.jobs.taxi_workload import PARTITION_BY, taxi_rows
+from icesink.route import router, self_check, self_check_runs
+from icesink.route.self_check import HashVector
+from icesink.route.transforms import partition_value_column
+from icesink.write.layout import BucketLayout
 from tests.support.spark_conf import session_conf
 from tests.support.tables import check_data_files, data_files
 

@@ -6,12 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from streaming_jobs import class_archive
+from icesink.jobs import class_archive
 
 ROOT = Path(__file__).resolve().parents[2]
 SESSION = """
 import sys
-from streaming_jobs.spark import get_spark
+from icesink.jobs.spark import get_spark
 log = "-Xlog:class+load=info:file=" + sys.argv[1]
 conf = {"spark.ui.enabled": "false", "spark.driver.extraJavaOptions": log}
 get_spark("class-archive-check", "local[1]", conf).range(10).count()

@@ -8,8 +8,8 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import types as st
 
-from sink import IcebergSink
-from sink.errors import SchemaError
+from icesink import IcebergSink
+from icesink.errors import SchemaError
 from tests.support.tables import check_data_files, table_rows
 
 

@@ -20,9 +20,9 @@ from pyiceberg.table.update import AddSnapshotUpdate
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sink import IcebergSink
-from sink._pyiceberg import sql as pyiceberg_sql
-from sink.errors import CommitConflictError, CommitError
+from icesink import IcebergSink
+from icesink._pyiceberg import sql as pyiceberg_sql
+from icesink.errors import CommitConflictError, CommitError
 from tests.support.tables import catalog_from_options
 
 ROWS = 200

@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as st
 
 from icesink import BadRecordError, IcebergSink
-from sink.commit.committer import Committer
+from icesink.commit.committer import Committer
 from tests.support.tables import table_rows
 
 TYPED = st.StructType(

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from icesink import IcebergSink
-from streaming_jobs.kafka.decode import DecodeOptions, DecodingSink, ValueDecoder, ValueFormat
-from streaming_jobs.kafka.decode.protobuf_values import file_descriptor_set
-from streaming_jobs.kafka.decode.registry import JSON, PROTOBUF, RegisteredSchema, SchemaRegistry
+from icesink.jobs.kafka.decode import DecodeOptions, DecodingSink, ValueDecoder, ValueFormat
+from icesink.jobs.kafka.decode.protobuf_values import file_descriptor_set
+from icesink.jobs.kafka.decode.registry import JSON, PROTOBUF, RegisteredSchema, SchemaRegistry
 from tests.support.schema_registry import SchemaRegistryServer, framed
 from tests.support.tables import catalog_from_options
 

@@ -13,8 +13,8 @@ import pytest
 from pyspark.sql import functions as F
 
 from icesink import BadRecordError, IcebergSink
-from sink.batch.source_write import SOURCE_FILE_SUFFIX
-from streaming_jobs.kafka.decode import DecodeOptions, DecodingSink, ValueDecoder, ValueFormat, parse_ddl
+from icesink.batch.source_write import SOURCE_FILE_SUFFIX
+from icesink.jobs.kafka.decode import DecodeOptions, DecodingSink, ValueDecoder, ValueFormat, parse_ddl
 from tests.support.tables import added_files, catalog_from_options, check_data_files, summary_of
 
 KAFKA_DDL = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp"
@@ -203,7 +203,7 @@ def test_write_tasks_decode_the_rows_when_spark_has_nothing_to_do_with_them(
         [json.dumps({"id": i, "score": i / 4}).encode() for i in range(600, 700)],
     ]
     first = 0
-    with caplog.at_level(logging.INFO, logger="sink.batch.write_job"):
+    with caplog.at_level(logging.INFO, logger="icesink.batch.write_job"):
         for batch_id, values in enumerate(batches):
             decoding(kafka_batch(spark, values, first_offset=first), batch_id)
             first += len(values)
@@ -238,7 +238,7 @@ def test_a_kafka_timestamp_no_table_can_hold_is_dead_lettered_and_the_rest_fused
         "timestamp",
         F.when(F.col("offset") == 7, F.timestamp_micros(F.lit(far_micros))).otherwise(F.col("timestamp")),
     )
-    with caplog.at_level(logging.INFO, logger="sink.batch.write_job"):
+    with caplog.at_level(logging.INFO, logger="icesink.batch.write_job"):
         decoding_sink(options)(batch, 0)
     assert any("the write tasks make the rows" in r.getMessage() for r in caplog.records)
 

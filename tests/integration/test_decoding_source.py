@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from icesink import IcebergSink
-from streaming_jobs.kafka.decode import DecodeOptions, DecodingSink, ValueDecoder, ValueFormat, parse_ddl
-from streaming_jobs.kafka.decode.passes import PASS_COLUMNS
-from streaming_jobs.kafka.decoding_source import register_decoding_source
-from streaming_jobs.kafka.source.kafka import register_kafka_source
+from icesink.jobs.kafka.decode import DecodeOptions, DecodingSink, ValueDecoder, ValueFormat, parse_ddl
+from icesink.jobs.kafka.decode.passes import PASS_COLUMNS
+from icesink.jobs.kafka.decoding_source import register_decoding_source
+from icesink.jobs.kafka.source.kafka import register_kafka_source
 from tests.support.processes import wait_until
 from tests.support.tansu import TansuBroker
 

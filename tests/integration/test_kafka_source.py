@@ -18,14 +18,14 @@ import pytest
 from pyspark.errors import StreamingQueryException
 
 from icesink import ConfigError
-from streaming_jobs.kafka.source import (
+from icesink.jobs.kafka.source import (
     KAFKA_SCHEMA,
     KafkaDataLossError,
     KafkaOffsetReader,
     KafkaSourceOptions,
 )
-from streaming_jobs.kafka.source.kafka import register_kafka_source
-from streaming_jobs.kafka.source.kafka_offsets import (
+from icesink.jobs.kafka.source.kafka import register_kafka_source
+from icesink.jobs.kafka.source.kafka_offsets import (
     OffsetRange,
     offsets_from_json,
     offsets_to_json,
@@ -35,8 +35,8 @@ from streaming_jobs.kafka.source.kafka_offsets import (
     resolve_read_start,
     split_ranges,
 )
-from streaming_jobs.kafka.source.kafka_range_reader import read_ranges
-from streaming_jobs.kafka.source.kafka_sample import SAMPLE_RECORDS, LatestRecords
+from icesink.jobs.kafka.source.kafka_range_reader import read_ranges
+from icesink.jobs.kafka.source.kafka_sample import SAMPLE_RECORDS, LatestRecords
 from tests.support.tansu import TansuBroker
 
 QUERY_TIMEOUT_S = 60

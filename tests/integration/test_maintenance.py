@@ -8,7 +8,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from icesink import IcebergSink
-from sink.maintenance import expire_snapshots, referenced_files, remove_orphan_files
+from icesink.maintenance import expire_snapshots, referenced_files, remove_orphan_files
 
 
 def _files_under(folder: Path) -> set[str]:

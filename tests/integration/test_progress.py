@@ -1,4 +1,4 @@
-"""sink.progress: a sink records its query's progress by itself, whichever session is active.
+"""icesink.progress: a sink records its query's progress by itself, whichever session is active.
 
 pyspark keeps one active session per process, replaced by every ``createDataFrame``:
 after a ``foreachBatch`` function made a DataFrame on its batch's session (as the upsert
@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as st
 
 from icesink import IcebergSink
-from sink.spark_session import session_key
+from icesink.spark_session import session_key
 from tests.support.kafka_streams import run_json_topic
 from tests.support.processes import wait_until
 from tests.support.tansu import TansuBroker

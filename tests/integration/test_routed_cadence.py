@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from icesink import IcebergSink
-from sink.commit import policy
+from icesink.commit import policy
 from tests.support.tables import catalog_from_options, summary_of
 
 KINDS = ("a", "b", "c")

@@ -20,11 +20,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from icesink import IcebergSink
-from sink.config import DistributionMode
-from sink.errors import ConfigError
-from sink.route.routed_shuffle import shuffle_routed
-from sink.write.layout import BucketLayout
-from sink.write.routed_task import DestinationSpec, RoutedWriteSpec
+from icesink.config import DistributionMode
+from icesink.errors import ConfigError
+from icesink.route.routed_shuffle import shuffle_routed
+from icesink.write.layout import BucketLayout
+from icesink.write.routed_task import DestinationSpec, RoutedWriteSpec
 from tests.integration.test_bucket_shuffle import Written, tasks_by_bucket, written
 from tests.support.spark_conf import session_conf
 from tests.support.tables import catalog_from_options, check_data_files, table_rows

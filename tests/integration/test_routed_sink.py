@@ -12,8 +12,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as st
 
 from icesink import IcebergSink
-from sink.destinations.resolve import resolve, resolve_in_tasks
-from sink.errors import BadRecordError, CommitError, ConfigError
+from icesink.destinations.resolve import resolve, resolve_in_tasks
+from icesink.errors import BadRecordError, CommitError, ConfigError
 from tests.support.failing_commits import second_commit_fails
 from tests.support.spark_jobs import count_spark_jobs
 from tests.support.tables import catalog_from_options, check_data_files, data_files, table_rows

@@ -1,4 +1,4 @@
-"""A routing sink whose tables the decoding tasks write (``sink.batch.source_write``): read back, once."""
+"""A routing sink whose tables the decoding tasks write (``icesink.batch.source_write``): read back, once."""
 
 from __future__ import annotations
 
@@ -11,11 +11,10 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import DataFrame
 
-from icesink import CommitError, IcebergSink
-from sink import failpoints
-from sink.batch.source_write import SOURCE_FILE_SUFFIX
-from sink.commit.recovery import AttemptLog
-from streaming_jobs.kafka.decode import DecodeOptions, DecodingSink, ValueDecoder
+from icesink import CommitError, IcebergSink, failpoints
+from icesink.batch.source_write import SOURCE_FILE_SUFFIX
+from icesink.commit.recovery import AttemptLog
+from icesink.jobs.kafka.decode import DecodeOptions, DecodingSink, ValueDecoder
 from tests.integration.test_decoding_sink import KAFKA_DDL
 from tests.support.failing_commits import second_commit_fails
 from tests.support.tables import added_files, catalog_from_options, check_data_files, summary_of

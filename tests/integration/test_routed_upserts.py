@@ -11,10 +11,9 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as st
 
-from icesink import IcebergSink
-from sink import failpoints
-from sink.errors import ConfigError
-from sink.maintenance import referenced_files
+from icesink import IcebergSink, failpoints
+from icesink.errors import ConfigError
+from icesink.maintenance import referenced_files
 from tests.support.duckdb_reader import duckdb_read
 from tests.support.failing_commits import second_commit_fails
 from tests.support.spark_jobs import count_spark_jobs

@@ -26,8 +26,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as st
 
 from icesink import CommitConfig, IcebergSink, SinkMetrics
-from sink.commit.committer import Committer
-from sink.schema.coordinator import SchemaCheck, SchemaCoordinator
+from icesink.commit.committer import Committer
+from icesink.schema.coordinator import SchemaCheck, SchemaCoordinator
 from tests.support.processes import spawn_evolving_writer
 from tests.support.tables import catalog_from_options, row_multiset, table_rows
 

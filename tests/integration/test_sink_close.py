@@ -9,8 +9,8 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sink import IcebergSink
-from sink.errors import SinkClosedError
+from icesink import IcebergSink
+from icesink.errors import SinkClosedError
 from tests.support.tables import catalog_from_options
 
 ROWS = 50

@@ -150,7 +150,7 @@ def test_small_batches_after_the_first_are_written_by_the_driver(
     options = {**catalog_options, "table": "db.small", "sink-id": "small", "partition-by": partition_by}
     sink = IcebergSink.from_options(options)
     frames = [frame(spark, 400, seed) for seed in range(3)]
-    with caplog.at_level(logging.INFO, logger="sink.route.router"):
+    with caplog.at_level(logging.INFO, logger="icesink.route.router"):
         for batch_id, df in enumerate(frames):
             sink(df, batch_id)
     driver_batches = [_first_arg(r) for r in caplog.records if "the driver writes" in r.getMessage()]

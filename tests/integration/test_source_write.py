@@ -1,4 +1,5 @@
-"""Rows the decoding tasks write themselves (``sink.batch.source_write``): read back, once, across a crash."""
+"""Rows the decoding tasks write themselves (``icesink.batch.source_write``): read back, once,
+across a crash."""
 
 from __future__ import annotations
 
@@ -10,10 +11,9 @@ import pytest
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType
 
-from icesink import IcebergSink
-from sink import failpoints
-from sink.batch.source_write import SOURCE_FILE_SUFFIX
-from streaming_jobs.kafka.decode import DecodeOptions, DecodingSink, ValueDecoder
+from icesink import IcebergSink, failpoints
+from icesink.batch.source_write import SOURCE_FILE_SUFFIX
+from icesink.jobs.kafka.decode import DecodeOptions, DecodingSink, ValueDecoder
 from tests.integration.test_decoding_sink import kafka_batch
 from tests.support.tables import added_files, catalog_from_options, check_data_files, summary_of
 

@@ -15,8 +15,8 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from sink import IcebergSink
-from sink.errors import ConfigError
+from icesink import IcebergSink
+from icesink.errors import ConfigError
 from tests.integration.test_crash_recovery import job_result
 from tests.support.tables import catalog_from_options
 

@@ -15,8 +15,7 @@ from pyiceberg.manifest import DataFileContent
 from pyiceberg.table import Table
 from pyspark.sql import SparkSession
 
-from icesink import IcebergSink
-from sink import failpoints
+from icesink import IcebergSink, failpoints
 from tests.integration.test_upsert_sink import assert_reads, upsert_options
 from tests.support.tables import catalog_from_options, table_rows
 from tests.support.upserts import changes, expected_state

@@ -18,9 +18,8 @@ import pytest
 from pyiceberg.manifest import DataFileContent
 from pyiceberg.table import Table
 
-from icesink import IcebergSink
-from sink import failpoints
-from sink.failpoints import InjectedFault
+from icesink import IcebergSink, failpoints
+from icesink.failpoints import InjectedFault
 from tests.integration.test_crash_recovery import job_arguments, job_result, run_job
 from tests.integration.test_upsert_sink import BATCHES as SINK_BATCHES
 from tests.integration.test_upsert_sink import assert_reads, upsert_options, valid_changes

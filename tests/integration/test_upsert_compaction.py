@@ -10,9 +10,9 @@ import pytest
 from pyiceberg.manifest import DataFileContent
 from pyiceberg.table import Table
 
-from sink.errors import RewriteConflictError
-from sink.upsert import compaction
-from sink.upsert.compaction import compact_partition
+from icesink.errors import RewriteConflictError
+from icesink.upsert import compaction
+from icesink.upsert.compaction import compact_partition
 from tests.support.duckdb_reader import duckdb_read
 from tests.support.upserts import (
     BUCKETS,

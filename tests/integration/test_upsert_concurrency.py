@@ -22,9 +22,8 @@ import pytest
 from pyiceberg.manifest import DataFileContent
 from pyiceberg.table import Table
 
-from icesink import IcebergSink, compact
-from sink import failpoints
-from sink.maintenance import CompactionReport
+from icesink import IcebergSink, compact, failpoints
+from icesink.maintenance import CompactionReport
 from tests.integration.test_upsert_sink import State, assert_reads, upsert_options
 from tests.support.scripts import script_result, start_script
 from tests.support.tables import catalog_from_options

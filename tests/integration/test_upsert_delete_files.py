@@ -9,8 +9,8 @@ import pyarrow.parquet as pq
 from pyiceberg.manifest import DataFileContent
 from pyiceberg.table import Table
 
-from sink.upsert.batch import UpsertOutcome
-from sink.upsert.lookup import run_lookup
+from icesink.upsert.batch import UpsertOutcome
+from icesink.upsert.lookup import run_lookup
 from tests.support.duckdb_reader import duckdb_read
 from tests.support.upserts import UpsertDriver, bucket_of, changes, create_table, rows_of, sql_catalog
 

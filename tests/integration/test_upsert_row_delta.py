@@ -12,16 +12,16 @@ import pytest
 from pyiceberg.manifest import DataFileContent, ManifestContent
 from pyiceberg.table import Table
 
-from sink.commit.ledger import BatchRange
-from sink.config import CommitConfig
-from sink.errors import RowDeltaConflictError, UpsertError
-from sink.upsert import row_delta
-from sink.upsert.changes import change_frames
-from sink.upsert.lookup import LookupResult, LookupSpec, run_lookup, run_lookup_locally
-from sink.upsert.messages import LookupTask
-from sink.upsert.row_delta import RowDeltaCommitter
-from sink.write.manifest_entry import data_file_from_message
-from sink.write.task import run_write
+from icesink.commit.ledger import BatchRange
+from icesink.config import CommitConfig
+from icesink.errors import RowDeltaConflictError, UpsertError
+from icesink.upsert import row_delta
+from icesink.upsert.changes import change_frames
+from icesink.upsert.lookup import LookupResult, LookupSpec, run_lookup, run_lookup_locally
+from icesink.upsert.messages import LookupTask
+from icesink.upsert.row_delta import RowDeltaCommitter
+from icesink.write.manifest_entry import data_file_from_message
+from icesink.write.task import run_write
 from tests.support.duckdb_reader import duckdb_read
 from tests.support.upserts import (
     CHANGE_BATCHES,
@@ -218,7 +218,7 @@ def test_row_delta_refuses_when_a_referenced_file_was_removed(tmp_path: Path) ->
     table.refresh()
     start = table.current_snapshot()
     assert start is not None
-    from sink.upsert.plan import LookupPlanner
+    from icesink.upsert.plan import LookupPlanner
 
     plan = LookupPlanner(table.io, ["id"]).plan(table.metadata, pa.table({"id": pa.array([3], pa.int64())}))
     result = run_lookup_locally(plan.tasks, LookupSpec("db.items", dict(table.io.properties), "t"))

@@ -14,9 +14,9 @@ from pyiceberg.manifest import DataFileContent
 from pyiceberg.table import Table
 
 from icesink import ConfigError, IcebergSink, SinkConfig, compact
-from sink.errors import UpsertError
-from sink.maintenance import referenced_files
-from streaming_jobs.compact import main as compact_job
+from icesink.errors import UpsertError
+from icesink.jobs.compact import main as compact_job
+from icesink.maintenance import referenced_files
 from tests.integration.test_crash_recovery import job_arguments, job_result, run_job
 from tests.support.duckdb_reader import duckdb_read
 from tests.support.tables import catalog_from_options

@@ -8,12 +8,12 @@ import pyarrow as pa
 import pytest
 from pyiceberg.table.snapshots import Operation
 
-from sink._pyiceberg import commit_table_updates
-from sink.commit.snapshot import SnapshotProducer
-from sink.errors import UpsertError
-from sink.upsert.validate import conflicting_data_files
-from sink.write.manifest_entry import data_file_from_message
-from sink.write.messages import CONTENT_POSITION_DELETES
+from icesink._pyiceberg import commit_table_updates
+from icesink.commit.snapshot import SnapshotProducer
+from icesink.errors import UpsertError
+from icesink.upsert.validate import conflicting_data_files
+from icesink.write.manifest_entry import data_file_from_message
+from icesink.write.messages import CONTENT_POSITION_DELETES
 from tests.support.duckdb_reader import duckdb_read
 from tests.support.upserts import create_table, rows_of, sql_catalog, write_data_files
 

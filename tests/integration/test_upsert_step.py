@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from icesink import ConfigError, IcebergSink
-from sink.errors import UpsertError
+from icesink.errors import UpsertError
 from tests.integration.test_upsert_sink import upsert_options
 from tests.support.tables import catalog_from_options
 from tests.support.upserts import UpsertDriver, changes, create_table, rows_of

@@ -37,7 +37,8 @@ def test_workers_that_cannot_import_the_sink_fail_the_batch_naming_pyspark_pytho
 
     assert result["error"] == "WorkerPythonError", result  # icesink.WorkerPythonError
     message = result["message"]
-    assert message.startswith("ICESINK-WORKER-PYTHON: Spark's Python workers cannot import 'sink'"), message
+    expected = "ICESINK-WORKER-PYTHON: Spark's Python workers cannot import 'icesink'"
+    assert message.startswith(expected), message
     assert f"PYSPARK_PYTHON={wrapper}" in message  # the workers' interpreter
     assert f"the driver runs {sys.executable}" in message
     assert f"hint: start the job with PYSPARK_PYTHON={sys.executable}" in message

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from sink.write.allocator import WRITE_POOL, executor_environment
+from icesink.write.allocator import WRITE_POOL, executor_environment
 from tests.support.spark_process import run_driver
 
 JOB = Path(__file__).resolve().parents[1] / "support" / "workers_ahead_job.py"

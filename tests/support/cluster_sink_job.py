@@ -22,7 +22,7 @@ from typing import Any
 from prometheus_client import generate_latest
 
 from icesink import IcebergSink
-from streaming_jobs.spark import get_spark
+from icesink.jobs.spark import get_spark
 
 COUNTERS = (
     "icesink_rows_written_total",

@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from icesink import IcebergSink
-    from streaming_jobs.spark import get_spark
+    from icesink.jobs.spark import get_spark
 
     spark = get_spark(
         "icesink-test-job",

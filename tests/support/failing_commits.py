@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from sink import failpoints
+from icesink import failpoints
 
 
 @contextlib.contextmanager

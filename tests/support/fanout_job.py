@@ -14,7 +14,7 @@ import json
 from pyspark.sql import functions as F
 
 from icesink import IcebergSink
-from streaming_jobs.spark import get_spark
+from icesink.jobs.spark import get_spark
 
 
 def main() -> None:

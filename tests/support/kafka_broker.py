@@ -1,4 +1,4 @@
-"""Apache Kafka for tests (:mod:`streaming_jobs.local_servers.kafka`); a test without its jars skips.
+"""Apache Kafka for tests (:mod:`icesink.jobs.local_servers.kafka`); a test without its jars skips.
 
 A test without the jars ``make env`` fetches skips (fails in CI). Beyond the server's own
 topics and producer, tests grow topics, read a partition back as the broker holds it, and
@@ -16,9 +16,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewPartitions
 
-from streaming_jobs.jvm_jars import kafka_broker_folder
-from streaming_jobs.local_servers import kafka
-from streaming_jobs.local_servers.kafka import REQUEST_TIMEOUT_S, Record
+from icesink.jobs.jvm_jars import kafka_broker_folder
+from icesink.jobs.local_servers import kafka
+from icesink.jobs.local_servers.kafka import REQUEST_TIMEOUT_S, Record
 
 __all__ = ["REQUEST_TIMEOUT_S", "KafkaBroker", "Record"]
 
@@ -35,7 +35,7 @@ def kafka_classpath() -> str:
 
 
 class KafkaBroker(kafka.KafkaBroker):
-    """:class:`streaming_jobs.local_servers.kafka.KafkaBroker` with the tests' own requests.
+    """:class:`icesink.jobs.local_servers.kafka.KafkaBroker` with the tests' own requests.
 
     Args:
         workdir: Folder for the configuration, the log folder and the process's output.

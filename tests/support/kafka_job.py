@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from streaming_jobs.jvm_jars import spark_kafka_jars
+from icesink.jobs.jvm_jars import spark_kafka_jars
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB_TIMEOUT_S = 900
@@ -74,12 +74,12 @@ def job_config(
 
 
 def start_job(config_file: Path, log: Path, *flags: str) -> subprocess.Popen[bytes]:
-    """The job's command (``python -m streaming_jobs.kafka.job``, what ``icesink-kafka-to-iceberg``
+    """The job's command (``python -m icesink.jobs.kafka.job``, what ``icesink-kafka-to-iceberg``
     runs), in its own process group (so a kill takes the JVM too)."""
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
     with log.open("wb") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "streaming_jobs.kafka.job", "--config", str(config_file), *flags],
+            [sys.executable, "-m", "icesink.jobs.kafka.job", "--config", str(config_file), *flags],
             cwd=ROOT,
             env=env,
             stdout=out,

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 from pyspark.sql import functions as F
 from pyspark.sql import types as st
 
-from streaming_jobs.kafka.source.kafka import register_kafka_source
+from icesink.jobs.kafka.source.kafka import register_kafka_source
 
 QUERY_TIMEOUT_S = 120
 

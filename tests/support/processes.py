@@ -1,4 +1,4 @@
-"""Server processes started by tests (:mod:`streaming_jobs.local_servers.processes`), and missing binaries.
+"""Server processes started by tests (:mod:`icesink.jobs.local_servers.processes`), and missing binaries.
 
 The servers' code is shared with ``make demo-cluster``; what is the tests' own is how a
 missing binary is treated: a skip on a developer's machine, a failure in CI.
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from streaming_jobs.local_servers.processes import (
+from icesink.jobs.local_servers.processes import (
     START_TIMEOUT_S,
     STOP_TIMEOUT_S,
     ServerProcess,

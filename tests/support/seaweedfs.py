@@ -1,12 +1,12 @@
-"""SeaweedFS for tests (:mod:`streaming_jobs.local_servers.seaweedfs`); a test without it skips."""
+"""SeaweedFS for tests (:mod:`icesink.jobs.local_servers.seaweedfs`); a test without it skips."""
 
 from __future__ import annotations
 
 import sysconfig
 from pathlib import Path
 
-from streaming_jobs.local_servers import seaweedfs
-from streaming_jobs.local_servers.seaweedfs import REGION, TABLE_BUCKET, WAREHOUSE_BUCKET
+from icesink.jobs.local_servers import seaweedfs
+from icesink.jobs.local_servers.seaweedfs import REGION, TABLE_BUCKET, WAREHOUSE_BUCKET
 from tests.support.processes import require_binary
 
 __all__ = ["REGION", "TABLE_BUCKET", "WAREHOUSE_BUCKET", "SeaweedFS", "weed_binary"]
@@ -18,7 +18,7 @@ def weed_binary() -> str:
 
 
 class SeaweedFS(seaweedfs.SeaweedFS):
-    """:class:`streaming_jobs.local_servers.seaweedfs.SeaweedFS`; a test without ``weed`` is skipped."""
+    """:class:`icesink.jobs.local_servers.seaweedfs.SeaweedFS`; a test without ``weed`` is skipped."""
 
     def __init__(
         self,

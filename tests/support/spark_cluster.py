@@ -1,8 +1,8 @@
-"""A Spark standalone cluster on loopback for tests (:mod:`streaming_jobs.local_servers.spark_cluster`)."""
+"""A Spark standalone cluster on loopback for tests (:mod:`icesink.jobs.local_servers.spark_cluster`)."""
 
 from __future__ import annotations
 
-from streaming_jobs.local_servers.spark_cluster import (
+from icesink.jobs.local_servers.spark_cluster import (
     EXECUTOR_MEMORY,
     SparkCluster,
     SparkMaster,

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from streaming_jobs.local_servers.spark_home import JVM_START_TIMEOUT_S, spark_environment, spark_home
+from icesink.jobs.local_servers.spark_home import JVM_START_TIMEOUT_S, spark_environment, spark_home
 from tests.support.scripts import SCRIPT_TIMEOUT_S, run_script
 
 __all__ = ["JVM_START_TIMEOUT_S", "run_driver", "spark_environment", "spark_home"]

@@ -16,7 +16,7 @@ from typing import Any
 
 
 def _install_crash(point: str, batch: int) -> None:
-    from sink.commit import committer, staging
+    from icesink.commit import committer, staging
 
     if point == "after-stage":
         real_stage = staging.StagingArea.stage
@@ -41,7 +41,7 @@ def _install_crash(point: str, batch: int) -> None:
 
     committer.Committer.commit_batches = commit_batches  # type: ignore[method-assign]
 
-    from sink.upsert import row_delta  # upsert mode commits through the row delta
+    from icesink.upsert import row_delta  # upsert mode commits through the row delta
 
     real_row_delta = row_delta.RowDeltaCommitter.commit
 
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from icesink import IcebergSink
-    from streaming_jobs.spark import get_spark
+    from icesink.jobs.spark import get_spark
 
     if args.crash_at:
         _install_crash(args.crash_at, args.crash_batch)

@@ -14,7 +14,7 @@ from pyiceberg.conversions import from_bytes
 from pyiceberg.table import Snapshot, Table
 from pyiceberg.types import DoubleType, FloatType, NestedField, PrimitiveType, StringType
 
-from sink.schema.names import field_path
+from icesink.schema.names import field_path
 
 
 def catalog_from_options(options: dict[str, str]) -> Catalog:

@@ -16,7 +16,7 @@ from typing import Any
 
 
 def _install_task_failure() -> None:
-    from sink.write import task
+    from icesink.write import task
 
     real_write_function = task.write_function
 
@@ -45,9 +45,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from pyspark.sql import functions as F
 
-    from sink import IcebergSink
-    from sink.commit import committer
-    from streaming_jobs.spark import get_spark
+    from icesink import IcebergSink
+    from icesink.commit import committer
+    from icesink.jobs.spark import get_spark
 
     _install_task_failure()
     discarded: list[str] = []

@@ -23,7 +23,7 @@ from typing import IO, Any
 
 from pyiceberg.catalog import load_catalog
 
-from sink import failpoints
+from icesink import failpoints
 from tests.support.upserts import UpsertDriver, changes
 
 

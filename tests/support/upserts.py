@@ -21,13 +21,13 @@ from pyiceberg.table import Table
 from pyiceberg.transforms import BucketTransform
 from pyiceberg.types import LongType, NestedField, StringType
 
-from sink.config import CommitConfig
-from sink.upsert.batch import LookupRunner, UpsertApplier, UpsertOutcome
-from sink.upsert.changes import change_set
-from sink.upsert.lookup import LookupSpec, run_lookup_locally
-from sink.write.messages import DataFileMessage
-from sink.write.spec import WriteSpec
-from sink.write.task import DataTaskWriter
+from icesink.config import CommitConfig
+from icesink.upsert.batch import LookupRunner, UpsertApplier, UpsertOutcome
+from icesink.upsert.changes import change_set
+from icesink.upsert.lookup import LookupSpec, run_lookup_locally
+from icesink.write.messages import DataFileMessage
+from icesink.write.spec import WriteSpec
+from icesink.write.task import DataTaskWriter
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=True),

@@ -3,7 +3,7 @@
 Reads ``workdir`` as JSON from standard input, starts a ``local[2]`` application, asks its
 Python workers (a task per slot) which of the write task's modules they have imported and
 which Arrow memory pool they started with, prepares a sink (which starts the workers
-ahead, :mod:`sink.write.workers_ahead`), waits for that to end, and asks again. Prints one
+ahead, :mod:`icesink.write.workers_ahead`), waits for that to end, and asks again. Prints one
 JSON line: ``before`` and ``after``, a row per task with its worker's process id, its
 Arrow pool and whether it has each module.
 """
@@ -21,9 +21,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as st
 
 from icesink import IcebergSink
-from streaming_jobs.spark import get_spark
+from icesink.jobs.spark import get_spark
 
-MODULES = ("sink.write.task", "pyiceberg.io.pyarrow")
+MODULES = ("icesink.write.task", "pyiceberg.io.pyarrow")
 JOIN_TIMEOUT_S = 240.0
 
 

@@ -16,14 +16,14 @@ from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.table import Table
 from pyiceberg.table.update import AddSnapshotUpdate
 
-from sink._pyiceberg import sql as pyiceberg_sql
-from sink.catalog import CREATED_TABLE_PROPERTIES
-from sink.commit.recovery import attempt_location
-from sink.commit.staging import StagedBatch
-from sink.config import CatalogConfig, CommitConfig, SinkConfig
-from sink.type_mapping import iceberg_to_arrow_schema
-from sink.write.spec import WriteSpec
-from sink.write.task import DataTaskWriter
+from icesink._pyiceberg import sql as pyiceberg_sql
+from icesink.catalog import CREATED_TABLE_PROPERTIES
+from icesink.commit.recovery import attempt_location
+from icesink.commit.staging import StagedBatch
+from icesink.config import CatalogConfig, CommitConfig, SinkConfig
+from icesink.type_mapping import iceberg_to_arrow_schema
+from icesink.write.spec import WriteSpec
+from icesink.write.task import DataTaskWriter
 
 SINK_ID = "unit"
 TABLE = "db.t"
@@ -96,9 +96,9 @@ def before_each_data_commit(
 ) -> None:
     """Run ``action`` (another writer's commit) just before each data commit through ``catalog``.
 
-    The sink commits to a SQL catalog with :func:`sink._pyiceberg.sql.sql_commit_table`, to
+    The sink commits to a SQL catalog with :func:`icesink._pyiceberg.sql.sql_commit_table`, to
     others but REST with the catalog's ``commit_table``: both are hooked (REST commits go
-    through :mod:`sink._pyiceberg.rest`, hooked in ``tests/deploy/test_metadata_cache_rest.py``).
+    through :mod:`icesink._pyiceberg.rest`, hooked in ``tests/deploy/test_metadata_cache_rest.py``).
     """
 
     def hooked(real: Callable[..., Any]) -> Callable[..., Any]:

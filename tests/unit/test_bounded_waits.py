@@ -18,13 +18,13 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField
 from requests.exceptions import ReadTimeout
 
-from sink.bounded_waits import catalog_properties, server_errors
-from sink.catalog import executor_io_properties, open_catalog
-from sink.commit.state import ATTEMPTS, state_folder
-from sink.config import SinkConfig
-from sink.errors import CatalogError, CommitError, ConfigError, StorageError, WriteError
-from sink.type_mapping import iceberg_to_arrow_schema
-from sink.write.task import write_function
+from icesink.bounded_waits import catalog_properties, server_errors
+from icesink.catalog import executor_io_properties, open_catalog
+from icesink.commit.state import ATTEMPTS, state_folder
+from icesink.config import SinkConfig
+from icesink.errors import CatalogError, CommitError, ConfigError, StorageError, WriteError
+from icesink.type_mapping import iceberg_to_arrow_schema
+from icesink.write.task import write_function
 from tests.support.silent_server import SilentServer
 from tests.unit.writer_fixtures import task_spec
 

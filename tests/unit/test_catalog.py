@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
-from sink import catalog as catalogs
-from sink.catalog import ensure_namespace
+from icesink import catalog as catalogs
+from icesink.catalog import ensure_namespace
 
 
 def _catalog(tmp_path: Path) -> SqlCatalog:
@@ -85,10 +85,10 @@ def test_no_secret_in_errors_logs_reprs_or_metrics_when_the_catalog_fails(
 ) -> None:
     from prometheus_client import generate_latest
 
-    from sink import IcebergSink
-    from sink.config import SinkConfig
-    from sink.errors import CatalogError
-    from sink.metrics import SinkMetrics
+    from icesink import IcebergSink
+    from icesink.config import SinkConfig
+    from icesink.errors import CatalogError
+    from icesink.metrics import SinkMetrics
 
     if driver_echoes_uri:  # some database drivers quote their connection string in their errors
 
@@ -135,7 +135,7 @@ def test_a_new_sql_catalog_whose_tables_another_process_creates_meanwhile_opens(
     from sqlalchemy import create_engine, event
     from sqlalchemy.sql.schema import Table as SqlTable
 
-    from sink.config import SinkConfig
+    from icesink.config import SinkConfig
 
     uri = f"sqlite:///{tmp_path / 'new.db'}"
     other = create_engine(uri)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from sink.config import SinkConfig
-from sink.errors import ConfigError
-from streaming_jobs.local_servers.seaweedfs import SeaweedFS
+from icesink.config import SinkConfig
+from icesink.errors import ConfigError
+from icesink.jobs.local_servers.seaweedfs import SeaweedFS
 
 ROOT = Path(__file__).resolve().parents[2]
 SQL = {
@@ -48,7 +48,7 @@ def test_a_catalog_of_its_own_takes_any_key() -> None:
 
 def test_every_catalog_key_the_tests_and_jobs_use_is_accepted(tmp_path: Path) -> None:
     used: set[str] = set()
-    for folder in ("tests", "streaming_jobs", "benchmarks"):
+    for folder in ("tests", "icesink/jobs", "benchmarks"):
         for path in (ROOT / folder).rglob("*.py"):
             used.update(re.findall(r'"catalog\.([a-z][a-z0-9._-]*)"', path.read_text(encoding="utf-8")))
     used -= {

@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from sink.config import DistributionMode, SinkConfig
-from sink.errors import ConfigError, PartitionSpecError
+from icesink.config import DistributionMode, SinkConfig
+from icesink.errors import ConfigError, PartitionSpecError
 
 
 def test_options_are_case_insensitive() -> None:

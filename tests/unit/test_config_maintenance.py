@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from sink.config import SinkConfig
-from sink.config_maintenance import (
+from icesink.config import SinkConfig
+from icesink.config_maintenance import (
     DEFAULT_MAX_SNAPSHOT_AGE_S,
     DEFAULT_MIN_SNAPSHOTS_TO_KEEP,
     MAINTENANCE_PROPERTY,
     MaintenanceConfig,
 )
-from sink.errors import ConfigError
+from icesink.errors import ConfigError
 
 
 def test_by_default_only_tables_the_sink_created_are_maintained() -> None:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from sink.batch.dead_letters import dead_letter_table_name
-from sink.config import DistributionMode, SinkConfig
-from sink.config_route import DEFAULT_MAX_TABLES, RouteBy
-from sink.destinations.table_options import TableOptions
-from sink.errors import ConfigError
+from icesink.batch.dead_letters import dead_letter_table_name
+from icesink.config import DistributionMode, SinkConfig
+from icesink.config_route import DEFAULT_MAX_TABLES, RouteBy
+from icesink.destinations.table_options import TableOptions
+from icesink.errors import ConfigError
 
 ROUTED = {"route.by": "field", "route.field": "type", "route.table-template": "ev.{value}"}
 

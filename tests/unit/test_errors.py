@@ -7,8 +7,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from sink.errors import CommitConflictError, SchemaError, SinkError, WriteError, find_error_code
-from streaming_jobs.kafka.source.kafka_errors import KafkaDataLossError
+from icesink.errors import CommitConflictError, SchemaError, SinkError, WriteError, find_error_code
+from icesink.jobs.kafka.source.kafka_errors import KafkaDataLossError
 
 
 def test_message_has_code_context_and_hint() -> None:

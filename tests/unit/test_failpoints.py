@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from sink import failpoints
+from icesink import failpoints
 
 
 @pytest.fixture(autouse=True)

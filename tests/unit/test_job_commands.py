@@ -1,5 +1,5 @@
 """The jobs' commands: every console script of pyproject.toml names a function that exists, and
-``python -m streaming_jobs.kafka.job`` is the Kafka job's command line."""
+``python -m icesink.jobs.kafka.job`` is the Kafka job's command line."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def test_every_console_script_names_a_function() -> None:
 
 def test_the_kafka_job_runs_as_a_module_and_fails_on_bad_flags_before_spark() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "streaming_jobs.kafka.job", "--set", "no-value"],
+        [sys.executable, "-m", "icesink.jobs.kafka.job", "--set", "no-value"],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         capture_output=True,

@@ -8,8 +8,8 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from icesink import ConfigError, SinkConfig
-from sink.metric_labels import DEFAULT_MAX_TABLES, OTHER_TABLES_LABEL, TableLabelLimit
-from sink.metrics import SinkMetrics
+from icesink.metric_labels import DEFAULT_MAX_TABLES, OTHER_TABLES_LABEL, TableLabelLimit
+from icesink.metrics import SinkMetrics
 
 
 def _tables_in(registry: CollectorRegistry) -> set[str]:
@@ -22,7 +22,7 @@ def test_tables_past_the_limit_share_the_other_series_and_warn_once(
 ) -> None:
     registry = CollectorRegistry()
     metrics = SinkMetrics(registry=registry, max_tables=3)
-    caplog.set_level(logging.WARNING, logger="sink.metric_labels")
+    caplog.set_level(logging.WARNING, logger="icesink.metric_labels")
     for i in range(5):
         metrics.start_sink(f"raw.t{i}", "s1")
         metrics.rows_written.labels(f"raw.t{i}", "s1").inc(10)

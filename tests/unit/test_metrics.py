@@ -15,19 +15,18 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from icesink import ConfigError, MetricsConfig, SinkConfig
-from sink import metrics_server
-from sink.metric_families import (
+from icesink import ConfigError, MetricsConfig, SinkConfig, metrics_server
+from icesink.metric_families import (
     BATCH_OUTCOMES,
     DEAD_LETTER_REASONS,
     SCHEMA_CHANGE_KINDS,
     SCHEMA_CHECK_OUTCOMES,
     STEPS,
 )
-from sink.metrics import KEPT_RECORD_COUNTS, SinkIdentity, SinkMetrics
-from sink.metrics_server import MergedRegistries, PushgatewayPusher
-from sink.progress import ProgressMetricsListener, offsets_behind_latest
-from sink.write.messages import DataFileMessage
+from icesink.metrics import KEPT_RECORD_COUNTS, SinkIdentity, SinkMetrics
+from icesink.metrics_server import MergedRegistries, PushgatewayPusher
+from icesink.progress import ProgressMetricsListener, offsets_behind_latest
+from icesink.write.messages import DataFileMessage
 
 MiB = 1024 * 1024
 
@@ -107,9 +106,9 @@ def test_start_sink_is_idempotent_and_binds_the_query() -> None:
 
 
 def test_label_values_match_the_code_that_feeds_them() -> None:
-    from sink.schema.coordinator import SchemaCheck
-    from sink.schema.diff import AddColumn, MakeOptional, WidenType
-    from sink.schema.primitives import BadRecordReason
+    from icesink.schema.coordinator import SchemaCheck
+    from icesink.schema.diff import AddColumn, MakeOptional, WidenType
+    from icesink.schema.primitives import BadRecordReason
 
     assert set(DEAD_LETTER_REASONS) == {r.value for r in BadRecordReason}
     assert set(SCHEMA_CHECK_OUTCOMES) == {c.value for c in SchemaCheck}
@@ -168,7 +167,7 @@ def test_time_step_logs_the_ids_of_the_batch(caplog: pytest.LogCaptureFixture) -
     metrics = SinkMetrics()
     with (
         metrics.batch("db.t", "sink-a", 41, query_id="q", snapshot_id=1234),
-        caplog.at_level(logging.INFO, logger="sink.metrics"),
+        caplog.at_level(logging.INFO, logger="icesink.metrics"),
         metrics.time_step("db.t", "write"),
     ):
         pass
@@ -181,7 +180,7 @@ def test_a_step_after_the_batch_ended_names_no_batch(caplog: pytest.LogCaptureFi
     metrics = SinkMetrics()
     with metrics.batch("db.t", "sink-a", 41):
         pass
-    with caplog.at_level(logging.INFO, logger="sink.metrics"), metrics.time_step("db.t", "plan"):
+    with caplog.at_level(logging.INFO, logger="icesink.metrics"), metrics.time_step("db.t", "plan"):
         pass
     (line,) = [r.getMessage() for r in caplog.records if "step plan" in r.getMessage()]
     assert "batch 41" not in line and line.startswith("table db.t: step plan took")
@@ -260,7 +259,7 @@ def test_a_failed_push_is_logged_and_never_raised(caplog: pytest.LogCaptureFixtu
     metrics = SinkMetrics()
     metrics.start_sink("db.t", "s")
     pusher = PushgatewayPusher("http://127.0.0.1:1", "job", metrics.registry, interval_s=3600)
-    with caplog.at_level(logging.WARNING, logger="sink.metrics_server"):
+    with caplog.at_level(logging.WARNING, logger="icesink.metrics_server"):
         assert pusher.push() is False
         pusher.close()
         pusher.close()

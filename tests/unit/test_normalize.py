@@ -25,9 +25,9 @@ from pyiceberg.types import (
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from sink.config import BadRecordPolicy
-from sink.errors import BadRecordError, SchemaError
-from sink.normalize import BAD_ROW_COLUMN, NormalizedBatch, NormalizeOptions, bad_record_error, normalize
+from icesink.config import BadRecordPolicy
+from icesink.errors import BadRecordError, SchemaError
+from icesink.normalize import BAD_ROW_COLUMN, NormalizedBatch, NormalizeOptions, bad_record_error, normalize
 
 OPTIONS = NormalizeOptions(table="db.t", dead_letter_table="db.t__dlq")
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from sink.batch.dead_letters import dead_letter_table_name
-from sink.config import BadRecordPolicy, SchemaEvolution, SinkConfig
-from sink.errors import ConfigError
-from sink.normalize import NormalizeOptions
+from icesink.batch.dead_letters import dead_letter_table_name
+from icesink.config import BadRecordPolicy, SchemaEvolution, SinkConfig
+from icesink.errors import ConfigError
+from icesink.normalize import NormalizeOptions
 
 
 def test_defaults() -> None:
@@ -54,8 +54,8 @@ def test_bad_values_name_key_value_and_accepted(key: str, value: str, accepted: 
 
 
 def test_dead_letter_table_cannot_be_the_table_itself() -> None:
-    from sink.batch.dead_letters import DeadLetterQueue
-    from sink.metrics import SinkMetrics
+    from icesink.batch.dead_letters import DeadLetterQueue
+    from icesink.metrics import SinkMetrics
 
     config = SinkConfig.from_options({"table": "db.events", "dead-letter.table": "DB.Events"})
     with pytest.raises(ConfigError, match=r"dead-letter\.table 'DB\.Events' is the sink's own table"):

@@ -1,4 +1,4 @@
-"""The per-table calls of a routed batch, run a few at a time (``sink/parallel.py``)."""
+"""The per-table calls of a routed batch, run a few at a time (``icesink/parallel.py``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from sink.parallel import CATALOG_THREADS, run_parallel
+from icesink.parallel import CATALOG_THREADS, run_parallel
 
 
 def test_results_come_in_the_calls_order() -> None:

@@ -5,8 +5,8 @@ from pyiceberg.schema import Schema
 from pyiceberg.transforms import BucketTransform, DayTransform, IdentityTransform, TruncateTransform
 from pyiceberg.types import LongType, NestedField, StringType, StructType, TimestamptzType
 
-from sink.errors import PartitionSpecError
-from sink.partitioning import build_partition_spec, parse_partition_by
+from icesink.errors import PartitionSpecError
+from icesink.partitioning import build_partition_spec, parse_partition_by
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType()),

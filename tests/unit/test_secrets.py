@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr
 
-from sink.secrets import SecretUri, hidden, redact
+from icesink.secrets import SecretUri, hidden, redact
 
 
 @pytest.mark.parametrize(
@@ -38,7 +38,7 @@ def test_the_write_spec_shipped_to_executors_does_not_show_its_credentials() -> 
     from pyiceberg.partitioning import PartitionSpec
     from pyiceberg.schema import Schema
 
-    from sink.write.spec import WriteSpec
+    from icesink.write.spec import WriteSpec
 
     spec = WriteSpec(
         table="db.t",

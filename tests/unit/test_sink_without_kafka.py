@@ -22,13 +22,19 @@ _SCRIPT = textwrap.dedent(
             return None
 
     sys.meta_path.insert(0, NoKafka())
-    import sink
-    names = [m.name for m in pkgutil.walk_packages(sink.__path__, "sink.")]
+    import icesink
+    names = []
+    for module in pkgutil.iter_modules(icesink.__path__, "icesink."):
+        if module.name != "icesink.jobs":
+            names.append(module.name)
+        if module.ispkg and module.name != "icesink.jobs":
+            package = importlib.import_module(module.name)
+            names += [m.name for m in pkgutil.walk_packages(package.__path__, module.name + ".")]
     for name in names:
         importlib.import_module(name)
     from icesink import IcebergSink, SinkConfig
     {extra}
-    loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("confluent_kafka", "streaming_jobs"))
+    loaded = sorted(m for m in sys.modules if m.startswith(("confluent_kafka", "icesink.jobs")))
     print(len(names), ",".join(loaded) or "-")
     """
 )
@@ -53,6 +59,6 @@ def test_the_check_sees_a_kafka_import() -> None:
     failed = _run("import confluent_kafka")
     assert failed.returncode != 0
     assert "confluent_kafka is not installed" in failed.stderr
-    loaded = _run("import streaming_jobs.kafka.source")
+    loaded = _run("import icesink.jobs.kafka.source")
     assert loaded.returncode == 0, loaded.stderr
-    assert "streaming_jobs.kafka.source" in loaded.stdout.split()[1].split(",")
+    assert "icesink.jobs.kafka.source" in loaded.stdout.split()[1].split(",")

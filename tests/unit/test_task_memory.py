@@ -19,7 +19,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 
-from sink.type_mapping import iceberg_to_arrow_schema
+from icesink.type_mapping import iceberg_to_arrow_schema
 from tests.unit.writer_fixtures import task_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,7 +37,7 @@ SPEC = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=Identi
 _TASK = """
 import json, pickle, sys
 import pyarrow as pa
-from sink.write.task import DataTaskWriter
+from icesink.write.task import DataTaskWriter
 
 spec = pickle.loads(open(sys.argv[1], "rb").read())
 stream = pa.ipc.open_file(pa.memory_map(sys.argv[2]))

@@ -13,9 +13,9 @@ from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 
-from sink.type_mapping import iceberg_to_arrow_schema
-from sink.write.parquet import CompressionEstimator, ParquetFileWriter
-from sink.write.spec import WriteSpec
+from icesink.type_mapping import iceberg_to_arrow_schema
+from icesink.write.parquet import CompressionEstimator, ParquetFileWriter
+from icesink.write.spec import WriteSpec
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=False),

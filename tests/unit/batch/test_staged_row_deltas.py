@@ -15,15 +15,15 @@ import pyarrow as pa
 import pytest
 from pyiceberg.catalog import Catalog
 
-from sink.batch.commits import Written
-from sink.batch.key import BatchKey
-from sink.batch.staged_row_deltas import StagedRowDeltaCommits
-from sink.batch.states import TableStates
-from sink.batch.table_batch import TableBatch
-from sink.config import SinkConfig
-from sink.metrics import SinkMetrics
-from sink.upsert.changes import change_set
-from sink.write.task import DataTaskWriter
+from icesink.batch.commits import Written
+from icesink.batch.key import BatchKey
+from icesink.batch.staged_row_deltas import StagedRowDeltaCommits
+from icesink.batch.states import TableStates
+from icesink.batch.table_batch import TableBatch
+from icesink.config import SinkConfig
+from icesink.metrics import SinkMetrics
+from icesink.upsert.changes import change_set
+from icesink.write.task import DataTaskWriter
 from tests.support.upserts import changes, create_table, expected_state, rows_of, sql_catalog
 
 NAME = "db.items"

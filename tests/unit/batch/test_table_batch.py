@@ -18,15 +18,15 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.types import LongType, NestedField, StringType
 
-from sink.batch.commits import AppendCommits, StagedCommits, Written
-from sink.batch.key import BatchKey
-from sink.batch.states import TableStates
-from sink.batch.table_batch import TableBatch
-from sink.config import SinkConfig
-from sink.metrics import SinkMetrics
-from sink.type_mapping import iceberg_to_arrow_schema
-from sink.write.messages import DataFileMessage
-from sink.write.task import DataTaskWriter
+from icesink.batch.commits import AppendCommits, StagedCommits, Written
+from icesink.batch.key import BatchKey
+from icesink.batch.states import TableStates
+from icesink.batch.table_batch import TableBatch
+from icesink.config import SinkConfig
+from icesink.metrics import SinkMetrics
+from icesink.type_mapping import iceberg_to_arrow_schema
+from icesink.write.messages import DataFileMessage
+from icesink.write.task import DataTaskWriter
 
 NAME = "db.t"
 SCHEMA = Schema(

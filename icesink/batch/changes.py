@@ -1,0 +1,255 @@
+"""Upsert mode's changes: a batch split into the last change per key of each upserted table.
+
+With ``write.mode=upsert`` a batch is a list of changes. Before the usual steps, one
+split serves one table or the upserted tables of a routed batch (:class:`ChangeSplit`):
+the last change per (table, key) (:mod:`icesink.upsert.changes`, one shuffle, no job), and
+the rows with a null key or an unknown op set aside (dead letters ``null_key`` and
+``unknown_op``; a truncate, op ``t``, is ``truncate``: the sink never empties a table; one
+counting job). The rows whose last change is an insert or replace go through normalize,
+distribute and write like appended rows (the op and order columns describe the change and
+are not stored); after the write, the keys the batch changes are looked up and its files
+committed with the position deletes of the rows they replace or delete
+(:mod:`icesink.batch.row_deltas`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import pyarrow as pa
+from pyiceberg.table import Table
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from icesink.config import SinkConfig
+from icesink.destinations.resolve import quoted
+from icesink.metrics import SinkMetrics
+from icesink.normalize import BAD_ROW_COLUMN, NormalizedBatch
+from icesink.type_mapping import iceberg_to_spark_type
+from icesink.upsert.changes import DELETE_OP, TRUNCATE_OP, UPSERT_OPS, last_changes_df
+from icesink.upsert.checks import UpsertChecks
+from icesink.write.messages import RowCounts
+
+NULL_KEY = "null_key"
+UNKNOWN_OP = "unknown_op"
+TRUNCATE = "truncate"  # reason of a change with op ``t`` (a Debezium truncate), whatever its key
+_DEST = "__icesink_change_dest"
+_KEY = "__icesink_change_key"
+
+
+@dataclass(frozen=True)
+class ChangeBatch:
+    """A batch with its upserted tables' changes reduced (none upserted: the batch as it is).
+
+    Attributes:
+        rows: What is written: appended tables' rows, and the last change of each upserted
+            key unless a delete (the batch's columns, in its order).
+        deletes: The last changes that are deletes; ``None`` when the batch has no op column.
+        rejected: Dead letters of upserted rows with a null key or an unknown op (``source_table``,
+            ``column``, ``reason``, ``value``, ``original_row``); ``None`` when there are none.
+        rejected_by_table: ``(table, reason, rows)`` of the rejected rows.
+        cached: The persisted changes, released after the batch.
+    """
+
+    rows: DataFrame
+    deletes: DataFrame | None = None
+    rejected: DataFrame | None = None
+    rejected_by_table: tuple[tuple[str, str, int], ...] = ()
+    cached: DataFrame | None = None
+
+    @property
+    def rejected_rows(self) -> int:
+        return sum(n for _, _, n in self.rejected_by_table)
+
+    def release(self) -> None:
+        """Drop the cached changes."""
+        if self.cached is not None:
+            self.cached.unpersist()
+
+
+def rejection_reason(null_key: Column, op_value: Column) -> Column:
+    """Why a rejected change is a dead letter: ``truncate``, else ``null_key``, else ``unknown_op``."""
+    return (
+        F.when(F.coalesce(op_value == TRUNCATE_OP, F.lit(False)), F.lit(TRUNCATE))
+        .when(null_key, F.lit(NULL_KEY))
+        .otherwise(F.lit(UNKNOWN_OP))
+    )
+
+
+class ChangeSplit:
+    """The changes of a sink's batches (see the module).
+
+    Args:
+        config: The sink's configuration (its op and order columns, the names' case).
+        metrics: Where the rejected changes are counted.
+    """
+
+    def __init__(self, config: SinkConfig, metrics: SinkMetrics) -> None:
+        self._op = config.upsert.op_column
+        self._order = config.upsert.order_column
+        self._case_sensitive = config.table_schema.case_sensitive
+        self._metrics = metrics
+
+    def split(
+        self,
+        batch_df: DataFrame,
+        dest: Column,
+        upserted: Mapping[str, SinkConfig],
+        only_upserted: bool = False,
+    ) -> ChangeBatch:
+        """The last change per key of each upserted table, and the rows set aside.
+
+        Args:
+            batch_df: The micro-batch.
+            dest: Each row's destination value (a literal when the sink has one table).
+            upserted: Destination value -> configuration, of the values of upserted tables.
+            only_upserted: Every row goes to an upserted table (a one-table sink's).
+        """
+        if not upserted:
+            return ChangeBatch(batch_df)
+        is_upserted = F.coalesce(dest.isin(sorted(upserted)), F.lit(False))
+        groups: dict[tuple[str, ...], list[str]] = {}
+        for value, config in sorted(upserted.items()):
+            groups.setdefault(config.upsert.key_columns, []).append(value)
+        partition, null_key, first_null = self._key_expressions(batch_df, dest, groups)
+        op = self._column(batch_df, self._op)
+        unknown_op = (
+            ~F.coalesce(op.isin(*UPSERT_OPS, DELETE_OP), F.lit(False)) if op is not None else F.lit(False)
+        )
+        valid = ~null_key & ~unknown_op
+        order = next((c for c in batch_df.columns if self._order and self._named(c, self._order)), None)
+        keyed = batch_df.where(is_upserted & valid).withColumn(_DEST, dest)
+        if isinstance(partition, Column):  # tables of different key columns: the key as text
+            keyed, partition = keyed.withColumn(_KEY, partition), [F.col(_KEY)]
+        changes = last_changes_df(keyed, [F.col(_DEST), *partition], order).drop(_DEST, _KEY).persist()
+        is_delete = op == DELETE_OP if op is not None else F.lit(False)
+        rows = changes.where(~is_delete)
+        if not only_upserted:  # the appended tables' rows pass as they are
+            rows = batch_df.where(~is_upserted).union(rows)
+        rejected = self._rejected(
+            batch_df.where(is_upserted & ~valid), dest, upserted, null_key, first_null, op
+        )
+        counted = rejected.groupBy("source_table", "reason").count().collect()
+        by_table = tuple(sorted((str(r["source_table"]), str(r["reason"]), int(r["count"])) for r in counted))
+        deletes = changes.where(is_delete) if op is not None else None
+        return ChangeBatch(rows, deletes, rejected if by_table else None, by_table, changes)
+
+    def split_one(self, batch_df: DataFrame, config: SinkConfig) -> ChangeBatch:
+        """A one-table sink's batch: upsert mode's split, its rows without the op and order
+        columns (they describe a change and are not stored); append mode: the batch.
+
+        Raises:
+            UpsertError: The batch lacks a key column.
+        """
+        checks = UpsertChecks(config)
+        if not checks.enabled:
+            return ChangeBatch(batch_df)
+        checks.check_keys(batch_df.columns)
+        changes = self.split(batch_df, F.lit(config.table), {config.table: config}, only_upserted=True)
+        stored = [F.col(quoted(c)) for c in changes.rows.columns if c not in config.upsert.change_columns]
+        return replace(changes, rows=changes.rows.select(*stored))
+
+    def _rejected(
+        self,
+        rows: DataFrame,
+        dest: Column,
+        upserted: Mapping[str, SinkConfig],
+        null_key: Column,
+        first_null: Column,
+        op: Column | None,
+    ) -> DataFrame:
+        """The rejected rows as dead letters, each naming its table, the column and why."""
+        tables = F.create_map(
+            *[c for v, cfg in sorted(upserted.items()) for c in (F.lit(v), F.lit(cfg.table))]
+        )
+        op_value = op.cast("string") if op is not None else F.lit(None).cast("string")
+        keyless = null_key & ~F.coalesce(op_value == TRUNCATE_OP, F.lit(False))  # a truncate has no key
+        return rows.select(
+            F.element_at(tables, dest).alias("source_table"),
+            F.when(keyless, first_null).otherwise(F.lit(self._op)).alias("column"),
+            rejection_reason(keyless, op_value).alias("reason"),
+            F.when(keyless, F.lit(None).cast("string")).otherwise(op_value).alias("value"),
+            F.to_json(
+                F.struct(*[F.col(quoted(c)) for c in rows.columns]), {"ignoreNullFields": "false"}
+            ).alias("original_row"),
+        )
+
+    def _key_expressions(
+        self, batch_df: DataFrame, dest: Column, groups: Mapping[tuple[str, ...], list[str]]
+    ) -> tuple[list[Column] | Column, Column, Column]:
+        """What the last change is found per (one key column set: the key columns; several: the key
+        as JSON text), and per row whether a key column is null and the first null one."""
+        partition = change_key = null_key = first_null = None
+        for keys, values in groups.items():
+            columns = [self._column(batch_df, k) for k in keys]
+            present = [c if c is not None else F.lit(None) for c in columns]
+            if len(groups) == 1 and all(c is not None for c in columns):
+                partition = present
+            text = F.to_json(F.struct(*[c.alias(k) for c, k in zip(present, keys, strict=True)]))
+            nulls = functools.reduce(lambda a, b: a | b, [c.isNull() for c in present])
+            first = F.coalesce(*[F.when(c.isNull(), F.lit(k)) for c, k in zip(present, keys, strict=True)])
+            mine = dest.isin(values)
+            change_key = F.when(mine, text) if change_key is None else change_key.when(mine, text)
+            null_key = F.when(mine, nulls) if null_key is None else null_key.when(mine, nulls)
+            first_null = F.when(mine, first) if first_null is None else first_null.when(mine, first)
+        assert change_key is not None and null_key is not None and first_null is not None
+        return (
+            (partition if partition is not None else change_key),
+            F.coalesce(null_key, F.lit(False)),
+            first_null,
+        )
+
+    def _column(self, batch_df: DataFrame, name: str) -> Column | None:
+        """The batch column named ``name`` (case-insensitive unless the sink is), or ``None``."""
+        found = next((c for c in batch_df.columns if self._named(c, name)), None)
+        return F.col(quoted(found)) if found is not None else None
+
+    def _named(self, column: str, name: str) -> bool:
+        return column == name or (not self._case_sensitive and column.lower() == name.lower())
+
+    def dead_letters(
+        self, changes: ChangeBatch, dead_letters: Callable[[], DataFrame], counts: RowCounts
+    ) -> tuple[Callable[[], DataFrame], RowCounts]:
+        """The batch's dead letters (``dead_letters``: its bad values') with the rejected changes,
+        and the counts they go with (``counts``: the write's)."""
+        rejected = changes.rejected
+        if rejected is None:
+            return dead_letters, counts
+
+        def both() -> DataFrame:
+            return (
+                dead_letters().unionByName(rejected, allowMissingColumns=True)
+                if counts.bad_rows
+                else rejected
+            )
+
+        n = changes.rejected_rows
+        return both, RowCounts(counts.input_rows + n, counts.bad_rows + n)
+
+    def count_rejected(self, changes: ChangeBatch) -> None:
+        """Count the rejected changes by table and reason (once their dead letters are committed)."""
+        for table, reason, n in changes.rejected_by_table:
+            self._metrics.dead_letter_reasons.labels(table, reason).inc(n)
+
+
+def changed_keys(
+    table: Table, keys: Sequence[str], changes: ChangeBatch, normalized: NormalizedBatch, flagged: bool
+) -> pa.Table:
+    """Every key a one-table batch changes, of the table's types: written rows and deletes.
+
+    A change whose values could not be converted (``flagged``: the write dropped bad rows)
+    is a dead letter: its key is not looked up, so the key's current row stays. A deleted
+    key of no table type matches no row.
+    """
+    schema = table.schema()
+    written = normalized.rows
+    if normalized.bad_row_flag and flagged:
+        written = written.where(~F.col(BAD_ROW_COLUMN))
+    written = written.select(*keys)
+    if changes.deletes is None:
+        return written.toArrow()
+    types = {k: iceberg_to_spark_type(schema.find_field(k).field_type) for k in keys}
+    deleted = changes.deletes.select(*[F.col(quoted(k)).try_cast(types[k]).alias(k) for k in keys])
+    return written.unionByName(deleted.dropna(subset=list(keys))).toArrow()

@@ -1,0 +1,232 @@
+"""After the write: each table batch's files committed by one of four kinds, recorded once.
+
+* :class:`AppendCommits` - every batch in a snapshot of its own, now (no commit cadence);
+* :class:`StagedCommits` - the commit cadence (``commit.max-batches``, ``commit.interval-s``,
+  ``commit.target-file-size-bytes``): a batch's files are staged durably and committed with the
+  batches staged before them once the policy says so (:mod:`icesink.commit.policy`);
+* :class:`~icesink.batch.row_deltas.RowDeltaCommits` - upserts: the files with the position
+  deletes of the rows they replace, in one snapshot;
+* :class:`~icesink.batch.staged_row_deltas.StagedRowDeltaCommits` - upserts with the commit
+  cadence: each batch staged with its position deletes, the staged batches in one row delta.
+
+All take the written table batches of one micro-batch, one or many tables, and commit each
+table on its own with its own exactly-once ledger (:mod:`icesink.commit.ledger`), on the sink's
+catalog thread pool. :func:`record_committed` is the one place a commit is counted and logged.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+import pyarrow as pa
+from pyiceberg.table import Table
+
+from icesink import failpoints
+from icesink.commit.committer import CommitOutcome, Committer
+from icesink.commit.ledger import BatchRange
+from icesink.commit.policy import CommitPolicy
+from icesink.commit.staging import StagedBatch
+from icesink.config import CommitConfig, SinkConfig
+from icesink.log_context import batch_logger
+from icesink.metrics import SinkMetrics
+from icesink.parallel import run_parallel
+from icesink.write.messages import DataFileMessage
+
+if TYPE_CHECKING:
+    from icesink.batch.states import TableState
+    from icesink.batch.table_batch import TableBatch
+
+__all__ = ["AppendCommits", "Commits", "StagedCommits", "Written", "commits_for", "record_committed"]
+
+logger = batch_logger(__name__)
+
+
+@dataclass
+class Written:
+    """A table batch after the write: its data files, not yet committed.
+
+    Attributes:
+        batch: The table batch.
+        files: Its data files.
+        keys: Upsert mode: every key the batch changes on the table, of the table's types.
+    """
+
+    batch: TableBatch
+    files: list[DataFileMessage]
+    keys: pa.Table | None = None
+
+
+class Commits(Protocol):
+    """A commit kind: commits the written table batches of one micro-batch."""
+
+    def commit(self, written: Sequence[Written]) -> None: ...
+
+
+def record_committed(
+    metrics: SinkMetrics,
+    name: str,
+    sink_id: str,
+    batches: BatchRange,
+    files: Sequence[DataFileMessage],
+    commit: tuple[int | None, int, int],
+    count: int = 1,
+    detail: str = "",
+) -> None:
+    """Count and log a commit of ``count`` batches to table ``name``.
+
+    ``commit`` is the new snapshot id, the tries the commit took and the conflicts among them;
+    ``detail`` what the log line says besides rows and files (an upsert's keys).
+    """
+    snapshot_id, tries, conflicts = commit
+    metrics.record_commit(name, sink_id, batches.last, list(files), tries, conflicts)
+    metrics.batches.labels(name, sink_id, "committed").inc(count)
+    logger.info(
+        "batches %s of sink %s: %s rows in %s files%s committed to %s as snapshot %s",
+        batches,
+        sink_id,
+        sum(f.record_count for f in files),
+        len(files),
+        detail,
+        name,
+        snapshot_id,
+    )
+
+
+def _record_empty(metrics: SinkMetrics, batch: TableBatch) -> None:
+    """A batch without rows for the table: the source has caught up, nothing to commit."""
+    key = batch.key
+    logger.info("batch %s of sink %s is empty: nothing to write to %s", key.batch_id, key.sink_id, batch.name)
+    metrics.batches.labels(batch.name, key.sink_id, "empty").inc()
+
+
+class AppendCommits:
+    """Every table batch in a snapshot of its own, now (see the module).
+
+    Args:
+        metrics: Where commits and replays are recorded.
+    """
+
+    def __init__(self, metrics: SinkMetrics) -> None:
+        self._metrics = metrics
+
+    def commit(self, written: Sequence[Written]) -> None:
+        run_parallel([functools.partial(self._commit, w) for w in written])
+
+    def _commit(self, written: Written) -> None:
+        failpoints.hit("stage")  # the files written, their commit not begun
+        self.commit_one(written)
+
+    def commit_one(self, written: Written, *, record: bool = True) -> CommitOutcome | None:
+        """Commit one table batch's files, then end its attempt; ``None`` when it has none.
+
+        ``record=False``: the caller counts and logs the commit (the dead letters' own way).
+        """
+        batch, files, metrics = written.batch, written.files, self._metrics
+        key = batch.key
+        if not files:
+            batch.end()
+            _record_empty(metrics, batch)
+            return None
+        committer = Committer(batch.table, key.sink_id, batch.config.commit)
+        batches = BatchRange(key.batch_id, key.batch_id)
+        # With its folder, the commit deletes what failed task attempts left there.
+        staged = StagedBatch(key.batch_id, key.attempt, tuple(files), location=batch.location)
+        with metrics.time_commit(batch.name, key.sink_id):
+            outcome = committer.commit_batches([staged], batches, durable=False)
+        batch.end()
+        if outcome.skipped_replay:
+            metrics.record_replay(batch.name, key.sink_id)
+        elif record:
+            commit = (outcome.snapshot_id, outcome.attempts, outcome.conflicts)
+            record_committed(metrics, batch.name, key.sink_id, batches, files, commit)
+        return outcome
+
+
+class StagedCommits:
+    """The commit cadence of one sink configuration (see the module).
+
+    Args:
+        config: The cadence and retry settings.
+        metrics: Where commits, replays and staged files are recorded.
+    """
+
+    def __init__(self, config: CommitConfig, metrics: SinkMetrics) -> None:
+        self._metrics = metrics
+        self.policy = CommitPolicy(
+            target_bytes=config.target_bytes, interval_s=config.interval_s, max_batches=config.max_batches
+        )
+
+    def commit(self, written: Sequence[Written]) -> None:
+        run_parallel([functools.partial(self._stage_and_commit, w) for w in written])
+
+    def _stage_and_commit(self, written: Written) -> None:
+        batch, files = written.batch, written.files
+        state, key = batch.state, batch.key
+        failpoints.hit("stage")
+        if files:
+            staged = StagedBatch(key.batch_id, key.attempt, tuple(files), location=batch.location)
+            state.staging.stage(staged)  # durable before foreachBatch returns
+            self._metrics.record_staged(batch.name, key.sink_id, state.staging.files)
+        batch.end()  # the staged record now accounts for the files
+        if not files:
+            _record_empty(self._metrics, batch)
+        if self.policy.due(state.staging) or (
+            not files and state.staging.batches
+        ):  # an empty batch: a boundary
+            self.commit_staged(batch.table, batch.config, state, last_batch_id=key.batch_id)
+        elif files:
+            logger.info(
+                "batch %s of sink %s staged (%s files, %s bytes staged in all) for %s",
+                key.batch_id,
+                key.sink_id,
+                len(files),
+                state.staging.size_bytes,
+                batch.name,
+            )
+
+    def commit_due(
+        self, states: Sequence[TableState], table_of: Callable[[TableState], tuple[Table, SinkConfig]]
+    ) -> None:
+        """Commit the staged batches of ``states`` the policy says are due (tables a batch did not write)."""
+        due = [s for s in states if self.policy.due(s.staging)]
+        run_parallel([functools.partial(self.flush, s, table_of) for s in due])
+
+    def flush(
+        self,
+        state: TableState,
+        table_of: Callable[[TableState], tuple[Table, SinkConfig]],
+        last_batch_id: int | None = None,
+    ) -> None:
+        """Commit whatever ``state`` has staged (``table_of`` loads its table, with its configuration;
+        ``last_batch_id``: an empty batch after them, committed with them)."""
+        with state.lock:
+            if state.staging.batches:
+                table, config = table_of(state)
+                self.commit_staged(table, config, state, last_batch_id)
+
+    def commit_staged(
+        self, table: Table, config: SinkConfig, state: TableState, last_batch_id: int | None = None
+    ) -> None:
+        """Commit every batch ``state`` has staged in one snapshot."""
+        name, sink_id, staged = state.name, state.sink_id, list(state.staging.batches)
+        files = state.staging.files
+        batches = BatchRange(staged[0].batch_id, max(staged[-1].batch_id, last_batch_id or -1))
+        committer = Committer(table, sink_id, config.commit)
+        with self._metrics.time_commit(name, sink_id):
+            outcome = committer.commit_batches(staged, batches, durable=True)
+        if outcome.skipped_replay:
+            self._metrics.record_replay(name, sink_id)
+        else:
+            commit = (outcome.snapshot_id, outcome.attempts, outcome.conflicts)
+            record_committed(self._metrics, name, sink_id, batches, files, commit, count=len(staged))
+        state.staging.remove(staged)
+        self._metrics.record_staged(name, sink_id, state.staging.files)
+
+
+def commits_for(config: SinkConfig, metrics: SinkMetrics) -> AppendCommits | StagedCommits:
+    """The commit kind of an appending sink's tables: staged when a cadence is set, else appends."""
+    staged = StagedCommits(config.commit, metrics)
+    return staged if staged.policy.stages else AppendCommits(metrics)

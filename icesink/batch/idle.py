@@ -1,0 +1,91 @@
+"""Commit staged batches when a streaming query goes idle or stops (a chunk boundary)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from typing import Any, Protocol
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming.listener import StreamingQueryListener
+
+from icesink.errors import SinkClosedError
+from icesink.spark_session import query_session, session_key
+
+logger = logging.getLogger(__name__)
+
+
+class Flushable(Protocol):
+    """What the listener flushes: a sink's staged batches of one query."""
+
+    def flush(self, query_id: str | None = None) -> None: ...
+
+
+class FlushOnIdle(StreamingQueryListener):
+    """Commits a query's staged batches when it goes idle or terminates (a chunk boundary)."""
+
+    def __init__(self, sink: Flushable) -> None:
+        self._sink = sink
+
+    def onQueryStarted(self, event: Any) -> None:
+        pass
+
+    def onQueryProgress(self, event: Any) -> None:
+        pass
+
+    def onQueryIdle(self, event: Any) -> None:
+        self._flush(str(event.id))
+
+    def onQueryTerminated(self, event: Any) -> None:
+        self._flush(str(event.id))
+
+    def _flush(self, query_id: str) -> None:
+        try:
+            self._sink.flush(query_id)
+        except SinkClosedError:  # an event queued before close() removed the listener
+            return
+        except Exception:  # a listener must not kill the listener bus; the next batch retries
+            logger.exception("flushing staged batches of query %s failed", query_id)
+
+
+class IdleListeners:
+    """The listeners that flush one sink's staged batches when its queries go idle or stop.
+
+    Args:
+        sink: The sink flushed.
+    """
+
+    def __init__(self, sink: Flushable) -> None:
+        self._sink = sink
+        self._lock = threading.Lock()
+        self._sessions: set[str] = set()  # the JVM identities of the sessions listened on
+        self._added: list[tuple[SparkSession, FlushOnIdle]] = []
+
+    def listen(self, batch_df: DataFrame) -> None:
+        """Flush the sink's staged batches when ``batch_df``'s query goes idle or stops (once per session).
+
+        Registered on the session that started the query
+        (:func:`~icesink.spark_session.query_session`): the session handed to ``foreachBatch`` is
+        a clone whose listeners never hear of any query. None under Spark Connect, where a
+        listener would run a copy of the sink elsewhere.
+        """
+        spark = query_session(batch_df)
+        if spark is None:
+            return
+        key = session_key(spark)
+        with self._lock:
+            if key in self._sessions:
+                return
+            self._sessions.add(key)
+            listener = FlushOnIdle(self._sink)
+            self._added.append((spark, listener))
+        spark.streams.addListener(listener)
+
+    def stop(self) -> None:
+        """Remove the listeners from their sessions (those still running)."""
+        with self._lock:
+            added, self._added = self._added, []
+        for spark, listener in added:
+            with contextlib.suppress(Exception):  # a stopped session has no listener bus left
+                spark.streams.removeListener(listener)

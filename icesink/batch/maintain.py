@@ -1,0 +1,119 @@
+"""After the commits: each maintained table of the micro-batch gets its maintenance, within one budget.
+
+The tables a batch committed (one, or a routed batch's many) share ``maintenance.budget-s``;
+the one maintained longest ago goes first, so a budget too small for all of them reaches each
+in turn. Each table keeps its own :class:`~icesink.maintenance.scheduler.TableMaintenance`, per
+table and sink id, for the life of the sink. Orphan removal spares what the sink still needs:
+the files of its staged batches and of its batch attempts on record.
+
+Maintenance never fails a batch: the batch is committed by then. A failure is logged
+(``ICESINK-MAINTENANCE``), counted, and the work is tried again after the next batch.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from icesink.config import SinkConfig
+from icesink.log_context import batch_logger
+from icesink.maintenance.scheduler import Budget, MaintenanceRun, TableMaintenance
+from icesink.metrics import SinkMetrics
+
+if TYPE_CHECKING:
+    from icesink.batch.table_batch import TableBatch
+
+__all__ = ["BatchMaintenance"]
+
+logger = batch_logger(__name__)
+
+
+class BatchMaintenance:
+    """The maintenance of the tables a sink commits to (see the module).
+
+    Args:
+        config: The sink's configuration (its budget).
+        metrics: Where each run is recorded.
+    """
+
+    def __init__(self, config: SinkConfig, metrics: SinkMetrics) -> None:
+        self._budget_s = config.maintenance.budget_s
+        self._metrics = metrics
+        self._lock = threading.Lock()
+        self._tables: dict[tuple[str, str], TableMaintenance] = {}
+
+    def after_commit(self, batches: Sequence[TableBatch]) -> None:
+        """Maintain the tables of ``batches`` whose configuration and properties say so, in one budget."""
+        chosen = [b for b in batches if b.config.maintenance.enabled_for(b.table.metadata.properties)]
+        if not chosen:
+            return
+        with self._lock:
+            states = [
+                self._tables.setdefault((b.name, b.key.sink_id), TableMaintenance(b.name)) for b in chosen
+            ]
+        budget = Budget(self._budget_s)
+        for state, batch in sorted(zip(states, chosen, strict=True), key=lambda p: p[0].last_run):
+            if not budget.allows():
+                break
+            with batch.state.lock:  # no staged commit of the table meanwhile
+                self._maintain(state, batch, budget)
+
+    def _maintain(self, state: TableMaintenance, batch: TableBatch, budget: Budget) -> None:
+        started = time.monotonic()
+        config = batch.config
+        target = config.write.target_file_size(batch.table.metadata.properties)
+        try:
+            run = state.run(batch.table, config.maintenance, target, budget, lambda: _kept_files(batch))
+        except Exception as e:  # the batch is committed: the stream goes on, the work is tried again
+            logger.warning(
+                "ICESINK-MAINTENANCE: maintenance of %s failed, tried again after the next batch: %s",
+                batch.name,
+                e,
+                exc_info=True,
+            )
+            self._metrics.record_maintenance(batch.name, "failed", time.monotonic() - started)
+            return
+        self._record(batch.name, run, time.monotonic() - started)
+
+    def _record(self, name: str, run: MaintenanceRun, seconds: float) -> None:
+        files = {
+            "rewritten": run.rewritten_data_files,
+            "delete_removed": run.removed_delete_files,
+            "written": run.added_data_files,
+            "expired_deleted": run.expired_files,
+            "orphan_deleted": run.orphan_files,
+        }
+        counts = {
+            "snapshots_expired": run.expired_snapshots,
+            "conflicts": run.conflicts,
+            "delete_files": run.delete_files,
+            "pending": run.pending,
+        }
+        self._metrics.record_maintenance(name, run.outcome, seconds, files, counts)
+        if any(files.values()) or run.expired_snapshots or run.conflicts:
+            logger.info(
+                "maintenance of %s: %s partitions compacted (%s data and %s delete files into %s), "
+                "%s snapshots expired (%s files deleted), %s orphan files deleted, %s conflicts, "
+                "%s partitions left",
+                name,
+                run.compacted_partitions,
+                run.rewritten_data_files,
+                run.removed_delete_files,
+                run.added_data_files,
+                run.expired_snapshots,
+                run.expired_files,
+                run.orphan_files,
+                run.conflicts,
+                run.pending,
+            )
+
+
+def _kept_files(batch: TableBatch) -> Callable[[str], bool]:
+    """Whether a file is one the sink still needs: of a staged batch, or under an attempt on record."""
+    staged = {f.path for f in batch.state.staging.files}
+    folders = tuple(
+        f"{r.data_location.rstrip('/')}/" for r in batch.attempts.open_attempts() if r.data_location
+    ) + tuple(f"{b.location.rstrip('/')}/" for b in batch.state.staging.batches if b.location)
+    return lambda path: path in staged or path.startswith(folders)

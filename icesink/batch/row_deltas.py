@@ -1,0 +1,151 @@
+"""The row delta commit kind: an upserted table's new rows and the position deletes of the rows they replace.
+
+For the written table batches of one micro-batch, one table or many, each with the keys
+the batch changes on it (:attr:`~icesink.batch.commits.Written.keys`):
+
+1. lookup  - each table's lookup planned on its own snapshot (on the catalog pool), then
+             the tasks of every table run in ONE Spark job (:func:`~icesink.upsert.lookup.run_lookups`)
+             sized by the work: a Spark task per partition touched, at most the application's
+             default parallelism, never ``spark.sql.shuffle.partitions``; or, when they read
+             few files (``upsert.lookup-driver-max-files``), in the driver's process, saving the
+             job's fixed cost. Either way a partition gets at most one delete file a batch;
+2. commit  - each table's row delta on its own, with its own ledger (on the pool); a
+             conflict redoes that table's lookup alone (:class:`~icesink.upsert.batch.UpsertApplier`).
+
+Delete files go to the batch attempt's folder of their table, named with its prefix, so
+the attempt records settle them after a crash as they settle its data files. Every batch is
+committed here; with a commit cadence, the batches are staged with their deletes and their
+lookups also search the staged batches (:mod:`icesink.batch.staged_row_deltas`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+
+from pyspark.sql import SparkSession
+
+from icesink.batch.commits import Written, record_committed
+from icesink.catalog import executor_io_properties
+from icesink.commit.ledger import BatchRange
+from icesink.commit.recovery import delete_leftovers
+from icesink.metrics import SinkMetrics
+from icesink.parallel import run_parallel
+from icesink.upsert.batch import PlannedLookup, UpsertApplier, UpsertOutcome
+from icesink.upsert.lookup import LookupResult, LookupSpec
+from icesink.upsert.lookup_jobs import run_table_lookups
+from icesink.upsert.messages import LookupTask
+from icesink.upsert.row_delta import delete_uncommitted
+
+__all__ = ["RowDeltaCommits"]
+
+
+def _table_lookups(
+    spark: SparkSession, driver_max_files: int
+) -> Callable[[list[LookupTask], LookupSpec], LookupResult]:
+    """Lookups of one table (a redo's), like the first: :func:`run_table_lookups`."""
+
+    def run(tasks: list[LookupTask], spec: LookupSpec) -> LookupResult:
+        return run_table_lookups(spark, [(spec, tasks)], driver_max_files)[0]
+
+    return run
+
+
+class RowDeltaCommits:
+    """Commits upserted table batches (see the module).
+
+    Args:
+        metrics: Where commits, upserted and deleted keys and delete files are recorded.
+        spark: The session the lookup jobs run on.
+    """
+
+    def __init__(self, metrics: SinkMetrics, spark: SparkSession) -> None:
+        self._metrics = metrics
+        self._spark = spark
+
+    def commit(self, written: Sequence[Written]) -> None:
+        if not written:
+            return
+        appliers = [self._applier(w) for w in written]
+        planned = run_parallel(
+            [
+                functools.partial(
+                    a.plan_lookup, w.keys, w.batch.key.batch_id, w.batch.key.attempt, w.batch.location
+                )
+                for a, w in zip(appliers, written, strict=True)
+            ]
+        )
+        lookups = [(p.spec, list(p.plan.tasks)) for p in planned if p is not None]
+        driver_max_files = min(w.batch.config.upsert.lookup_driver_max_files for w in written)
+        ran = iter(run_table_lookups(self._spark, lookups, driver_max_files))
+        firsts = [(p, next(ran) if p is not None else None) for p in planned]
+        run_parallel(
+            [
+                functools.partial(self._apply, a, w, first)
+                for a, w, first in zip(appliers, written, firsts, strict=True)
+            ]
+        )
+
+    def _applier(self, written: Written) -> UpsertApplier:
+        batch = written.batch
+        config = batch.config
+        spec = LookupSpec(
+            batch.name,
+            executor_io_properties(config, batch.table),
+            batch.key.batch_prefix,
+            config.write.compression_codec,
+        )
+        return UpsertApplier(
+            batch.table,
+            config.upsert.key_columns,
+            batch.key.sink_id,
+            config.commit,
+            spec,
+            _table_lookups(self._spark, config.upsert.lookup_driver_max_files),
+        )
+
+    def _apply(
+        self,
+        applier: UpsertApplier,
+        written: Written,
+        first: tuple[PlannedLookup | None, LookupResult | None],
+    ) -> UpsertOutcome:
+        """One table's row delta (its lookup redone alone after a conflict), then its attempt ended."""
+        batch, files, keys = written.batch, written.files, written.keys
+        assert keys is not None and batch.spec is not None
+        name, key = batch.name, batch.key
+        with self._metrics.time_commit(name, key.sink_id):  # a failed commit is counted
+            outcome = applier.apply(keys, files, key.batch_id, key.attempt, batch.location, first)
+        if outcome.commit.skipped_replay:
+            delete_uncommitted(applier.table, files)
+            self._metrics.record_replay(name, key.sink_id)
+        else:
+            taken = {f.path for f in files} | set(outcome.delete_paths)
+            delete_leftovers(
+                batch.table.io, batch.location, batch.spec.file_prefix, taken
+            )  # failed tasks' files
+            self._record(written, keys.num_rows, outcome)
+        batch.end()
+        return outcome
+
+    def _record(self, written: Written, keys: int, outcome: UpsertOutcome) -> None:
+        """Count and log one committed upsert batch (``keys``: every key it changed)."""
+        batch, metrics = written.batch, self._metrics
+        name, sink_id = batch.name, batch.key.sink_id
+        upserted = sum(f.record_count for f in written.files)
+        deleted = max(0, keys - upserted)
+        commit = outcome.commit
+        metrics.upserted_keys.labels(name, sink_id).inc(upserted)
+        metrics.deleted_keys.labels(name, sink_id).inc(deleted)
+        metrics.delete_files.labels(name, sink_id).inc(outcome.delete_files)
+        detail = f" ({upserted} keys upserted, {deleted} deleted, {outcome.delete_files} delete files)"
+        batches = BatchRange(batch.key.batch_id, batch.key.batch_id)
+        record_committed(
+            metrics,
+            name,
+            sink_id,
+            batches,
+            written.files,
+            (commit.snapshot_id, commit.attempts, commit.conflicts),
+            detail=detail,
+        )

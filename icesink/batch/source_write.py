@@ -1,0 +1,308 @@
+"""Step 4 done by the source: a batch whose rows the source's own tasks write as they make them.
+
+A source that makes its rows in Python (the Kafka job's decoding source) would hand them
+to the JVM, and the write tasks would get them back. When the batch needs nothing from
+Spark on the way (no shuffle, no partition-value column, no row that can be bad), the
+source's tasks can write the files themselves (:mod:`icesink.write.source_task`), for one
+table or for each table a routed sink knows:
+
+1. before the source runs, :class:`SourcePlanner` decides which tables allow it and records
+   the write's attempt on each, one attempt id for all (so a crash leaves files a restart
+   can find, as for any write), and :meth:`SourceWrite.in_source_tasks` hands the plan to
+   the tasks of the jobs that read the batch;
+2. each task writes the rows it can give their table's exact type, and yields the rest as
+   usual;
+3. the sink gets the files' messages with the batch (:meth:`SourceWrite.record`); what
+   the source did not write goes through the usual steps as the same attempt, and each
+   table's files of both are committed in one snapshot, exactly once, with its own ledger.
+
+Only a table whose columns are all optional qualifies (a null is never a bad row there),
+with no shuffle (``write.distribution-mode=none``, or an unpartitioned table), partition
+values the tasks can compute, and no upsert.
+
+A sink routing by topic knows, from the batches it wrote, which topic goes to which
+table. A topic it has not written yet goes the routed step's way (:mod:`icesink.batch.routed`),
+and is planned from the next batch on, unless the source prepared its table before the
+batch: a source that can look at a topic's latest records before they are read (the Kafka
+job's) hands their type to :meth:`SourcePlanner.prepare`, which creates the table from it
+(or evolves an existing one for it) and plans the topic from that batch on. Records of a
+type the table does not take yet still go the routed step's way, which evolves the table first.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from pyiceberg.table import Table
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as st
+
+from icesink import catalog as catalogs
+from icesink import failpoints
+from icesink.batch.key import BatchKey
+from icesink.batch.table_batch import PlannedTable, RoutedTarget, TableBatch
+from icesink.config import DistributionMode, SinkConfig
+from icesink.config_route import RouteBy
+from icesink.errors import SinkError
+from icesink.metrics import SinkMetrics
+from icesink.parallel import run_parallel
+from icesink.route.routed import resolve_mode
+from icesink.spark_session import is_connect, local_property, query_id_of
+from icesink.type_mapping import all_optional, row_schema_of
+from icesink.write.keys import arrow_key_functions
+from icesink.write.messages import DataFileMessage, RowCounts, files_of
+from icesink.write.source_task import TASK_PROPERTY, SourceTable, SourceWritePlan
+
+if TYPE_CHECKING:
+    from icesink.batch.routed_tables import RoutedTables
+    from icesink.batch.states import SinkParts, TableStates
+
+logger = logging.getLogger(__name__)
+
+SOURCE_FILE_SUFFIX = "-s"  # after the attempt's file prefix: its write tasks' names stay apart
+
+
+@dataclass
+class SourceWrite:
+    """One batch's write by the source's tasks (see the module).
+
+    Attributes:
+        plan: What the tasks are told.
+        batch_id: The micro-batch.
+        attempt: The write's attempt id, on every table of the plan; the rows the source
+            leaves go out as the same attempt.
+        tables: The plan's tables by name, each with the attempt on record.
+        files: The data files the source's tasks wrote (after :meth:`record`), each naming its table.
+        remaining_rows: The batch's other rows, which reach the sink as its DataFrame.
+    """
+
+    plan: SourceWritePlan
+    batch_id: int
+    attempt: str
+    tables: dict[str, PlannedTable]
+    files: list[DataFileMessage] = field(default_factory=list)
+    remaining_rows: int = 0
+
+    @property
+    def rows(self) -> int:
+        """The rows in ``files``."""
+        return sum(f.record_count for f in self.files)
+
+    def joined(
+        self, files: list[DataFileMessage], counts: RowCounts
+    ) -> tuple[list[DataFileMessage], RowCounts]:
+        """The sink's own write of the rest of the batch (its files, the rows it received) with this one."""
+        return self.files + files, RowCounts(counts.input_rows + self.rows, counts.bad_rows)
+
+    def files_of(self, table: str) -> list[DataFileMessage]:
+        """The files the source's tasks wrote to ``table``."""
+        return files_of(self.files, table)
+
+    @contextmanager
+    def in_source_tasks(self, spark: SparkSession) -> Iterator[None]:
+        """Hand the plan to every task of the jobs run inside, from this thread.
+
+        Keep it for as long as the batch's source may be read again (a cached block
+        recomputed): a task makes the same choice with the same plan, so no row is
+        written once by the source and again by the sink.
+        """
+        with local_property(spark, TASK_PROPERTY, self.plan.encode()):
+            yield
+
+    def record(self, messages: Iterable[str], remaining_rows: int) -> None:
+        """The messages the source's tasks yielded, and the count of the rows they left."""
+        self.files = [DataFileMessage.from_json(text) for text in messages]
+        self.remaining_rows = remaining_rows
+
+    def end(self, names: Iterable[str] | None = None) -> None:
+        """Nothing of the attempt is left on these tables (default: all): forget it there."""
+        for name in self.tables if names is None else names:
+            self.tables[name].attempts.end(self.batch_id, self.attempt)
+
+
+def plan_source_write(
+    batches: Sequence[tuple[TableBatch, dict[str, Any]]],
+    memory_budget_bytes: int,
+    routes: Mapping[str, int] | None = None,
+) -> SourceWrite:
+    """The source's write of a batch to the tables of ``batches`` (each with its tasks' options),
+    every attempt on record; ``routes``: a routed source's value -> index in ``batches``.
+
+    Each table's crashed attempts must be settled first (its state recovered): a recovery
+    after this would delete the files the source's tasks write.
+    """
+    tables, planned = [], {}
+    for batch, task_options in batches:
+        spec = batch.begin(task_options)
+        tables.append(
+            SourceTable(
+                replace(spec, file_prefix=spec.file_prefix + SOURCE_FILE_SUFFIX), row_schema_of(batch.table)
+            )
+        )
+        planned[batch.name] = PlannedTable(batch.table, batch.attempts, spec)
+    key = batches[0][0].key
+    plan = SourceWritePlan(tuple(tables), memory_budget_bytes, routes, failpoints.for_tasks())
+    return SourceWrite(plan, key.batch_id, key.attempt, planned)
+
+
+def source_task_options(table: Table, config: SinkConfig, routed: bool = False) -> dict[str, Any] | None:
+    """The write tasks' options for ``table`` when a source's tasks can write it; else ``None``.
+
+    Every column optional (a null is never a bad row there), and no shuffle (an
+    unpartitioned table, or ``write.distribution-mode=none``, a routed sink's unless it asks
+    for one) with partition values the tasks can compute.
+    """
+    spec, schema = table.spec(), table.schema()
+    if not all_optional(row_schema_of(table)):
+        return None
+    if spec.fields:  # an unpartitioned table's rows are never shuffled, whatever the mode
+        mode = (
+            config.write.distribution_mode if routed else resolve_mode(config.write.distribution_mode, spec)
+        )
+        if mode in (DistributionMode.BUCKET, DistributionMode.HASH):  # a routed sink's unset mode: none
+            return None
+        if arrow_key_functions(spec, schema) is None:
+            return None
+    return {"num_data_columns": len(schema.fields), "partition_values_in_task": bool(spec.fields) or routed}
+
+
+class SourcePlanner:
+    """Plans the source's writes of a sink's batches, to its one table or its routed ones (see the module).
+
+    Args:
+        parts: The sink's configuration, catalog, metrics and table states: each table's
+            crashed attempts are settled before its first planned write.
+        config_for: Each table's configuration.
+        tables: A routed sink's: opens each table (within ``route.max-tables``, for one value).
+    """
+
+    def __init__(
+        self, parts: SinkParts, config_for: Callable[[str], SinkConfig], tables: RoutedTables | None = None
+    ) -> None:
+        self._config = parts.config
+        self._catalog = parts.catalog
+        self._config_for = config_for
+        self._tables = tables
+        self._states = parts.states
+        self._lock = threading.Lock()
+        self._known: dict[str, str] = {}  # topic -> table, of the tables written so far
+
+    def learn(self, tables_of: Mapping[str | None, str | None]) -> None:
+        """The destinations of a batch the routed step wrote: topic -> table."""
+        with self._lock:
+            self._known.update((v, n) for v, n in tables_of.items() if v is not None and n is not None)
+
+    def known(self) -> frozenset[str]:
+        """The topics whose table the tasks may write: written before, or prepared."""
+        with self._lock:
+            return frozenset(self._known)
+
+    def prepare(
+        self, tables_of: Mapping[str | None, str | None], schemas: Mapping[str, st.StructType]
+    ) -> None:
+        """Load or create (and evolve) the table of each topic not known yet, for rows of its schema.
+
+        ``tables_of`` names each topic's table (``None``: unroutable, left alone). A table
+        that cannot be made from what was seen (a ``partition-by`` column missing, say) is
+        left to the routed step, which fails or succeeds with the batch's own rows.
+        """
+        known = self.known()
+        wanted = {
+            t: n
+            for t, n in tables_of.items()
+            if t is not None and n is not None and t in schemas and t not in known
+        }
+        if self._config.route.by is not RouteBy.TOPIC or not wanted:
+            return
+        prepare = [functools.partial(self._prepare_table, n, t, schemas[t]) for t, n in wanted.items()]
+        results = run_parallel(prepare)
+        self.learn({t: n for (t, n), ready in zip(wanted.items(), results, strict=True) if ready})
+
+    def _prepare_table(self, name: str, topic: str, schema: st.StructType) -> bool:
+        if self._config_for(name).upsert.enabled or self._tables is None:
+            return False  # never planned: the rows are changes
+        try:
+            self._tables.prepare_table(name, topic, schema)
+        except SinkError as e:  # the routed step sends the rows where they belong, or fails the batch
+            logger.warning("table %s is left to the batch's own rows: %s", name, e)
+            return False
+        return True
+
+    def plan(self, batch_df: DataFrame, batch_id: int, sink_id: str) -> SourceWrite | None:
+        """The source's write of the batch to the sink's table or the known ones; ``None`` when none
+        allows one."""
+        routed = self._config.route.enabled
+        if (routed and self._config.route.by is not RouteBy.TOPIC) or is_connect(batch_df.sparkSession):
+            return None  # a field's value is known after decoding; no local properties under Connect
+        with self._lock:
+            grouped: dict[str, list[str]] = {} if routed else {self._config.table: []}
+            for value, name in self._known.items():
+                grouped.setdefault(name, []).append(value)
+        key = BatchKey.new(sink_id, batch_id)
+        plan_table = functools.partial(self._plan_table, key=key, query_id=query_id_of(batch_df))
+        planned = run_parallel([functools.partial(plan_table, name) for name in sorted(grouped)])
+        ready = [p for p in planned if p is not None]
+        if not ready:
+            return None
+        routes = {value: index for index, (batch, _) in enumerate(ready) for value in grouped[batch.name]}
+        return plan_source_write(ready, self._config.write.memory_budget_bytes, routes if routed else None)
+
+    def _plan_table(
+        self, name: str, key: BatchKey, query_id: str | None
+    ) -> tuple[TableBatch, dict[str, Any]] | None:
+        config = self._config_for(name)
+        if config.upsert.enabled:
+            return None  # the rows are changes
+        table = catalogs.load_table(self._catalog, name)
+        if table is None:
+            return None  # a new table's types come from the batch; or dropped since
+        task_options = source_task_options(table, config, routed=self._config.route.enabled)
+        if task_options is None:
+            return None  # a null could be bad, a spec the tasks cannot compute, a shuffle
+        batch = TableBatch.of(self._states, name, config, table, key, query_id)
+        if batch.has_batch():
+            return None  # a replay: the sink skips the table
+        return batch, task_options
+
+
+def source_targets(
+    by_source: SourceWrite | None,
+    targets: list[RoutedTarget],
+    config_for: Callable[[str], SinkConfig],
+    key: BatchKey,
+    states: TableStates,
+) -> list[RoutedTarget]:
+    """The planned tables the routed step's own write leaves out, for their commits.
+
+    A target for each table the source's tasks wrote files to; on the others, which
+    got no row of the batch at all, the attempt is ended.
+    """
+    if by_source is None:
+        return []
+    covered = {t.name for t in targets}
+    written, idle = [], []
+    for name, planned in by_source.tables.items():
+        if name in covered:
+            continue
+        if by_source.files_of(name):
+            batch = TableBatch.of(states, name, config_for(name), planned.table, key)
+            batch.adopt(planned.spec, planned.attempts)
+            written.append(RoutedTarget(batch, (), ()))
+        else:
+            idle.append(name)
+    run_parallel([functools.partial(by_source.end, [name]) for name in idle])
+    return written
+
+
+def record_source_files(by_source: SourceWrite, metrics: SinkMetrics) -> None:
+    """The files' metrics of each table, as the routed write records its own."""
+    for (name, _), planned in zip(by_source.tables.items(), by_source.plan.tables, strict=True):
+        files = by_source.files_of(name)
+        if files:
+            metrics.record_files(name, files, planned.spec.target_file_size_bytes)

@@ -1,0 +1,288 @@
+"""The staged row delta commit kind: upserts with the commit cadence, exactly once.
+
+With ``write.mode=upsert`` and a commit cadence (``commit.max-batches``,
+``commit.interval-s``, ``commit.target-bytes``), a table batch is, under its table state's
+lock:
+
+1. looked up  - its keys searched in the table's current snapshot AND in the data files of
+                the batches staged before it, skipping the rows their staged delete files
+                already removed (:meth:`~icesink.upsert.plan.LookupPlanner.plan`); the position
+                deletes go to the batch attempt's folder;
+2. staged     - its data files, delete files, keys and the lookup's snapshot recorded durably
+                (:class:`~icesink.commit.staging.StagedBatch`) before ``foreachBatch`` returns;
+3. committed  - once the cadence is due (or at a boundary: an empty batch, the query idle or
+                stopped, ``flush()``/``close()``), every staged batch in ONE row delta, from
+                the first staged batch's snapshot, with the whole range of batches in the
+                ledger and the union of their keys checked against concurrent commits.
+
+One snapshot is valid for all of them: its files share one data sequence number, and a
+position delete applies to the data files of its partition whose data sequence number is
+at most its own, so a batch's deletes of rows an earlier staged batch wrote take effect.
+A conflict (a concurrent commit removed a file the deletes point at, or added rows of one
+of the keys) redoes the staged batches' lookups in order on the refreshed table, stages
+them again durably, removes the old delete files, and commits again.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+from pyiceberg.table import Table
+from pyspark.sql import SparkSession
+
+from icesink import failpoints
+from icesink.batch.commits import Written, record_committed
+from icesink.batch.key import BatchKey, new_attempt_id
+from icesink.catalog import executor_io_properties
+from icesink.commit import metadata_cache
+from icesink.commit.ledger import BatchRange
+from icesink.commit.policy import CommitPolicy
+from icesink.commit.recovery import delete_leftovers
+from icesink.commit.staging import StagedBatch
+from icesink.config import CommitConfig, SinkConfig
+from icesink.errors import RowDeltaConflictError, UpsertError
+from icesink.log_context import batch_logger
+from icesink.metrics import SinkMetrics
+from icesink.parallel import run_parallel
+from icesink.upsert.batch import DEFAULT_LOOKUP_REDOS
+from icesink.upsert.lookup import LookupResult, LookupSpec, run_lookup_locally
+from icesink.upsert.lookup_jobs import run_table_lookups
+from icesink.upsert.messages import LookupTask, decode_keys, encode_keys
+from icesink.upsert.plan import LookupPlanner
+from icesink.upsert.row_delta import RowDeltaCommitter, RowDeltaOutcome, delete_uncommitted
+from icesink.upsert.validate import ConcurrentKeys
+from icesink.write.messages import DataFileMessage
+
+if TYPE_CHECKING:
+    from icesink.batch.states import TableState
+
+__all__ = ["StagedRowDeltaCommits"]
+
+logger = batch_logger(__name__)
+
+
+def _file_prefix(sink_id: str, batch: StagedBatch) -> str:
+    """What the names of the staged batch's attempt's files start with."""
+    return BatchKey(sink_id, batch.batch_id, batch.attempt).file_prefix
+
+
+def union_keys(staged: Sequence[StagedBatch]) -> pa.Table:
+    """Every key the staged batches change (their key tables one after the other).
+
+    Raises:
+        UpsertError: A batch was staged by an appending sink (no keys): its rows were never looked up.
+    """
+    appended = [b.batch_id for b in staged if not b.keys]
+    if appended:
+        raise UpsertError(
+            f"staged batches {appended} were staged by a sink in write.mode=append and cannot be "
+            "committed as upserts: their rows were never looked up",
+            hint="run the sink once more with write.mode=append and close() it to commit them, "
+            "then switch to write.mode=upsert",
+        )
+    return pa.concat_tables([decode_keys(b.keys) for b in staged], promote_options="permissive")
+
+
+class StagedRowDeltaCommits:
+    """The commit cadence of an upserting sink (see the module).
+
+    Args:
+        config: The cadence and retry settings.
+        metrics: Where commits, staged files, upserted and deleted keys are recorded.
+
+    Attributes:
+        spark: The session lookups run on (the last batch's; ``None``: in this process).
+    """
+
+    def __init__(self, config: CommitConfig, metrics: SinkMetrics) -> None:
+        self._metrics = metrics
+        self.policy = CommitPolicy(
+            target_bytes=config.target_bytes, interval_s=config.interval_s, max_batches=config.max_batches
+        )
+        self.spark: SparkSession | None = None
+        self._planners: dict[tuple[str, str], LookupPlanner] = {}
+        self._lock = threading.Lock()
+
+    def commit(self, written: Sequence[Written]) -> None:
+        run_parallel([functools.partial(self._stage_and_commit, w) for w in written])
+
+    def _stage_and_commit(self, written: Written) -> None:
+        batch, files, keys = written.batch, written.files, written.keys
+        assert keys is not None
+        state, key = batch.state, batch.key
+        failpoints.hit("stage")  # the files written, their lookup and commit not begun
+        with state.lock:
+            if files or keys.num_rows:
+                metadata_cache.refresh(batch.table)
+                staged = self._look_up(batch.table, batch.config, state, key.batch_id, key.attempt)(
+                    keys, files, batch.location
+                )
+                state.staging.stage(staged)  # durable before foreachBatch returns
+                self._metrics.record_staged(batch.name, key.sink_id, state.staging.files)
+            batch.end()  # the staged record now accounts for the files
+            empty = not files and not keys.num_rows
+            if empty:
+                logger.info(
+                    "batch %s of sink %s is empty: nothing to write to %s",
+                    key.batch_id,
+                    key.sink_id,
+                    batch.name,
+                )
+                self._metrics.batches.labels(batch.name, key.sink_id, "empty").inc()
+            if self.policy.due(state.staging) or (empty and state.staging.batches):
+                self.commit_staged(batch.table, batch.config, state, last_batch_id=key.batch_id)
+            elif not empty:
+                logger.info(
+                    "batch %s of sink %s staged (%s files, %s bytes staged in all) for %s",
+                    key.batch_id,
+                    key.sink_id,
+                    len(files),
+                    state.staging.size_bytes,
+                    batch.name,
+                )
+
+    def _look_up(
+        self, table: Table, config: SinkConfig, state: TableState, batch_id: int, attempt: str
+    ) -> Callable[[pa.Table, Sequence[DataFileMessage], str], StagedBatch]:
+        """Looks one batch's keys up in the table and the batches staged before it; its staged record."""
+        planner = self._planner(table, config, state)
+        earlier = [b for b in state.staging.batches if b.batch_id < batch_id]
+
+        def run(keys: pa.Table, files: Sequence[DataFileMessage], location: str) -> StagedBatch:
+            plan = planner.plan(table.metadata, keys, earlier)
+            prefix = f"{BatchKey(state.sink_id, batch_id, attempt).file_prefix}-r{new_attempt_id()[:8]}"
+            spec = LookupSpec(
+                state.name,
+                executor_io_properties(config, table),
+                prefix,
+                config.write.compression_codec,
+                location=location or None,
+            )
+            result = self._run(spec, plan.tasks, config)
+            return StagedBatch(
+                batch_id,
+                attempt,
+                tuple(files),
+                location=location,
+                delete_files=tuple(result.delete_files),
+                keys=encode_keys(keys),
+                snapshot_id=plan.snapshot_id,
+            )
+
+        return run
+
+    def _run(self, spec: LookupSpec, tasks: Sequence[LookupTask], config: SinkConfig) -> LookupResult:
+        """A lookup's tasks: as an unstaged batch's (:func:`run_table_lookups`), in this process
+        when no batch gave a session yet (staged batches committed by a restarted sink's flush)."""
+        if self.spark is None:
+            return run_lookup_locally(list(tasks), spec)
+        return run_table_lookups(self.spark, [(spec, list(tasks))], config.upsert.lookup_driver_max_files)[0]
+
+    def _planner(self, table: Table, config: SinkConfig, state: TableState) -> LookupPlanner:
+        """The table's planner (its manifest cache kept across batches)."""
+        with self._lock:
+            key = (state.name, state.sink_id)
+            planner = self._planners.get(key)
+            if planner is None:
+                planner = self._planners[key] = LookupPlanner(table.io, config.upsert.key_columns, state.name)
+            return planner
+
+    def commit_due(
+        self, states: Sequence[TableState], table_of: Callable[[TableState], tuple[Table, SinkConfig]]
+    ) -> None:
+        """Commit the staged batches of ``states`` the policy says are due (tables a batch did not write)."""
+        due = [s for s in states if self.policy.due(s.staging)]
+        run_parallel([functools.partial(self.flush, s, table_of) for s in due])
+
+    def flush(
+        self,
+        state: TableState,
+        table_of: Callable[[TableState], tuple[Table, SinkConfig]],
+        last_batch_id: int | None = None,
+    ) -> None:
+        """Commit whatever ``state`` has staged (``table_of`` loads its table, with its configuration)."""
+        with state.lock:
+            if state.staging.batches:
+                table, config = table_of(state)
+                self.commit_staged(table, config, state, last_batch_id)
+
+    def commit_staged(
+        self, table: Table, config: SinkConfig, state: TableState, last_batch_id: int | None = None
+    ) -> None:
+        """Commit every batch ``state`` has staged in one row delta (their lookups redone on a conflict)."""
+        name, sink_id = state.name, state.sink_id
+        for redo in range(DEFAULT_LOOKUP_REDOS + 1):
+            staged = list(state.staging.batches)
+            batches = BatchRange(staged[0].batch_id, max(staged[-1].batch_id, last_batch_id or -1))
+            try:
+                outcome = self._commit(table, config, state, staged, batches)
+            except RowDeltaConflictError as e:
+                if redo == DEFAULT_LOOKUP_REDOS:
+                    raise
+                logger.warning(
+                    "staged batches %s of %s: %s; redoing their lookups (%s of %s)",
+                    batches,
+                    name,
+                    e,
+                    redo + 1,
+                    DEFAULT_LOOKUP_REDOS,
+                )
+                self._redo(table, config, state)
+                continue
+            break
+        if outcome.skipped_replay:
+            self._metrics.record_replay(name, sink_id)
+        else:
+            for b in staged:
+                if b.location:  # what failed tasks and redone lookups left in the attempt's folder
+                    taken = {f.path for f in (*b.files, *b.delete_files)}
+                    delete_leftovers(table.io, b.location, _file_prefix(sink_id, b), taken)
+            self._record(state, staged, batches, outcome)
+        state.staging.remove(staged)
+        self._metrics.record_staged(name, sink_id, state.staging.files)
+
+    def _commit(
+        self,
+        table: Table,
+        config: SinkConfig,
+        state: TableState,
+        staged: list[StagedBatch],
+        batches: BatchRange,
+    ) -> RowDeltaOutcome:
+        committer = RowDeltaCommitter(table, state.sink_id, config.commit)
+        data = [f for b in staged for f in b.files]
+        deletes = [f for b in staged for f in b.delete_files]
+        keys = ConcurrentKeys(table.io, config.upsert.key_columns, union_keys(staged))
+        attempts = {b.batch_id: b.attempt for b in staged}
+        with self._metrics.time_commit(state.name, state.sink_id):
+            return committer.commit(data, deletes, staged[0].snapshot_id, batches, attempts, keys)
+
+    def _redo(self, table: Table, config: SinkConfig, state: TableState) -> None:
+        """The staged batches' lookups again, in order, on the refreshed table; each staged again."""
+        metadata_cache.refresh(table)
+        for old in list(state.staging.batches):
+            look_up = self._look_up(table, config, state, old.batch_id, old.attempt)
+            state.staging.restage(look_up(decode_keys(old.keys), old.files, old.location))
+            delete_uncommitted(table, old.delete_files)  # the new record no longer names them
+
+    def _record(
+        self, state: TableState, staged: list[StagedBatch], batches: BatchRange, outcome: RowDeltaOutcome
+    ) -> None:
+        """Count and log one committed row delta of staged upsert batches."""
+        name, sink_id, metrics = state.name, state.sink_id, self._metrics
+        files = [f for b in staged for f in b.files]
+        upserted = sum(f.record_count for f in files)
+        deleted = sum(
+            max(0, decode_keys(b.keys).num_rows - sum(f.record_count for f in b.files)) for b in staged
+        )
+        delete_files = sum(len(b.delete_files) for b in staged)
+        metrics.upserted_keys.labels(name, sink_id).inc(upserted)
+        metrics.deleted_keys.labels(name, sink_id).inc(deleted)
+        metrics.delete_files.labels(name, sink_id).inc(delete_files)
+        detail = f" ({upserted} keys upserted, {deleted} deleted, {delete_files} delete files)"
+        commit = (outcome.snapshot_id, outcome.attempts, outcome.conflicts)
+        record_committed(metrics, name, sink_id, batches, files, commit, count=len(staged), detail=detail)

@@ -1,0 +1,208 @@
+"""One table's part of one micro-batch: the per-table lifecycle, written once.
+
+Every table a batch writes (the sink's table, each table of a routed batch, the
+dead-letter table, the tables a source's own tasks write) goes through a
+:class:`TableBatch`:
+
+1. the replay check: the table's ledger, or its staged batches, have the batch;
+2. schema evolution for the columns the batch offers (:mod:`icesink.schema.coordinator`);
+3. the attempt: its :class:`~icesink.write.spec.WriteSpec` (file prefix and folder of the
+   attempt, the table's write settings) and its attempt record, on storage before any
+   file is written, so a crash leaves files a restart can find (:mod:`icesink.commit.recovery`);
+4. after the write, one of the commit kinds (:mod:`icesink.batch.commits`) commits its
+   files and ends the attempt.
+
+Load-or-create and recover-once are the sink's, per table and sink id
+(:mod:`icesink.batch.states`): a table batch starts from a recovered table.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from pyiceberg.table import Table
+from pyspark.sql import types as st
+
+from icesink.catalog import executor_io_properties
+from icesink.commit import ledger
+from icesink.commit.recovery import AttemptLog, AttemptRecord, attempt_location
+from icesink.config import SinkConfig
+from icesink.log_context import batch_logger
+from icesink.metrics import SinkMetrics
+from icesink.schema.coordinator import evolve_table
+from icesink.write.spec import WriteSpec
+
+if TYPE_CHECKING:
+    from icesink.batch.key import BatchKey
+    from icesink.batch.states import TableState, TableStates
+
+__all__ = ["PlannedTable", "RoutedTarget", "TableBatch"]
+
+logger = batch_logger(__name__)
+
+
+@dataclass
+class TableBatch:
+    """One table's part of one attempt of a micro-batch (see the module).
+
+    Attributes:
+        name: The table's name (its metrics' ``table`` label).
+        config: The table's configuration (a routed table's own options applied).
+        table: The table, as loaded and evolved for this batch.
+        key: The batch attempt.
+        state: What the sink keeps for this table and sink id (recovered, staged batches).
+        spec: The attempt's write spec, once :meth:`begin` recorded it.
+    """
+
+    name: str
+    config: SinkConfig
+    table: Table
+    key: BatchKey
+    state: TableState
+    spec: WriteSpec | None = field(default=None, repr=False)
+
+    @classmethod
+    def of(
+        cls,
+        states: TableStates,
+        name: str,
+        config: SinkConfig,
+        table: Table,
+        key: BatchKey,
+        query_id: str | None = None,
+    ) -> TableBatch:
+        """The batch ``key`` on table ``name``, from the table's state (recovered on first use)."""
+        return cls(name, config, table, key, states.get(name, config, table, key.sink_id, query_id))
+
+    @cached_property
+    def attempts(self) -> AttemptLog:
+        """The attempt records of this table's sink id."""
+        return AttemptLog.for_sink(self.config, self.table, self.key.sink_id)
+
+    def has_batch(self) -> bool:
+        """Whether the table has the batch already: committed, or staged for a later commit."""
+        key = self.key
+        return ledger.is_committed(self.table, key.sink_id, key.batch_id) or self.state.staging.contains(
+            key.batch_id
+        )
+
+    def replayed(self, metrics: SinkMetrics) -> bool:
+        """The replay check: whether the table has the batch already (then counted and logged)."""
+        key = self.key
+        if not self.has_batch():
+            return False
+        logger.info(
+            "batch %s of sink %s already committed to %s: skipped", key.batch_id, key.sink_id, self.name
+        )
+        metrics.record_replay(self.name, key.sink_id)
+        return True
+
+    def evolve(self, offered: st.StructType, metrics: SinkMetrics) -> Table:
+        """Evolve the table for the columns the batch offers (unless ``schema.evolution=off``)."""
+        self.table = evolve_table(
+            self.config, self.table, offered, metrics, self.key.sink_id, self.key.batch_id
+        )
+        return self.table
+
+    def write_spec(self, task_options: Mapping[str, Any], bad_row_flag: bool = False) -> WriteSpec:
+        """The write spec of this attempt on the table (``task_options``: how the rows reach the tasks)."""
+        table, write = self.table, self.config.write
+        properties = table.metadata.properties
+        data_location = properties.get("write.data.path", f"{table.location().rstrip('/')}/data")
+        prefix = self.key.file_prefix
+        return WriteSpec(
+            table=self.name,
+            schema=table.schema(),
+            partition_spec=table.spec(),
+            data_location=attempt_location(data_location, prefix),
+            io_properties=executor_io_properties(self.config, table),
+            table_properties=dict(properties),
+            file_prefix=prefix,
+            target_file_size_bytes=write.target_file_size(properties),
+            row_group_size_bytes=write.row_group_size_bytes,
+            memory_budget_bytes=write.memory_budget_bytes,
+            compression=str(
+                write.setting(properties, "write.parquet.compression-codec", "compression_codec")
+            ),
+            bad_row_flag=bad_row_flag,
+            **task_options,
+        )
+
+    def begin(self, task_options: Mapping[str, Any], bad_row_flag: bool = False) -> WriteSpec:
+        """The attempt's write spec, its attempt record on storage first."""
+        spec = self.write_spec(task_options, bad_row_flag)
+        self.record(spec)
+        return spec
+
+    def record(self, spec: WriteSpec) -> None:
+        """Put the attempt of ``spec`` (this batch's) on record, before any of its files is written."""
+        key = self.key
+        record = AttemptRecord(key.sink_id, key.batch_id, key.attempt, spec.file_prefix, spec.data_location)
+        self.attempts.begin(record)
+        self.spec = spec
+
+    def start(self, spec: WriteSpec, planned: Mapping[str, PlannedTable]) -> Callable[[], None]:
+        """The attempt of ``spec``: taken over when a source's tasks have it on record on this table
+        (``planned``, :mod:`icesink.batch.source_write`); else what puts it on record, to call before any
+        file is written."""
+        if self.name not in planned:
+            return functools.partial(self.record, spec)
+        self.adopt(spec, planned[self.name].attempts)
+        return lambda: None
+
+    def adopt(self, spec: WriteSpec, attempts: AttemptLog) -> None:
+        """The attempt was recorded before the batch (a source's own write): take it over."""
+        self.spec = spec
+        self.__dict__["attempts"] = attempts
+
+    def end(self) -> None:
+        """The attempt's files are accounted for elsewhere (committed, staged or deleted)."""
+        self.attempts.end(self.key.batch_id, self.key.attempt)
+
+    @property
+    def location(self) -> str:
+        """The folder of the attempt's files."""
+        assert self.spec is not None, "begin() first"
+        return self.spec.data_location
+
+
+@dataclass(frozen=True)
+class PlannedTable:
+    """A table of a source write (:mod:`icesink.batch.source_write`).
+
+    Attributes:
+        table: The table as loaded when the write was planned.
+        attempts: The attempt log holding the write's attempt on it.
+        spec: The attempt's write spec on it (the source's tasks name their files apart).
+    """
+
+    table: Table
+    attempts: AttemptLog
+    spec: WriteSpec
+
+
+@dataclass
+class RoutedTarget:
+    """A table a routed batch writes: its table batch, the batch columns offered to it, the values
+    routed to it, and its index among the batch's tables (in the projection and the write job)."""
+
+    batch: TableBatch
+    columns: tuple[int, ...]
+    values: tuple[str, ...]
+    index: int = -1
+
+    @property
+    def name(self) -> str:
+        return self.batch.name
+
+    @property
+    def config(self) -> SinkConfig:
+        return self.batch.config
+
+    @property
+    def table(self) -> Table:
+        return self.batch.table

@@ -1,0 +1,119 @@
+"""The maintenance section of the sink's configuration (``maintenance.*``): table upkeep inside the stream.
+
+After a table's batch is committed, the sink may compact its partitions, expire old snapshots and
+remove orphan files, within a time budget (:mod:`icesink.maintenance.scheduler`). The defaults keep
+what Iceberg keeps (snapshots of the last 5 days, Iceberg's ``history.expire.max-snapshot-age-ms``)
+and act only where a table has piled up enough to be worth it, so a short stream is not touched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict, Field
+
+#: The table property the sink sets on tables it creates: maintenance runs there unless turned off.
+MAINTENANCE_PROPERTY = "icesink.maintenance.enabled"
+DEFAULT_BUDGET_S = 10.0
+DEFAULT_MIN_DELETE_FILES = 20
+DEFAULT_MIN_SMALL_FILES = 100
+DEFAULT_MAX_SNAPSHOT_AGE_S = 5 * 24 * 3600.0  # Iceberg's history.expire.max-snapshot-age-ms default
+DEFAULT_MIN_SNAPSHOTS_TO_KEEP = 100
+DEFAULT_ORPHAN_OLDER_THAN_S = 24 * 3600.0
+DEFAULT_ORPHAN_INTERVAL_S = 24 * 3600.0
+MIN_ORPHAN_OLDER_THAN_S = 3600.0  # a batch of another process may be writing for a while
+
+
+class MaintenanceConfig(BaseModel):
+    """Table maintenance run by the sink between batches (``maintenance.*``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    enabled: bool | None = Field(
+        default=None,
+        description="Whether the sink maintains its tables after their commits (``maintenance.enabled``): "
+        "compacts partitions, expires snapshots, removes orphan files. Unset (the default): on for "
+        "tables the sink created (they carry the table property ``icesink.maintenance.enabled=true``; "
+        "set it on another table to opt it in), off for tables created by someone else. ``false`` "
+        "turns all of it off, ``true`` turns it on for every table the sink writes.",
+    )
+    budget_s: float = Field(
+        default=DEFAULT_BUDGET_S,
+        ge=0,
+        allow_inf_nan=False,
+        description="Seconds of maintenance after a micro-batch's commits, shared by its tables "
+        "(``maintenance.budget-s``, default 10). Work is done one unit at a time (one partition "
+        "compacted, the snapshots expired, the orphan files removed) and no unit starts once the "
+        "budget is spent; what is left continues after the next batch. At least one unit runs "
+        "when one is due, so a started unit may overrun the budget by its own length.",
+    )
+    min_delete_files: int = Field(
+        default=DEFAULT_MIN_DELETE_FILES,
+        ge=1,
+        description="Position delete files in one partition that make the sink compact it "
+        "(``maintenance.compact.min-delete-files``, default 20): its data files are rewritten with "
+        "the deletes applied and the delete files dropped, in one ``replace`` snapshot. Upserted "
+        "tables gain a delete file per partition a batch changes, and every reader pays for each.",
+    )
+    min_small_files: int = Field(
+        default=DEFAULT_MIN_SMALL_FILES,
+        ge=2,
+        description="Data files below the table's target file size in one partition that make the "
+        "sink compact it (``maintenance.compact.min-small-files``, default 100): they are rewritten "
+        "into files of the target size.",
+    )
+    max_snapshot_age_s: float | None = Field(
+        default=None,
+        ge=0,
+        allow_inf_nan=False,
+        description="Snapshots older than this many seconds are expired, beyond the newest "
+        "``maintenance.expire.min-snapshots-to-keep`` (``maintenance.expire.max-snapshot-age-s``). "
+        "Unset: the table property ``history.expire.max-snapshot-age-ms``, else 5 days. Files only "
+        "the expired snapshots reached are deleted. A replayed batch is still recognised after its "
+        "snapshot expired: the replay marker is a table property.",
+    )
+    min_snapshots_to_keep: int | None = Field(
+        default=None,
+        ge=1,
+        description="Newest snapshots never expired (``maintenance.expire.min-snapshots-to-keep``). "
+        "Unset: the table property ``history.expire.min-snapshots-to-keep``, else 100.",
+    )
+    orphan_older_than_s: float = Field(
+        default=DEFAULT_ORPHAN_OLDER_THAN_S,
+        ge=MIN_ORPHAN_OLDER_THAN_S,
+        allow_inf_nan=False,
+        description="Files in a table's data folder that no snapshot references are deleted once "
+        "older than this many seconds (``maintenance.orphan.older-than-s``, default 1 day, at least "
+        "1 hour: another process's batch may be writing files not yet committed). Files of this "
+        "sink's staged batches and of its batch attempts in flight are never deleted, whatever their "
+        "age; those of other sinks writing the same table are spared by this age alone: keep it above "
+        "the longest ``commit.interval-s`` of any of them.",
+    )
+    orphan_interval_s: float = Field(
+        default=DEFAULT_ORPHAN_INTERVAL_S,
+        ge=0,
+        allow_inf_nan=False,
+        description="Seconds between two orphan file removals of a table "
+        "(``maintenance.orphan.interval-s``, default 1 day); the first comes this long after the "
+        "sink started. Each lists the table's data folder and reads every manifest.",
+    )
+
+    def enabled_for(self, properties: Mapping[str, str]) -> bool:
+        """Whether a table with these ``properties`` is maintained (see ``enabled``)."""
+        if self.enabled is not None:
+            return self.enabled
+        return properties.get(MAINTENANCE_PROPERTY, "false").strip().lower() == "true"
+
+    def snapshot_age_s(self, properties: Mapping[str, str]) -> float:
+        """The age past which a table's snapshots are expired: the option, the table property, the default."""
+        if self.max_snapshot_age_s is not None:
+            return self.max_snapshot_age_s
+        ms = properties.get("history.expire.max-snapshot-age-ms")
+        return int(ms) / 1000 if ms and ms.strip().isdigit() else DEFAULT_MAX_SNAPSHOT_AGE_S
+
+    def snapshots_to_keep(self, properties: Mapping[str, str]) -> int:
+        """The newest snapshots of a table never expired: the option, the table property, the default."""
+        if self.min_snapshots_to_keep is not None:
+            return self.min_snapshots_to_keep
+        kept = properties.get("history.expire.min-snapshots-to-keep")
+        return max(1, int(kept)) if kept and kept.strip().isdigit() else DEFAULT_MIN_SNAPSHOTS_TO_KEEP

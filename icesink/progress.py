@@ -1,0 +1,195 @@
+"""Streaming progress as metrics: a ``StreamingQueryListener`` feeding :class:`~icesink.metrics.SinkMetrics`.
+
+Spark reports after every micro-batch how many rows came in, how fast they arrived
+and were processed, how long the batch took and, for Kafka, which offsets the batch
+ended at and which were the latest. :class:`ProgressMetricsListener` turns those
+reports into ``icesink_input_rows_total``, ``icesink_input_rows_per_second``,
+``icesink_processed_rows_per_second``, ``icesink_batch_duration_seconds`` and
+``icesink_source_offsets_behind_latest``, labelled with the table and sink id the
+query writes through (the sink binds each query id to them at its first batch).
+Where the batch function counted the records itself
+(:meth:`~icesink.metrics.SinkMetrics.count_source_records`, for a source that yields a few
+rows per task of records decoded as they were read), the report takes that count.
+
+A listener must be added to the session that started the query: the session handed
+to ``foreachBatch`` is a clone whose listeners never hear of the query, and the
+process's active session may be any session, a clone of an earlier query's among them.
+The sink therefore watches the session its query's own record names
+(:func:`watch_query`, through :func:`~icesink.spark_session.query_session`), once per
+session and metrics; a session whose application stopped is forgotten. Jobs may also
+call :func:`watch_progress` with the session that starts their queries.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming.listener import StreamingQueryListener
+
+from icesink.metrics import SinkMetrics
+from icesink.spark_session import is_stopped, query_session, session_key
+
+logger = logging.getLogger(__name__)
+
+_lock = threading.Lock()
+_watched: dict[tuple[str, int], tuple[SparkSession, ProgressMetricsListener]] = {}
+"""The listeners added, by the session's JVM identity and the metrics they record into."""
+
+
+class ProgressMetricsListener(StreamingQueryListener):
+    """Records the progress of the queries bound to ``metrics`` (others are ignored).
+
+    Args:
+        metrics: Where to record; queries are matched through
+            :meth:`SinkMetrics.sink_of_query`.
+    """
+
+    def __init__(self, metrics: SinkMetrics) -> None:
+        self.metrics = metrics
+
+    def onQueryStarted(self, event: Any) -> None:
+        """Nothing to record until the first progress report."""
+
+    def onQueryProgress(self, event: Any) -> None:
+        """Record one micro-batch's progress."""
+        try:
+            progress = event.progress
+            sink = self.metrics.sink_of_query(str(progress.id))
+            if sink is None:
+                return
+            duration_ms = progress.batchDuration
+            input_rows = int(progress.numInputRows or 0)
+            scale = 1.0  # Spark's rates count the source's rows: scaled to the records they held
+            records = self.metrics.source_records(str(progress.id), int(progress.batchId))
+            if records is not None:
+                scale, input_rows = (records / input_rows if input_rows else 0.0), records
+            self.metrics.record_progress(
+                sink,
+                input_rows=input_rows,
+                input_rows_per_second=_finite(progress.inputRowsPerSecond) * scale,
+                processed_rows_per_second=_finite(progress.processedRowsPerSecond) * scale,
+                batch_duration_s=duration_ms / 1000 if duration_ms is not None else None,
+                offsets_behind_latest=offsets_behind_latest(
+                    (s.endOffset, s.latestOffset) for s in progress.sources
+                ),
+            )
+        except Exception:  # a listener error must not disturb the query
+            logger.warning("progress of a streaming query could not be recorded", exc_info=True)
+
+    def onQueryIdle(self, event: Any) -> None:
+        """Nothing arrives (the source answered): the rates drop to zero."""
+        self._idle(event, source_answered=True)
+
+    def onQueryTerminated(self, event: Any) -> None:
+        """The query stopped: the rates drop to zero."""
+        self._idle(event, source_answered=False)
+
+    def _idle(self, event: Any, *, source_answered: bool) -> None:
+        try:
+            sink = self.metrics.sink_of_query(str(event.id))
+            if sink is not None:
+                self.metrics.record_idle(sink, source_answered=source_answered)
+        except Exception:
+            logger.warning("idle streaming query could not be recorded", exc_info=True)
+
+
+def offsets_behind_latest(offsets: Iterable[tuple[Any, Any]]) -> int | None:
+    """Offsets between each source's end and latest offsets, summed over Kafka partitions.
+
+    Args:
+        offsets: ``(endOffset, latestOffset)`` per source, as JSON text or parsed, in the
+            Kafka shape ``{"topic": {"0": 42}}``.
+
+    Returns:
+        The sum, or ``None`` when no source reports Kafka-shaped offsets.
+    """
+    total: int | None = None
+    for end, latest in offsets:
+        behind = _kafka_lag(_parse(end), _parse(latest))
+        if behind is not None:
+            total = (total or 0) + behind
+    return total
+
+
+def _parse(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return None
+    return value
+
+
+def _kafka_lag(end: Any, latest: Any) -> int | None:
+    if not (_is_kafka_offsets(end) and _is_kafka_offsets(latest)):
+        return None
+    behind = 0
+    for topic, partitions in latest.items():
+        ends = end.get(topic, {})
+        for partition, offset in partitions.items():
+            if partition in ends and offset >= 0 and ends[partition] >= 0:
+                # Tansu may report a latest offset below the true end: never negative
+                behind += max(int(offset) - int(ends[partition]), 0)
+    return behind
+
+
+def _is_kafka_offsets(value: Any) -> bool:
+    return (
+        isinstance(value, Mapping)
+        and bool(value)
+        and all(
+            isinstance(p, Mapping) and all(isinstance(o, int) and not isinstance(o, bool) for o in p.values())
+            for p in value.values()
+        )
+    )
+
+
+def _finite(value: Any) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return number if math.isfinite(number) else 0.0
+
+
+def watch_progress(spark: SparkSession, metrics: SinkMetrics) -> ProgressMetricsListener:
+    """Record the progress of ``spark``'s queries bound to ``metrics`` (idempotent).
+
+    Args:
+        spark: The session that starts the streaming queries.
+        metrics: The sink's metrics.
+    """
+    key = (session_key(spark), id(metrics))
+    with _lock:
+        for stopped in [k for k, (session, _) in _watched.items() if is_stopped(session)]:
+            del _watched[stopped]  # its listener bus is gone; a new one gets new listeners
+        watched = _watched.get(key)
+        if watched is None:
+            watched = _watched[key] = (spark, ProgressMetricsListener(metrics))
+            spark.streams.addListener(watched[1])
+            logger.info("streaming progress of session %s recorded as metrics", key[0])
+    return watched[1]
+
+
+def watch_query(batch_df: DataFrame, metrics: SinkMetrics) -> ProgressMetricsListener | None:
+    """:func:`watch_progress` on the session that started ``batch_df``'s streaming query, if any.
+
+    ``None`` outside a streaming query and under Spark Connect (a listener there would count
+    in another process).
+    """
+    spark = query_session(batch_df)
+    return None if spark is None else watch_progress(spark, metrics)
+
+
+def unwatch_progress(spark: SparkSession, metrics: SinkMetrics) -> None:
+    """Remove the listener :func:`watch_progress` added (no-op when there is none)."""
+    with _lock:
+        watched = _watched.pop((session_key(spark), id(metrics)), None)
+    if watched is not None:
+        spark.streams.removeListener(watched[1])
