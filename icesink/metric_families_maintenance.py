@@ -76,9 +76,14 @@ class MaintenanceFamilies:
         )
 
     def start_maintenance(self, table: str) -> None:
-        """Create the run counters and the time histogram of ``table`` at zero (from the sink's start)."""
+        """Create ``table``'s maintenance counters at zero and its time histogram (from the sink's
+        start), so that a dashboard shows 0, not "no data", for what maintenance has not done yet."""
         for outcome in MAINTENANCE_OUTCOMES:
             self.maintenance_runs.labels(table, outcome).inc(0)
+        for action in MAINTENANCE_FILE_ACTIONS:
+            self.maintenance_files.labels(table, action).inc(0)
+        self.snapshots_expired.labels(table).inc(0)
+        self.maintenance_conflicts.labels(table).inc(0)
         self.maintenance_duration.labels(table)
 
     def record_maintenance(
