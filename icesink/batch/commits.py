@@ -9,6 +9,7 @@
 * :class:`~icesink.batch.staged_row_deltas.StagedRowDeltaCommits` - upserts with the commit
   cadence: each batch staged with its position deletes, the staged batches in one row delta.
 
+The two staged kinds share :class:`Cadence` (the policy, staging on the pool, what is due).
 All take the written table batches of one micro-batch, one or many tables, and commit each
 table on its own with its own exactly-once ledger (:mod:`icesink.commit.ledger`), on the sink's
 catalog thread pool. :func:`record_committed` is the one place a commit is counted and logged.
@@ -145,8 +146,9 @@ class AppendCommits:
         return outcome
 
 
-class StagedCommits:
-    """The commit cadence of one sink configuration (see the module).
+class Cadence:
+    """What the two staged commit kinds share: the policy of the commit cadence, each written
+    table batch staged on the pool, and the commit of what is due or asked for.
 
     Args:
         config: The cadence and retry settings.
@@ -161,6 +163,38 @@ class StagedCommits:
 
     def commit(self, written: Sequence[Written]) -> None:
         run_parallel([functools.partial(self._stage_and_commit, w) for w in written])
+
+    def _stage_and_commit(self, written: Written) -> None:
+        raise NotImplementedError
+
+    def commit_due(
+        self, states: Sequence[TableState], table_of: Callable[[TableState], tuple[Table, SinkConfig]]
+    ) -> None:
+        """Commit the staged batches of ``states`` the policy says are due (tables a batch did not write)."""
+        due = [s for s in states if self.policy.due(s.staging)]
+        run_parallel([functools.partial(self.flush, s, table_of) for s in due])
+
+    def flush(
+        self,
+        state: TableState,
+        table_of: Callable[[TableState], tuple[Table, SinkConfig]],
+        last_batch_id: int | None = None,
+    ) -> None:
+        """Commit whatever ``state`` has staged (``table_of`` loads its table, with its configuration;
+        ``last_batch_id``: an empty batch after them, committed with them)."""
+        with state.lock:
+            if state.staging.batches:
+                table, config = table_of(state)
+                self.commit_staged(table, config, state, last_batch_id)
+
+    def commit_staged(
+        self, table: Table, config: SinkConfig, state: TableState, last_batch_id: int | None = None
+    ) -> None:
+        raise NotImplementedError
+
+
+class StagedCommits(Cadence):
+    """The commit cadence of one sink configuration (see the module)."""
 
     def _stage_and_commit(self, written: Written) -> None:
         batch, files = written.batch, written.files
@@ -186,26 +220,6 @@ class StagedCommits:
                 state.staging.size_bytes,
                 batch.name,
             )
-
-    def commit_due(
-        self, states: Sequence[TableState], table_of: Callable[[TableState], tuple[Table, SinkConfig]]
-    ) -> None:
-        """Commit the staged batches of ``states`` the policy says are due (tables a batch did not write)."""
-        due = [s for s in states if self.policy.due(s.staging)]
-        run_parallel([functools.partial(self.flush, s, table_of) for s in due])
-
-    def flush(
-        self,
-        state: TableState,
-        table_of: Callable[[TableState], tuple[Table, SinkConfig]],
-        last_batch_id: int | None = None,
-    ) -> None:
-        """Commit whatever ``state`` has staged (``table_of`` loads its table, with its configuration;
-        ``last_batch_id``: an empty batch after them, committed with them)."""
-        with state.lock:
-            if state.staging.batches:
-                table, config = table_of(state)
-                self.commit_staged(table, config, state, last_batch_id)
 
     def commit_staged(
         self, table: Table, config: SinkConfig, state: TableState, last_batch_id: int | None = None

@@ -25,7 +25,6 @@ them again durably, removes the old delete files, and commits again.
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -35,19 +34,17 @@ from pyiceberg.table import Table
 from pyspark.sql import SparkSession
 
 from icesink import failpoints
-from icesink.batch.commits import Written, record_committed
+from icesink.batch.commits import Cadence, Written, record_committed
 from icesink.batch.key import BatchKey, new_attempt_id
 from icesink.catalog import executor_io_properties
 from icesink.commit import metadata_cache
 from icesink.commit.ledger import BatchRange
-from icesink.commit.policy import CommitPolicy
 from icesink.commit.recovery import delete_leftovers
 from icesink.commit.staging import StagedBatch
 from icesink.config import CommitConfig, SinkConfig
 from icesink.errors import RowDeltaConflictError, UpsertError
 from icesink.log_context import batch_logger
 from icesink.metrics import SinkMetrics
-from icesink.parallel import run_parallel
 from icesink.upsert.batch import DEFAULT_LOOKUP_REDOS
 from icesink.upsert.lookup import LookupResult, LookupSpec, run_lookup_locally
 from icesink.upsert.lookup_jobs import run_table_lookups
@@ -87,7 +84,7 @@ def union_keys(staged: Sequence[StagedBatch]) -> pa.Table:
     return pa.concat_tables([decode_keys(b.keys) for b in staged], promote_options="permissive")
 
 
-class StagedRowDeltaCommits:
+class StagedRowDeltaCommits(Cadence):
     """The commit cadence of an upserting sink (see the module).
 
     Args:
@@ -99,16 +96,10 @@ class StagedRowDeltaCommits:
     """
 
     def __init__(self, config: CommitConfig, metrics: SinkMetrics) -> None:
-        self._metrics = metrics
-        self.policy = CommitPolicy(
-            target_bytes=config.target_bytes, interval_s=config.interval_s, max_batches=config.max_batches
-        )
+        super().__init__(config, metrics)
         self.spark: SparkSession | None = None
         self._planners: dict[tuple[str, str], LookupPlanner] = {}
         self._lock = threading.Lock()
-
-    def commit(self, written: Sequence[Written]) -> None:
-        run_parallel([functools.partial(self._stage_and_commit, w) for w in written])
 
     def _stage_and_commit(self, written: Written) -> None:
         batch, files, keys = written.batch, written.files, written.keys
@@ -190,25 +181,6 @@ class StagedRowDeltaCommits:
             if planner is None:
                 planner = self._planners[key] = LookupPlanner(table.io, config.upsert.key_columns, state.name)
             return planner
-
-    def commit_due(
-        self, states: Sequence[TableState], table_of: Callable[[TableState], tuple[Table, SinkConfig]]
-    ) -> None:
-        """Commit the staged batches of ``states`` the policy says are due (tables a batch did not write)."""
-        due = [s for s in states if self.policy.due(s.staging)]
-        run_parallel([functools.partial(self.flush, s, table_of) for s in due])
-
-    def flush(
-        self,
-        state: TableState,
-        table_of: Callable[[TableState], tuple[Table, SinkConfig]],
-        last_batch_id: int | None = None,
-    ) -> None:
-        """Commit whatever ``state`` has staged (``table_of`` loads its table, with its configuration)."""
-        with state.lock:
-            if state.staging.batches:
-                table, config = table_of(state)
-                self.commit_staged(table, config, state, last_batch_id)
 
     def commit_staged(
         self, table: Table, config: SinkConfig, state: TableState, last_batch_id: int | None = None
