@@ -226,7 +226,7 @@ def imports(module: Module) -> Iterator[tuple[int, str]]:
         elif isinstance(node, ast.ImportFrom):
             base = _resolve(node, package)
             yield node.lineno, base
-            for alias in node.names:  # ``from sink import catalog`` imports the module icesink.catalog
+            for alias in node.names:  # ``from icesink import catalog`` imports the module icesink.catalog
                 yield node.lineno, f"{base}.{alias.name}"
 
 

@@ -1,5 +1,7 @@
 """The Kafka-to-Iceberg job against Apache Kafka, on both of its sources: every message exactly once.
 
+``make test`` runs each case on Spark's connector, ``make test-kafka`` on the Python source too.
+
 The topic: 40,000 JSON messages over 4 partitions (:mod:`tests.support.kafka_messages`).
 Halfway, the messages gain a field (``email``) and their ``counter`` outgrows 32 bits
 (int to long); 0.5 % of the values are malformed (broken JSON, not JSON, not UTF-8, not an
@@ -38,7 +40,7 @@ from icesink.jobs.kafka.source.kafka_select import JVM_FORMAT, kafka_format
 from tests.support.kafka_broker import KafkaBroker
 from tests.support.kafka_job import (
     JOB_TIMEOUT_S,
-    SOURCES,
+    SOURCES_PYTHON_IN_FULL,
     job_config,
     require_source,
     start_job,
@@ -72,7 +74,7 @@ def check_schema_evolved(options: dict[str, str], table_name: str) -> None:
     assert str(current.find_field("ts").field_type) == "string"  # JSON strings stay strings
 
 
-@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("source", SOURCES_PYTHON_IN_FULL)
 def test_job_ingests_every_message_once_and_evolves_the_schema(
     spark: Any,
     apache_kafka: KafkaBroker,
@@ -114,7 +116,7 @@ def test_job_ingests_every_message_once_and_evolves_the_schema(
 # The routed job's SIGKILL test (tests/e2e/test_kafka_routing.py) kills this job's process
 # in make test; this one, twice at seeded random moments, is in make test-faults.
 @pytest.mark.faults_full
-@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("source", SOURCES_PYTHON_IN_FULL)
 def test_sigkilled_twice_then_restarted_ends_with_the_same_result(
     apache_kafka: KafkaBroker, events: Produced, source: str, tmp_path: Path
 ) -> None:
@@ -199,7 +201,7 @@ def test_the_jvm_source_is_chosen_when_on_the_classpath_and_named_when_missing(s
         kafka_format(connect_like, "jvm")
 
 
-@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("source", SOURCES_PYTHON_IN_FULL)
 def test_a_failed_query_starts_again_from_its_checkpoint_and_each_message_lands_once(
     spark: Any,
     apache_kafka: KafkaBroker,

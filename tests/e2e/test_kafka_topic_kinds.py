@@ -1,5 +1,7 @@
 """The Kafka job on topics whose offsets are not one record each, on Apache Kafka and both sources.
 
+``make test`` runs each case on Spark's connector, ``make test-kafka`` on the Python source too.
+
 - Transactions, read with ``isolation.level=read_committed``: the records of aborted
   transactions never reach the table, those of committed ones land once, though the
   transaction markers take offsets of their own and the topic ends on an aborted one.
@@ -25,7 +27,7 @@ import pytest
 from icesink.jobs.kafka.job.main import run
 from icesink.jobs.kafka.job.validate import validate
 from tests.support.kafka_broker import KafkaBroker
-from tests.support.kafka_job import SOURCES, job_config, require_source
+from tests.support.kafka_job import SOURCES_PYTHON_IN_FULL, job_config, require_source
 from tests.support.processes import wait_until
 from tests.support.tables import catalog_from_options
 
@@ -49,7 +51,7 @@ def read_table(tmp_path: Path, data: dict[str, Any], table: str) -> list[dict[st
     return catalog_from_options(options).load_table(table).scan().to_arrow().to_pylist()
 
 
-@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("source", SOURCES_PYTHON_IN_FULL)
 def test_read_committed_takes_each_committed_record_once_and_no_aborted_one(
     spark: Any, apache_kafka: KafkaBroker, source: str, tmp_path: Path, metrics_exports: None
 ) -> None:
@@ -88,7 +90,7 @@ def _compacted(broker: KafkaBroker, topic: str, rolls: list[int]) -> list[tuple[
     return kept if len(kept) == KEYS else None
 
 
-@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("source", SOURCES_PYTHON_IN_FULL)
 def test_a_compacted_topic_lands_as_the_broker_kept_it(
     spark: Any, apache_kafka: KafkaBroker, source: str, tmp_path: Path, metrics_exports: None
 ) -> None:
@@ -116,7 +118,7 @@ def test_a_compacted_topic_lands_as_the_broker_kept_it(
     assert len(rows) < max(offsets) + 1  # gaps in the offsets: the stream read a compacted log
 
 
-@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("source", SOURCES_PYTHON_IN_FULL)
 def test_a_partition_added_between_runs_is_read_from_its_start(
     spark: Any, apache_kafka: KafkaBroker, source: str, tmp_path: Path, metrics_exports: None
 ) -> None:

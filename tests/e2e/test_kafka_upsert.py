@@ -1,7 +1,7 @@
 """The Kafka job with ``--upsert-key`` on Debezium topics of Apache Kafka: each key's last change.
 
-The single-table job runs on both of the job's sources; the job routing two topics by topic,
-on the Python source.
+The single-table job runs on both of the job's sources (the Python source's in ``make
+test-kafka``); the job routing two topics by topic, on the Python source.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from icesink.jobs.kafka.job.cli import load_config
 from icesink.jobs.kafka.job.main import run
 from tests.support.duckdb_reader import duckdb_read
 from tests.support.kafka_broker import KafkaBroker
-from tests.support.kafka_job import SOURCES, job_config, require_source
+from tests.support.kafka_job import SOURCES_PYTHON_IN_FULL, job_config, require_source
 from tests.support.tables import catalog_from_options
 
 pytestmark = [pytest.mark.e2e]
@@ -40,7 +40,7 @@ def debezium(n: int, op: str, before: dict[str, Any] | None, after: dict[str, An
     return json.dumps(event).encode()
 
 
-@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("source", SOURCES_PYTHON_IN_FULL)
 def test_a_debezium_topic_becomes_an_upserted_table(
     spark: Any, apache_kafka: KafkaBroker, source: str, tmp_path: Path, metrics_exports: None
 ) -> None:

@@ -19,9 +19,9 @@ def test_a_new_applications_workers_have_the_write_tasks_modules_once_the_sink_i
 
     # The question itself imports none of them: a new worker has not.
     assert result["before"], result
-    assert not any(row["sink_write_task"] or row["pyiceberg_io_pyarrow"] for row in result["before"])
+    assert not any(row["icesink_write_task"] or row["pyiceberg_io_pyarrow"] for row in result["before"])
     assert result["after"], result
-    assert all(row["sink_write_task"] and row["pyiceberg_io_pyarrow"] for row in result["after"]), result
+    assert all(row["icesink_write_task"] and row["pyiceberg_io_pyarrow"] for row in result["after"]), result
     # The jobs' session starts every worker with the write tasks' pool, before any task of the sink.
     expected = WRITE_POOL if executor_environment() else pa.default_memory_pool().backend_name
     assert {row["pool"] for row in result["before"] + result["after"]} == {expected}, result

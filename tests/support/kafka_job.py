@@ -24,6 +24,10 @@ SOURCES = ("python", "jvm")
 """The job's two Kafka sources: icesink's Python source and Spark's connector."""
 SOURCES_JVM_IN_FULL = ("python", pytest.param("jvm", marks=pytest.mark.kafka_full))
 """Both sources, Spark's connector only in ``make test-kafka``: for tests that start servers of their own."""
+SOURCES_PYTHON_IN_FULL = (pytest.param("python", marks=pytest.mark.kafka_full), "jvm")
+"""Both sources, the Python source only in ``make test-kafka``: ``make test`` runs the behaviour on
+Spark's connector, the source users run, and the Python source's own tests (its offsets, its
+topics, its restarts) in ``tests/integration/test_kafka_source.py``."""
 
 
 def require_source(source: str) -> None:

@@ -63,7 +63,7 @@ def test_executor_points_go_to_the_tasks_once() -> None:
 
 
 def test_the_environment_arms_a_process() -> None:
-    code = "from sink import failpoints; failpoints.hit('route'); failpoints.hit('commit.after')"
+    code = "from icesink import failpoints; failpoints.hit('route'); failpoints.hit('commit.after')"
     env = {**os.environ, failpoints.ENV_VAR: "commit.after=exit"}
     done = subprocess.run([sys.executable, "-c", code], env=env, check=False)
     assert done.returncode == 137
