@@ -1,8 +1,8 @@
-"""Streaming progress as metrics: a ``StreamingQueryListener`` feeding :class:`~icesink.metrics.SinkMetrics`.
+"""Streaming progress as metrics: query events from Spark fed to :class:`~icesink.metrics.SinkMetrics`.
 
 Spark reports after every micro-batch how many rows came in, how fast they arrived
 and were processed, how long the batch took and, for Kafka, which offsets the batch
-ended at and which were the latest. :class:`ProgressMetricsListener` turns those
+ended at and which were the latest. :class:`ProgressMetrics` turns those
 reports into ``icesink_input_rows_total``, ``icesink_input_rows_per_second``,
 ``icesink_processed_rows_per_second``, ``icesink_batch_duration_seconds`` and
 ``icesink_source_offsets_behind_latest``, labelled with the table and sink id the
@@ -11,13 +11,10 @@ Where the batch function counted the records itself
 (:meth:`~icesink.metrics.SinkMetrics.count_source_records`, for a source that yields a few
 rows per task of records decoded as they were read), the report takes that count.
 
-A listener must be added to the session that started the query: the session handed
-to ``foreachBatch`` is a clone whose listeners never hear of the query, and the
-process's active session may be any session, a clone of an earlier query's among them.
-The sink therefore watches the session its query's own record names
-(:func:`watch_query`, through :func:`~icesink.spark_session.query_session`), once per
-session and metrics; a session whose application stopped is forgotten. Jobs may also
-call :func:`watch_progress` with the session that starts their queries.
+The sink subscribes its metrics to the one listener of the session that started its query
+(:mod:`icesink.query_events`, through :func:`watch_query`), once per session and metrics;
+jobs may also call :func:`watch_progress` with the session that starts their queries. The
+subscription lasts as long as the metrics do.
 """
 
 from __future__ import annotations
@@ -26,50 +23,53 @@ import json
 import logging
 import math
 import threading
+import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from icesink.metrics import SinkMetrics
-from icesink.spark_session import is_stopped, query_session, session_key
+from icesink.query_events import subscribe, unsubscribe
+from icesink.spark_session import query_session
 
 logger = logging.getLogger(__name__)
 
 _lock = threading.Lock()
-_watched: dict[tuple[str, int], tuple[SparkSession, ProgressMetricsListener]] = {}
-"""The listeners added, by the session's JVM identity and the metrics they record into."""
+_watched: weakref.WeakKeyDictionary[SinkMetrics, ProgressMetrics] = weakref.WeakKeyDictionary()
+"""Each metrics' handler, alive as long as the metrics are (it holds them weakly)."""
 
 
-class ProgressMetricsListener(StreamingQueryListener):
+class ProgressMetrics:
     """Records the progress of the queries bound to ``metrics`` (others are ignored).
 
     Args:
-        metrics: Where to record; queries are matched through
+        metrics: Where to record, held weakly; queries are matched through
             :meth:`SinkMetrics.sink_of_query`.
     """
 
     def __init__(self, metrics: SinkMetrics) -> None:
-        self.metrics = metrics
+        self._metrics = weakref.ref(metrics)
 
-    def onQueryStarted(self, event: Any) -> None:
-        """Nothing to record until the first progress report."""
+    @property
+    def metrics(self) -> SinkMetrics | None:
+        return self._metrics()
 
-    def onQueryProgress(self, event: Any) -> None:
+    def on_progress(self, event: Any) -> None:
         """Record one micro-batch's progress."""
         try:
             progress = event.progress
-            sink = self.metrics.sink_of_query(str(progress.id))
-            if sink is None:
+            metrics = self.metrics
+            sink = None if metrics is None else metrics.sink_of_query(str(progress.id))
+            if metrics is None or sink is None:
                 return
             duration_ms = progress.batchDuration
             input_rows = int(progress.numInputRows or 0)
             scale = 1.0  # Spark's rates count the source's rows: scaled to the records they held
-            records = self.metrics.source_records(str(progress.id), int(progress.batchId))
+            records = metrics.source_records(str(progress.id), int(progress.batchId))
             if records is not None:
                 scale, input_rows = (records / input_rows if input_rows else 0.0), records
-            self.metrics.record_progress(
+            metrics.record_progress(
                 sink,
                 input_rows=input_rows,
                 input_rows_per_second=_finite(progress.inputRowsPerSecond) * scale,
@@ -82,19 +82,20 @@ class ProgressMetricsListener(StreamingQueryListener):
         except Exception:  # a listener error must not disturb the query
             logger.warning("progress of a streaming query could not be recorded", exc_info=True)
 
-    def onQueryIdle(self, event: Any) -> None:
+    def on_idle(self, query_id: str) -> None:
         """Nothing arrives (the source answered): the rates drop to zero."""
-        self._idle(event, source_answered=True)
+        self._idle(query_id, source_answered=True)
 
-    def onQueryTerminated(self, event: Any) -> None:
+    def on_terminated(self, query_id: str) -> None:
         """The query stopped: the rates drop to zero."""
-        self._idle(event, source_answered=False)
+        self._idle(query_id, source_answered=False)
 
-    def _idle(self, event: Any, *, source_answered: bool) -> None:
+    def _idle(self, query_id: str, *, source_answered: bool) -> None:
         try:
-            sink = self.metrics.sink_of_query(str(event.id))
-            if sink is not None:
-                self.metrics.record_idle(sink, source_answered=source_answered)
+            metrics = self.metrics
+            sink = None if metrics is None else metrics.sink_of_query(query_id)
+            if metrics is not None and sink is not None:
+                metrics.record_idle(sink, source_answered=source_answered)
         except Exception:
             logger.warning("idle streaming query could not be recorded", exc_info=True)
 
@@ -158,26 +159,22 @@ def _finite(value: Any) -> float:
     return number if math.isfinite(number) else 0.0
 
 
-def watch_progress(spark: SparkSession, metrics: SinkMetrics) -> ProgressMetricsListener:
+def watch_progress(spark: SparkSession, metrics: SinkMetrics) -> ProgressMetrics:
     """Record the progress of ``spark``'s queries bound to ``metrics`` (idempotent).
 
     Args:
         spark: The session that starts the streaming queries.
         metrics: The sink's metrics.
     """
-    key = (session_key(spark), id(metrics))
     with _lock:
-        for stopped in [k for k, (session, _) in _watched.items() if is_stopped(session)]:
-            del _watched[stopped]  # its listener bus is gone; a new one gets new listeners
-        watched = _watched.get(key)
-        if watched is None:
-            watched = _watched[key] = (spark, ProgressMetricsListener(metrics))
-            spark.streams.addListener(watched[1])
-            logger.info("streaming progress of session %s recorded as metrics", key[0])
-    return watched[1]
+        handler = _watched.get(metrics)
+        if handler is None:
+            handler = _watched[metrics] = ProgressMetrics(metrics)
+    subscribe(spark, handler)
+    return handler
 
 
-def watch_query(batch_df: DataFrame, metrics: SinkMetrics) -> ProgressMetricsListener | None:
+def watch_query(batch_df: DataFrame, metrics: SinkMetrics) -> ProgressMetrics | None:
     """:func:`watch_progress` on the session that started ``batch_df``'s streaming query, if any.
 
     ``None`` outside a streaming query and under Spark Connect (a listener there would count
@@ -188,8 +185,8 @@ def watch_query(batch_df: DataFrame, metrics: SinkMetrics) -> ProgressMetricsLis
 
 
 def unwatch_progress(spark: SparkSession, metrics: SinkMetrics) -> None:
-    """Remove the listener :func:`watch_progress` added (no-op when there is none)."""
+    """Stop recording ``spark``'s progress into ``metrics`` (no-op when it was not)."""
     with _lock:
-        watched = _watched.pop((session_key(spark), id(metrics)), None)
-    if watched is not None:
-        spark.streams.removeListener(watched[1])
+        handler = _watched.get(metrics)
+    if handler is not None:
+        unsubscribe(spark, handler)

@@ -8,9 +8,9 @@ import threading
 from typing import Any, Protocol
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from icesink.errors import SinkClosedError
+from icesink.query_events import subscribe, unsubscribe
 from icesink.spark_session import query_session, session_key
 
 logger = logging.getLogger(__name__)
@@ -22,45 +22,42 @@ class Flushable(Protocol):
     def flush(self, query_id: str | None = None) -> None: ...
 
 
-class FlushOnIdle(StreamingQueryListener):
+class FlushOnIdle:
     """Commits a query's staged batches when it goes idle or terminates (a chunk boundary)."""
 
     def __init__(self, sink: Flushable) -> None:
         self._sink = sink
 
-    def onQueryStarted(self, event: Any) -> None:
+    def on_progress(self, event: Any) -> None:
         pass
 
-    def onQueryProgress(self, event: Any) -> None:
-        pass
+    def on_idle(self, query_id: str) -> None:
+        self._flush(query_id)
 
-    def onQueryIdle(self, event: Any) -> None:
-        self._flush(str(event.id))
-
-    def onQueryTerminated(self, event: Any) -> None:
-        self._flush(str(event.id))
+    def on_terminated(self, query_id: str) -> None:
+        self._flush(query_id)
 
     def _flush(self, query_id: str) -> None:
         try:
             self._sink.flush(query_id)
-        except SinkClosedError:  # an event queued before close() removed the listener
+        except SinkClosedError:  # an event queued before close() unsubscribed
             return
         except Exception:  # a listener must not kill the listener bus; the next batch retries
             logger.exception("flushing staged batches of query %s failed", query_id)
 
 
 class IdleListeners:
-    """The listeners that flush one sink's staged batches when its queries go idle or stop.
+    """Flushes one sink's staged batches when its queries go idle or stop.
 
     Args:
         sink: The sink flushed.
     """
 
     def __init__(self, sink: Flushable) -> None:
-        self._sink = sink
         self._lock = threading.Lock()
         self._sessions: set[str] = set()  # the JVM identities of the sessions listened on
-        self._added: list[tuple[SparkSession, FlushOnIdle]] = []
+        self._added: list[SparkSession] = []
+        self._handler = FlushOnIdle(sink)  # the session's listener holds it weakly
 
     def listen(self, batch_df: DataFrame) -> None:
         """Flush the sink's staged batches when ``batch_df``'s query goes idle or stops (once per session).
@@ -78,14 +75,13 @@ class IdleListeners:
             if key in self._sessions:
                 return
             self._sessions.add(key)
-            listener = FlushOnIdle(self._sink)
-            self._added.append((spark, listener))
-        spark.streams.addListener(listener)
+            self._added.append(spark)
+        subscribe(spark, self._handler)
 
     def stop(self) -> None:
-        """Remove the listeners from their sessions (those still running)."""
+        """Stop listening on the sessions (those still running)."""
         with self._lock:
             added, self._added = self._added, []
-        for spark, listener in added:
+        for spark in added:
             with contextlib.suppress(Exception):  # a stopped session has no listener bus left
-                spark.streams.removeListener(listener)
+                unsubscribe(spark, self._handler)

@@ -25,7 +25,7 @@ from icesink.metric_families import (
 )
 from icesink.metrics import KEPT_RECORD_COUNTS, SinkIdentity, SinkMetrics
 from icesink.metrics_server import MergedRegistries, PushgatewayPusher
-from icesink.progress import ProgressMetricsListener, offsets_behind_latest
+from icesink.progress import ProgressMetrics, offsets_behind_latest
 from icesink.write.messages import DataFileMessage
 
 MiB = 1024 * 1024
@@ -324,33 +324,33 @@ def _progress_event(query_id: str, rows: int, end: str, latest: str, batch_id: i
 def test_progress_listener_records_the_queries_of_its_sinks() -> None:
     metrics = SinkMetrics()
     metrics.start_sink("db.t", "sink-a", "q1")
-    listener = ProgressMetricsListener(metrics)
-    listener.onQueryProgress(_progress_event("q1", 120, '{"t":{"0":120}}', '{"t":{"0":450}}'))
-    listener.onQueryProgress(_progress_event("unknown", 999, '{"t":{"0":1}}', '{"t":{"0":9}}'))
+    listener = ProgressMetrics(metrics)
+    listener.on_progress(_progress_event("q1", 120, '{"t":{"0":120}}', '{"t":{"0":450}}'))
+    listener.on_progress(_progress_event("unknown", 999, '{"t":{"0":1}}', '{"t":{"0":9}}'))
     ts = {"table": "db.t", "sink_id": "sink-a"}
     assert _value(metrics, "icesink_input_rows_total", **ts) == 120
     assert _value(metrics, "icesink_processed_rows_per_second", **ts) == 250
     assert _value(metrics, "icesink_input_rows_per_second", **ts) == 0  # NaN reported as 0
     assert _value(metrics, "icesink_batch_duration_seconds_sum", **ts) == 1.5
     assert _value(metrics, "icesink_source_offsets_behind_latest", **ts) == 330
-    listener.onQueryTerminated(SimpleNamespace(id="q1"))
+    listener.on_terminated("q1")
     assert _value(metrics, "icesink_processed_rows_per_second", **ts) == 0
-    listener.onQueryProgress(SimpleNamespace())  # a malformed event is logged, never raised
+    listener.on_progress(SimpleNamespace())  # a malformed event is logged, never raised
 
 
 def test_records_counted_by_the_batch_function_replace_the_rows_spark_counted() -> None:
     metrics = SinkMetrics()
     metrics.start_sink("db.t", "sink-a", "q1")
-    listener = ProgressMetricsListener(metrics)
+    listener = ProgressMetrics(metrics)
     for batch_id in range(KEPT_RECORD_COUNTS + 2):  # batches whose progress never came are forgotten
         metrics.count_source_records("q1", batch_id, 1000 + batch_id)
     assert metrics.source_records("q1", 0) is None and metrics.source_records("q1", 1) is None
-    listener.onQueryProgress(_progress_event("q1", 5, "{}", "{}", batch_id=3))  # 5 rows of 1,003 records
-    listener.onQueryProgress(_progress_event("q1", 5, "{}", "{}", batch_id=3))  # the count is used once
+    listener.on_progress(_progress_event("q1", 5, "{}", "{}", batch_id=3))  # 5 rows of 1,003 records
+    listener.on_progress(_progress_event("q1", 5, "{}", "{}", batch_id=3))  # the count is used once
     ts = {"table": "db.t", "sink_id": "sink-a"}
     assert _value(metrics, "icesink_input_rows_total", **ts) == 1003 + 5
     assert _value(metrics, "icesink_processed_rows_per_second", **ts) == 250  # the last report's own
-    listener.onQueryProgress(_progress_event("q1", 5, "{}", "{}", batch_id=4))
+    listener.on_progress(_progress_event("q1", 5, "{}", "{}", batch_id=4))
     assert _value(metrics, "icesink_processed_rows_per_second", **ts) == 250 * 1004 / 5
 
 
