@@ -3,8 +3,8 @@
 Spark calls a Python listener through the Py4J callback server, one call per listener per
 event, on the listener bus's single thread; each call costs tens of milliseconds (the event
 is rebuilt in Python for each listener). A listener per sink made the cost grow with the
-sinks a process ever created: with 300 of them, the events of one 10-batch query took 265 s
-to deliver, and a query's end (which commits its staged batches) was heard that much later.
+sinks a process ever created: with hundreds of them, a query's events, its end among them
+(which commits its staged batches), arrived minutes late.
 So each session gets one :class:`SessionListener`, and the sinks subscribe handlers to it:
 one callback per event, whatever the number of sinks. The listener holds its handlers
 weakly, so a sink that is dropped without ``close()`` stops being called and is collected.
