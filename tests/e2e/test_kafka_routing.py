@@ -1,14 +1,16 @@
 """Many topics into many tables: the Kafka job routing by topic and by field, on Apache Kafka.
 
 - By topic: 20 topics under one ``--topic-pattern``, each into its own table, on both of
-  the job's sources (Spark's connector in ``make test-kafka``: ``kafka_full``). Three of
+  the job's sources (the Python source in ``make test-kafka``: ``kafka_full``). Three of
   them carry JSON of their own shape that changes between micro-batches (a column added,
   an int outgrowing 32 bits); one topic is created while the job runs; one carries
   undecodable values. The job runs as a subprocess with a processing-time trigger and is
   stopped with SIGTERM.
 - By field: one topic carrying three event types (``type``), each into its table
   through ``route.tables``; a fourth type and events without one are unroutable.
-- SIGKILL: a routed job killed in the middle of a micro-batch, then restarted.
+- SIGKILL: a routed job killed in the middle of a micro-batch, then restarted (``make
+  test-faults``; make test kills the job on Spark's source in ``test_kafka_spark_source.py``
+  and a routed sink with staged batches in ``tests/integration/test_one_or_many_tables.py``).
 
 Each test reads the tables back: each holds exactly the rows of its topic (or event
 type), each (partition, offset) once, and only its own columns; the rest are dead letters.
@@ -36,7 +38,7 @@ from icesink.jobs.kafka.job.main import run
 from icesink.jobs.kafka.job.validate import validate
 from tests.support.kafka_broker import KafkaBroker
 from tests.support.kafka_job import (
-    SOURCES_JVM_IN_FULL,
+    SOURCES_PYTHON_IN_FULL,
     require_source,
     start_job,
     started_batches,
@@ -162,7 +164,7 @@ def dead_positions(catalog: Catalog, table: str) -> Counter[tuple[str, int, int]
     return Counter((d["_kafka_topic"], d["_kafka_partition"], d["_kafka_offset"]) for d in letters)
 
 
-@pytest.mark.parametrize("source", SOURCES_JVM_IN_FULL)  # a job process of its own each
+@pytest.mark.parametrize("source", SOURCES_PYTHON_IN_FULL)  # a job process of its own each
 def test_twenty_topics_each_into_its_own_table_with_its_own_schema(
     apache_kafka: KafkaBroker, source: str, tmp_path: Path
 ) -> None:
@@ -292,6 +294,7 @@ def _row(letter: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+@pytest.mark.faults_full
 def test_sigkilled_mid_batch_then_restarted_each_table_holds_its_rows_once(
     apache_kafka: KafkaBroker, tmp_path: Path
 ) -> None:
