@@ -1,32 +1,22 @@
 """The routed micro-batch (``route.by`` = ``topic`` | ``field``): many tables from one stream.
 
-The routed plan (:mod:`icesink.batch.plan`) the batch loop of :class:`~icesink.sink.IcebergSink`
-runs when routing is on. The steps of :mod:`icesink.sink`, for every destination table at once:
-
-0. by source - the source's tasks may have written the rows of the   (:mod:`icesink.batch.source_write`)
-               tables of earlier batches: the batch is the rest
-1. route     - the batch's destination values and their non-null    (:mod:`icesink.destinations.resolve`)
-               columns: ONE Spark job; each value named a table      (:mod:`icesink.destinations.naming`)
-2. schema    - per table: load or create it with its own options    (:mod:`icesink.batch.routed_tables`,
-               (within route.max-tables, for one value: others are    :mod:`icesink.destinations.owners`,
-               dead letters), settle crashed attempts, skip it when   :mod:`icesink.schema.coordinator`)
-               its ledger has the batch, evolve it with its own columns only
-   changes   - upserted tables: the last change per key, rejected    (:mod:`icesink.batch.changes`)
-               changes set aside (one counting job)
-3. normalize - ONE projection for every table                        (:mod:`icesink.destinations.projection`)
-4. write     - ONE write job; each task splits rows by table          (:mod:`icesink.batch.routed_write`)
-5. dead      - bad, unroutable and rejected rows, one commit, before  (:mod:`icesink.batch.dead_letters`)
-   letters     the data
-6. commit    - each table on its own (its files from 0 and 4), with   (:mod:`icesink.commit.committer`)
-               its own exactly-once ledger; upserted tables after ONE (:mod:`icesink.batch.routed_keys`)
-               key job and ONE lookup job
-7. maintain  - the committed tables' maintenance, in one time budget  (:mod:`icesink.batch.finish`)
+The routed plan (:mod:`icesink.batch.plan`): the steps of :mod:`icesink.sink` for every
+destination table at once. Before them, the source's tasks may have written the rows of
+tables of earlier batches (:mod:`icesink.batch.source_write`): the batch is the rest. Step 1
+finds the batch's destination values and their non-null columns in ONE Spark job
+(:mod:`icesink.destinations.resolve`, :mod:`icesink.destinations.naming`); each table is then
+loaded or created with its own options, within ``route.max-tables``
+(:mod:`icesink.batch.routed_tables`), skipped when its ledger has the batch, and evolved with
+its own columns only. ONE projection normalizes the rows of every table
+(:mod:`icesink.destinations.projection`) and ONE write job writes them, each task splitting
+rows by table (:mod:`icesink.batch.routed_write`); upserted tables take ONE key job
+(:mod:`icesink.batch.routed_keys`) and ONE lookup job. Unroutable and refused rows are dead
+letters. Each table commits on its own, with its own exactly-once ledger.
 
 The number of Spark jobs of a batch does not grow with its number of tables (none after
-the source's when its tasks wrote every row); the catalog and storage calls of steps 2, 4
-(the attempt records) and 6 do, a few per table on a small thread pool. A crash between
-two tables' commits replays the batch: the tables that have it are skipped in step 2 and
-their rows left out of the write. Routed writes are shuffled as write.distribution-mode asks.
+the source's when its tasks wrote every row); the catalog and storage calls do, a few per
+table on a small thread pool. A crash between two tables' commits replays the batch: the
+tables that have it are skipped and their rows left out of the write.
 """
 
 from __future__ import annotations
