@@ -1,10 +1,13 @@
 """Inject one fault into a run of small batches, restart where Spark would, check every row.
 
 A :class:`Fault` names a failpoint of :mod:`icesink.failpoints` (or the catalog going down
-at one, or a storm of conflicting commits), a commit mode and the batch it hits.
-:func:`run_with_fault` drives the sink directly, as ``foreachBatch`` does: batch after
-batch, and when a batch fails, a new sink (the restarted query, same sink id) replays
-it. Then the maintenance run, and :func:`check` reads both tables back.
+at one, a storm of conflicting commits, or the process dying there), a write mode and the
+batch it hits. :func:`run_with_fault` drives the sink directly, as ``foreachBatch`` does:
+batch after batch, and when a batch fails, a new sink (the restarted query, same sink id)
+replays it. The sink maintains its table in the stream after every commit (compaction and
+snapshot expiry at their lowest thresholds). Then a last orphan-file run, and :func:`check`
+reads both tables back: each row the batches leave in the table (in upsert mode, each key's
+last good change) exactly once, each bad row once in the dead-letter table.
 """
 
 from __future__ import annotations
@@ -50,7 +53,32 @@ BATCH_POINTS = (
 )
 EXECUTOR_POINTS = ("write.task", "storage.write")
 CATALOG_POINTS = ("schema", "stage", "commit.before", "commit.after")
-MODES = ("append", "staged")
+MODES = ("append", "staged", "upsert", "upsert-staged")
+NOT_IN_MODE = {"upsert": ("stage", "commit.lost"), "upsert-staged": ("commit.lost",)}
+"""Points a mode never reaches: a row delta commits without the append's commit.lost, and
+without a cadence nothing is staged."""
+IN_STREAM_MAINTENANCE = "maintenance.commit"
+"""The sink's own compaction commits here, after the batch's commit (the last batch's: the
+first to find enough files in every mode)."""
+
+
+class Crash(BaseException):
+    """The process dies at the failpoint: nothing after it runs, no ``except Exception`` sees it."""
+
+
+def crash(point: str) -> None:
+    raise Crash(point)
+
+
+class Refusals:
+    """Raises at the failpoint, counting: a fault the sink survives without a restart (maintenance's)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, point: str) -> None:
+        self.count += 1
+        raise failpoints.InjectedFault(f"injected fault at {point}")
 
 
 @dataclass(frozen=True)
@@ -59,11 +87,14 @@ class Fault:
 
     Attributes:
         kind: ``raise`` (an exception at ``point``), ``exit`` (the process of a write
-            task ends), ``catalog-down`` (every catalog call fails from ``point`` until
-            the restart), ``conflicts`` (a concurrent appender wins every commit attempt),
-            ``maintenance`` (the orphan-file run fails before deleting).
+            task ends), ``crash`` (the sink's process dies at ``point``: a new sink goes
+            on), ``catalog-down`` (every catalog call fails from ``point`` until the
+            restart), ``conflicts`` (a concurrent appender wins every commit attempt),
+            ``maintenance`` (the last orphan-file run fails before deleting).
         point: The failpoint.
-        mode: ``append`` (a commit per batch) or ``staged`` (commits of up to 3 batches).
+        mode: ``append`` (a commit per batch), ``staged`` (commits of up to 3 batches),
+            ``upsert`` (a row delta per batch, keys changed again by the next batch) or
+            ``upsert-staged`` (row deltas of up to 3 batches).
         batch: The batch the fault hits.
     """
 
@@ -83,7 +114,9 @@ def matrix() -> list[Fault]:
     kinds += [("exit", "write.task")]
     kinds += [("catalog-down", p) for p in CATALOG_POINTS]
     kinds += [("conflicts", "commit.before"), ("maintenance", "maintenance")]
-    return [Fault(k, p, m, b) for k, p in kinds for m in MODES for b in range(BATCHES)]
+    faults = [Fault(k, p, m, b) for k, p in kinds for m in MODES for b in range(BATCHES)]
+    faults += [Fault(k, IN_STREAM_MAINTENANCE, m, BATCHES - 1) for k in ("raise", "crash") for m in MODES]
+    return [f for f in faults if f.point not in NOT_IN_MODE.get(f.mode, ())]
 
 
 def seeded_selection(seed: int, n: int) -> list[Fault]:
@@ -101,10 +134,19 @@ def seeded_selection(seed: int, n: int) -> list[Fault]:
 SCHEMA = st.StructType([st.StructField("id", st.LongType(), False), st.StructField("n", st.IntegerType())])
 
 
-def frame(spark: SparkSession, batch_id: int) -> DataFrame:
-    """Batch ``batch_id``: ``n`` arrives as text; batch 2 brings a new column (a schema change)."""
-    rows = [(i, "bad" if i % 10 == 3 else str(i)) for i in range(batch_id * ROWS, (batch_id + 1) * ROWS)]
-    df = spark.createDataFrame(rows, "id long, n string").coalesce(1)
+def rows_of(batch_id: int, mode: str) -> list[tuple[int, str]]:
+    """Batch ``batch_id``'s ``(id, n)``; upserts change the upper half of the previous batch's keys again.
+
+    ``n`` arrives as text; every 10th row's cannot be an int (a dead letter, named by its batch).
+    """
+    first = batch_id * ROWS - (ROWS // 2 if mode.startswith("upsert") and batch_id else 0)
+    ids = range(first, (batch_id + 1) * ROWS)
+    return [(i, f"bad{batch_id}" if i % 10 == 3 else str(i * 10 + batch_id)) for i in ids]
+
+
+def frame(spark: SparkSession, batch_id: int, mode: str) -> DataFrame:
+    """Batch ``batch_id`` (see :func:`rows_of`); batch 2 brings a new column (a schema change)."""
+    df = spark.createDataFrame(rows_of(batch_id, mode), "id long, n string").coalesce(1)
     return df.selectExpr("*", "'e' AS extra") if batch_id >= 2 else df
 
 
@@ -153,8 +195,8 @@ class Outcome:
     faults_fired: int = 0
     restarts: int = 0
     rows_checked: int = 0
-    lost: list[int] = field(default_factory=list)
-    duplicated: list[int] = field(default_factory=list)
+    lost: list[object] = field(default_factory=list)
+    duplicated: list[object] = field(default_factory=list)
     missing_files: list[str] = field(default_factory=list)
     unreferenced_files: list[str] = field(default_factory=list)
 
@@ -179,17 +221,28 @@ def options_for(catalog_options: dict[str, str], mode: str) -> dict[str, str]:
         "commit.retry.num-retries": str(RETRIES),
         "commit.retry.min-wait-ms": "1",
         "commit.retry.max-wait-ms": "2",
+        # the sink's own maintenance after every commit: compaction and expiry at their lowest thresholds
+        "maintenance.compact.min-small-files": "2",
+        "maintenance.compact.min-delete-files": "1",
+        "maintenance.expire.max-snapshot-age-s": "0",
+        "maintenance.expire.min-snapshots-to-keep": "1",
     }
-    if mode == "staged":
+    if mode.endswith("staged"):
         options["commit.max-batches"] = "3"
+    if mode.startswith("upsert"):
+        options |= {"write.mode": "upsert", "upsert.key-columns": "id"}
     return options
 
 
-def arm(fault: Fault, outage: CatalogOutage, storm: ConflictStorm) -> None:
-    if fault.kind == "catalog-down":
+def arm(fault: Fault, outage: CatalogOutage, storm: ConflictStorm, refusals: Refusals) -> None:
+    if fault.kind == "raise" and fault.point == IN_STREAM_MAINTENANCE:
+        failpoints.arm(fault.point, "call", call=refusals)
+    elif fault.kind == "catalog-down":
         failpoints.arm(fault.point, "call", call=outage.go_down)
     elif fault.kind == "conflicts":
         failpoints.arm(fault.point, "call", call=storm.append, times=100)  # every attempt of the batch
+    elif fault.kind == "crash":
+        failpoints.arm(fault.point, "call", call=crash)
     elif fault.kind in ("raise", "exit"):
         failpoints.arm(fault.point, fault.kind)
 
@@ -201,30 +254,33 @@ def run_with_fault(spark: SparkSession, catalog_options: dict[str, str], fault: 
     IcebergSink.from_options(options).prepare(SCHEMA)  # the table's n is an int
     storm = ConflictStorm(options)
     outage = CatalogOutage()
+    refusals = Refusals()
     try:
         sink = IcebergSink.from_options(options)
         for batch_id in range(BATCHES):
             if batch_id == fault.batch:
-                arm(fault, outage, storm)
+                arm(fault, outage, storm, refusals)
             try:
-                sink(frame(spark, batch_id), batch_id)
-            except Exception:
+                sink(frame(spark, batch_id, fault.mode), batch_id)
+            except (Exception, Crash):
                 outcome.restarts += 1
                 failpoints.disarm_all()
                 outage.down = False  # the catalog is back
                 sink = IcebergSink.from_options(options)  # the restarted query replays the batch
-                sink(frame(spark, batch_id), batch_id)
+                sink(frame(spark, batch_id, fault.mode), batch_id)
             failpoints.disarm_all()
         outcome.restarts += finish(spark, sink, options, outage)
     finally:
         failpoints.disarm_all()
         outage.close()
-    # raised and exits each cost a restart; an outage or a storm may be survived without one
-    called = outage.outages + (1 if storm.appended else 0)
-    outcome.faults_fired = called if fault.kind in ("catalog-down", "conflicts") else outcome.restarts
+    # raised and exits each cost a restart; an outage, a storm or in-stream maintenance's
+    # failure may be survived without one
+    called = outage.outages + (1 if storm.appended else 0) + refusals.count
+    survivable = ("catalog-down", "conflicts") if fault.point != IN_STREAM_MAINTENANCE else ("raise",)
+    outcome.faults_fired = called if fault.kind in survivable else outcome.restarts
     catalog = catalog_from_options(options)
     outcome.faults_fired += maintain(catalog, fault)
-    check(catalog, outcome, storm.appended)
+    check(catalog, outcome, fault.mode, storm.appended)
     return outcome
 
 
@@ -255,17 +311,38 @@ def maintain(catalog: Catalog, fault: Fault) -> int:
     return fired
 
 
-def check(catalog: Catalog, outcome: Outcome, appended: list[int]) -> None:
-    """Every input row once in the table or the dead-letter table; files and folders agree."""
+def expected_rows(
+    mode: str, appended: list[int]
+) -> tuple[Counter[tuple[int, Any]], Counter[tuple[int, Any]]]:
+    """The ``(id, n)`` rows the table should hold and the dead-letter table should hold."""
+    table: Counter[tuple[int, Any]] = Counter((i, None) for i in appended)
+    dead: Counter[tuple[int, Any]] = Counter()
+    last: dict[int, int] = {}
+    for batch_id in range(BATCHES):
+        for i, n in rows_of(batch_id, mode):
+            if n.startswith("bad"):
+                dead[(i, n)] += 1
+            elif mode.startswith("upsert"):
+                last[i] = int(n)  # the key's last good change
+            else:
+                table[(i, int(n))] += 1
+    table.update((i, n) for i, n in last.items())
+    return table, dead
+
+
+def check(catalog: Catalog, outcome: Outcome, mode: str, appended: list[int]) -> None:
+    """Each row the table should hold once, each bad row once as a dead letter; files and folders agree."""
     table, dead = catalog.load_table(TABLE), catalog.load_table(DEAD_LETTERS)
-    ids = Counter(table.scan().to_arrow().column("id").to_pylist())
-    for row in dead.scan().to_arrow().column("original_row").to_pylist():
-        ids[json.loads(row)["id"]] += 1
-    expected = [*range(BATCHES * ROWS), *appended]
-    outcome.rows_checked = len(expected)
-    outcome.lost = [i for i in expected if ids[i] == 0]
-    outcome.duplicated = sorted(i for i, n in ids.items() if n > 1)
-    outcome.lost += sorted(set(ids) - set(expected))  # rows that came from nowhere count as wrong too
+    rows = table.scan(selected_fields=("id", "n")).to_arrow()
+    found = Counter(zip(rows.column("id").to_pylist(), rows.column("n").to_pylist(), strict=True))
+    letters = [json.loads(row) for row in dead.scan().to_arrow().column("original_row").to_pylist()]
+    found_dead = Counter((d["id"], d["n"]) for d in letters)
+    want, want_dead = expected_rows(mode, appended)
+    outcome.rows_checked = want.total() + want_dead.total()
+    for got, expected in ((found, want), (found_dead, want_dead)):
+        outcome.lost += sorted(r for r in expected if got[r] == 0)
+        outcome.duplicated += sorted(r for r, n in got.items() if n > 1)
+        outcome.lost += sorted(r for r in got if r not in expected)  # rows from nowhere count as wrong too
     for t in (table, dead):
         referenced = referenced_data_files(t)
         outcome.missing_files += sorted(p for p in referenced if not Path(_local(p)).exists())
