@@ -1,7 +1,8 @@
-"""SIGKILL around the commit, restart from the checkpoint: every row exactly once."""
+"""SIGKILL around the commit or inside the sink's maintenance, restart from the checkpoint: every row once."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import signal
@@ -14,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from icesink.maintenance import referenced_files, remove_orphan_files
 from tests.support.tables import catalog_from_options
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,8 +41,10 @@ def write_input(folder: Path, files: int = FILES, offset: int = 0) -> set[int]:
     return ids
 
 
-def run_job(*args: str) -> subprocess.CompletedProcess[str]:
+def run_job(*args: str, failpoints: str = "") -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
+    if failpoints:
+        env["ICESINK_FAILPOINTS"] = failpoints
     return subprocess.run(
         [sys.executable, "-m", "tests.support.stream_job", *args],
         cwd=ROOT,
@@ -106,3 +110,37 @@ def test_sigkill_then_restart_gives_every_row_once(
     else:
         assert result["icesink_replays_skipped_total"] == 1  # batch 1 replayed, recognised
     assert len(table.snapshots()) == FILES
+
+
+@pytest.mark.faults_full
+def test_a_process_dying_in_its_maintenance_loses_nothing_and_leaves_files_orphan_removal_takes(
+    tmp_path: Path, warehouse: Path, catalog_options: dict[str, str]
+) -> None:
+    """The sink's own compaction, after batch 1's commit, dies at its commit: the restart skips
+    batch 1, compacts again, and the dead run's files are orphans that orphan removal deletes."""
+    ids = write_input(tmp_path / "input")
+    options = {
+        **catalog_options,
+        "table": "db.crash",
+        "partition-by": "bucket(4, id)",
+        "maintenance.compact.min-small-files": "2",
+        "maintenance.expire.max-snapshot-age-s": "0",
+        "maintenance.expire.min-snapshots-to-keep": "1",
+    }
+    common = job_arguments(tmp_path / "input", tmp_path / "ck", options)
+    crashed = run_job(*common, failpoints="maintenance.commit=exit")
+    assert crashed.returncode == 137, crashed.stderr[-3000:]  # the failpoint's exit: no cleanup
+    table = catalog_from_options(options).load_table("db.crash")
+    assert table.current_snapshot().summary.operation.value == "append"  # batch 1's; no compaction
+    assert parquet_files_on_disk(warehouse) - {t.file.file_path for t in table.scan().plan_files()}
+
+    restarted = run_job(*common)
+    assert restarted.returncode == 0, restarted.stderr[-3000:]
+    assert job_result(restarted)["icesink_replays_skipped_total"] == 1  # batch 1, recognised
+    table = catalog_from_options(options).load_table("db.crash")
+    assert table.current_snapshot().summary.operation.value == "replace"  # compacted after all
+    read_ids = table.scan().to_arrow().column("id").to_pylist()
+    assert len(read_ids) == len(ids) and set(read_ids) == ids
+    remove_orphan_files(table, older_than=dt.timedelta(0))
+    kept = {p for p in referenced_files(table) if "/data/" in p}  # of every snapshot kept
+    assert parquet_files_on_disk(warehouse) == kept
