@@ -16,10 +16,10 @@ and each time in a new process, into a table of its own in one SQLite catalog an
 The two take turns, the first of a round changing from round to round. Per run: seconds from
 the process's launch to the snapshot that holds the last message (its commit time), messages
 per second, and messages per CPU second of the run's process tree from its start to that
-moment (the job: its interpreter, its JVM, Spark's Python workers; Connect: its JVM); the
-broker's CPU is shown apart. Both tables are read back (pyiceberg): every run must hold each
-message's ``event_id`` once. The medians per contender and the median of the rounds' ratios
-follow, the last line the result as JSON.
+moment (the job: its interpreter, its JVM, Spark's Python workers, each in the JSON line;
+Connect: its JVM); the broker's CPU is shown apart. Both tables are read back (pyiceberg):
+every run must hold each message's ``event_id`` once. The medians per contender and the
+median of the rounds' ratios follow, the last line the result as JSON.
 
     .venv/bin/python -m benchmarks.kafka_connect --messages 200000 --rounds 3
 
@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -169,9 +170,10 @@ def job_run(root: Path, broker: Any, run: int, args: argparse.Namespace) -> dict
     if snapshot is None:
         raise RuntimeError(f"the Kafka job's run {run} committed nothing to {table}")
     cpu = json.loads(results[0])
-    return _figures(
+    figures = _figures(
         ICESINK, table, launched, snapshot, cpu["cpu_seconds"], _cpu_of(broker.pid) - broker_before
     )
+    return {**figures, "cpu_by_process": {kind: round(s, 1) for kind, s in cpu["cpu"].items()}}
 
 
 def connect_run(
@@ -315,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         results = rounds(root, broker, jars, args)
     finally:
         broker.stop()
+    shutil.rmtree(root)  # kept when a run failed, for its logs
     summary = summarize(results)
     for contender in (ICESINK, CONNECT):
         figures = summary[contender]
