@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: env system-deps demo demo-cluster demo-kafka test test-fast test-faults test-kafka test-deploy test-interop lint docs format bench bench-upsert bench-routing bench-deploy bench-scale clean
+.PHONY: env system-deps demo demo-cluster demo-kafka test test-fast test-faults test-kafka test-deploy test-interop lint docs format bench bench-upsert bench-routing bench-deploy bench-scale bench-kafka-connect clean
 
 # The virtual environment; Spark's Kafka source for this pyspark and Apache Kafka for the tests'
 # broker, fetched with mvn into the venv (jvm/*/pom.xml, once); and the Spark driver's class
@@ -140,6 +140,13 @@ bench-deploy: env
 SCALE_ARGS ?=
 bench-scale: env
 	$(PY) -m benchmarks.scale $(SCALE_ARGS)
+
+# The Kafka job against Iceberg's Kafka Connect sink, 200,000 messages, 3 alternating rounds, each
+# run a new process (Kafka Connect and Iceberg's sink fetched with mvn into ~/.cache the first time);
+# e.g. make bench-kafka-connect KAFKA_CONNECT_ARGS="--messages 50000 --rounds 1"
+KAFKA_CONNECT_ARGS ?=
+bench-kafka-connect: env
+	$(PY) -m benchmarks.kafka_connect $(KAFKA_CONNECT_ARGS)
 
 clean:
 	rm -rf $(VENV) demo-data .pytest_cache .mypy_cache .ruff_cache

@@ -40,8 +40,10 @@ def message(i: int, rng: random.Random) -> bytes:
     }
     room = MESSAGE_BYTES - len(json.dumps(event, separators=(",", ":")))
     words: list[str] = []
-    while sum(len(w) + 1 for w in words) < room:
+    length = 0  # of the words so far, each with a space: the text is " ".join(words) cut to room
+    while length < room:
         words.append(rng.choice(_WORDS))
+        length += len(words[-1]) + 1
     event["text"] = " ".join(words)[: max(0, room)]
     return json.dumps(event, separators=(",", ":")).encode()
 

@@ -1,0 +1,46 @@
+"""One run of the Kafka job in a process of its own, for ``benchmarks/kafka_connect.py``.
+
+``python -m benchmarks._kafka_job_process CONFIG_JSON`` validates the job's configuration (the
+mapping of its YAML file, as JSON), runs it as ``python -m icesink.jobs.kafka.job`` would (a
+SparkSession of its configuration with Spark's Kafka source, the query until ``availableNow``
+has read everything), then, before the session stops, prints one line of JSON: the exit code
+and the CPU seconds of the process tree so far (this process, its JVM, Spark's Python workers:
+:func:`benchmarks._process_cpu.tree_cpu_seconds`), which is everything the run cost from the
+interpreter's start.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from benchmarks._process_cpu import job_cpu_seconds, tree_cpu_seconds
+
+RESULT_PREFIX = "kafka-job-result "
+"""Starts the line holding the result, among whatever else the job prints."""
+
+
+def main(argv: list[str]) -> int:
+    from icesink.jobs.jvm_jars import with_spark_kafka_jars
+    from icesink.jobs.kafka.job.main import run
+    from icesink.jobs.kafka.job.validate import validate
+    from icesink.jobs.spark import get_spark
+
+    config = validate(json.loads(argv[0]))
+    spark = get_spark(
+        config.spark.app_name, config.spark.master, with_spark_kafka_jars(dict(config.spark.conf))
+    )
+    try:
+        code = run(config, spark)
+        cpu = tree_cpu_seconds()
+        print(
+            RESULT_PREFIX + json.dumps({"code": code, "cpu_seconds": job_cpu_seconds(cpu), "cpu": cpu}),
+            flush=True,
+        )
+    finally:
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
