@@ -31,6 +31,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 
 from icesink.jobs.kafka.decode.registry import PROTOBUF, RegisteredSchema
+from icesink.jobs.kafka.decode.spec import FieldRenames
 
 logger = logging.getLogger(__name__)
 FRAMING = "protobuf"
@@ -62,6 +63,10 @@ class ProtobufValues:
                     logger.warning("schema id %s: its values become dead letters: %s", schema_id, e)
                     self._compiled[schema_id] = str(e)
         return {i: self._compiled[i] for i in schemas}
+
+    def renamed_fields(self, schemas: Mapping[int, RegisteredSchema]) -> FieldRenames:
+        """None yet."""
+        return ()
 
 
 def file_descriptor_set(schema: RegisteredSchema) -> bytes:

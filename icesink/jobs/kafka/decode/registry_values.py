@@ -6,7 +6,9 @@ framing's bytes 2 to 5, in Spark), asks the registry for those not seen yet
 format (:class:`RegistryFormat`), which gives each framed value a JSON payload behind the same
 header. The decoding pass (:mod:`icesink.jobs.kafka.decode.framing`) then checks the framing
 and the id, and decodes the JSON as for plain JSON values: a new schema version's new field is
-a new column, a wider type widens the column, a field made optional takes nulls. A value that
+a new column, a wider type widens the column, a field made optional takes nulls, a field the
+schemas say was renamed (:meth:`RegistryFormat.renamed_fields`) renames its column
+(:func:`mark_renamed`). A value that
 is not framed, names an id the registry does not know (or a schema of another type), or whose
 bytes do not match its schema becomes a dead letter with its reason; the stream goes on.
 
@@ -24,10 +26,12 @@ from typing import Protocol
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as st
 
+from icesink import with_renamed_from
 from icesink.jobs.kafka.decode.framing import HEADER_BYTES, MAGIC_BYTE
 from icesink.jobs.kafka.decode.registry import RegisteredSchema, SchemaRegistry
-from icesink.jobs.kafka.decode.spec import DecodeSpec
+from icesink.jobs.kafka.decode.spec import DecodeSpec, FieldRenames
 
 logger = logging.getLogger(__name__)
 _MAX_BYTES = 2**31 - 1  # "to the end" for substring
@@ -51,6 +55,10 @@ class RegistryFormat(Protocol):
     def task_schemas(self, schemas: Mapping[int, RegisteredSchema]) -> Mapping[int, bytes | str]:
         """What the decoding task needs of each schema to read its payloads (empty: nothing),
         or the reason the job cannot read a schema's values."""
+        ...
+
+    def renamed_fields(self, schemas: Mapping[int, RegisteredSchema]) -> FieldRenames:
+        """The fields ``schemas`` (and those seen before) say were renamed, with the names they had."""
         ...
 
 
@@ -103,6 +111,30 @@ class RegistryValues:
             schema_errors=errors,
         )
         readable = {i: s for i, s in schemas.items() if i in spec.schema_ids}
+        spec = replace(spec, renamed_from=self.format.renamed_fields(readable))
         if not readable:
             return batch_df, spec
         return self.format.to_json(batch_df, readable), spec
+
+
+def mark_renamed(schema: st.StructType, renamed: FieldRenames) -> st.StructType:
+    """``schema`` with each renamed field's old names in its ``icesink.renamed-from`` metadata
+    (fields inside structs too): what makes the sink rename the table's columns."""
+    by_parent: dict[tuple[str, ...], dict[str, tuple[str, ...]]] = {}
+    for path, names in renamed:
+        by_parent.setdefault(path[:-1], {})[path[-1]] = names
+    return _marked(schema, (), by_parent) if by_parent else schema
+
+
+def _marked(
+    struct: st.StructType, path: tuple[str, ...], by_parent: dict[tuple[str, ...], dict[str, tuple[str, ...]]]
+) -> st.StructType:
+    fields = []
+    for field in struct.fields:
+        data_type = field.dataType
+        if isinstance(data_type, st.StructType):
+            data_type = _marked(data_type, (*path, field.name), by_parent)
+        marked = st.StructField(field.name, data_type, field.nullable, field.metadata)
+        names = by_parent.get(path, {}).get(field.name)
+        fields.append(marked if names is None else with_renamed_from(marked, names))
+    return st.StructType(fields)
