@@ -28,9 +28,10 @@ the sink needs (the jobs in :mod:`icesink.jobs` use nothing else, with
   own ``catalog``.
 - :func:`hidden`: a sink option's value masked as the sink masks it (credentials), for a
   job that shows its configuration.
-- :data:`RENAMED_FROM`, :func:`with_renamed_from`: the Spark field metadata that says a batch
-  field is a column of the table renamed (:mod:`icesink.schema.renames`), for a source whose
-  schemas know renames (the Kafka job's Avro aliases and Protobuf field numbers).
+- :data:`RENAMED_FROM`, :func:`with_renamed_from`, :data:`SOURCE_ID`: the Spark field metadata
+  that says a batch field is a column of the table renamed (:mod:`icesink.schema.renames`), or
+  gives the field an identity its column keeps (:mod:`icesink.schema.source_ids`), for a
+  source whose schemas know renames (the Kafka job's Avro aliases and Protobuf field numbers).
 - :func:`executor_environment`: the Spark settings a job's own SparkSession gives the
   executors, so that the write tasks allocate from the memory pool they are sized for.
 """
@@ -85,6 +86,7 @@ if TYPE_CHECKING:
         SinkMetrics,
     )
     from icesink.schema.renames import RENAMED_FROM, with_renamed_from
+    from icesink.schema.source_ids import SOURCE_ID
     from icesink.secrets import hidden
     from icesink.sink import (
         IcebergSink,
@@ -120,6 +122,7 @@ _EXPORTS = {
     "RenameConflictError": "icesink.errors",
     "RENAMED_FROM": "icesink.schema.renames",
     "with_renamed_from": "icesink.schema.renames",
+    "SOURCE_ID": "icesink.schema.source_ids",
     "SelfCheckError": "icesink.errors",
     "SinkClosedError": "icesink.errors",
     "SinkError": "icesink.errors",
@@ -138,6 +141,7 @@ _EXPORTS = {
 }
 __all__ = [
     "RENAMED_FROM",
+    "SOURCE_ID",
     "BadRecordError",
     "BadRecordPolicy",
     "BatchKey",

@@ -143,7 +143,8 @@ class SchemaConfig(_Frozen):
     Attributes:
         evolution: Whether new columns are added, types widened and columns renamed
             (``schema.evolution``); a batch field whose Spark metadata ``icesink.renamed-from``
-            names a column renames that column, keeping its field id and data;
+            names a column, or whose ``icesink.source-id`` a column of another name keeps (in
+            its doc), renames that column, keeping its field id and data;
             ``off``: values are converted or dead-lettered, a column the table lacks fails the batch.
         case_sensitive: Whether column names must match in case (``schema.case-sensitive``).
     """

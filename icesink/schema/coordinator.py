@@ -50,6 +50,7 @@ from icesink.schema.diff import (
     diff_schema,
 )
 from icesink.schema.renames import RenameColumn
+from icesink.schema.source_ids import RecordSourceId
 
 logger = batch_logger(__name__)
 
@@ -239,13 +240,15 @@ class SchemaCoordinator:
 
 def _stage(update: UpdateSchema, change: SchemaChange) -> None:
     if isinstance(change, AddColumn):
-        update.add_column(change.path, change.field_type, required=False)
+        update.add_column(change.path, change.field_type, doc=change.doc, required=False)
     elif isinstance(change, WidenType):
         update.update_column(change.path, field_type=change.to_type)
     elif isinstance(change, MakeOptional):
         update.make_column_optional(change.path)
     elif isinstance(change, RenameColumn):
         update.rename_column(change.path, change.new)  # same field id: the data stays
+    elif isinstance(change, RecordSourceId):
+        update.update_column(change.path, doc=change.doc)
 
 
 _COORDINATORS: dict[tuple[str, str], SchemaCoordinator] = {}

@@ -16,7 +16,10 @@ Only changes Iceberg allows without rewriting data are produced:
   at all; otherwise every row of the batch would be dead-lettered.
 - :class:`~icesink.schema.renames.RenameColumn`: a batch field whose ``icesink.renamed-from``
   metadata names a column of the table (:mod:`icesink.schema.renames`): the column is
-  renamed, keeping its field id and data, and its type diffed against the field's.
+  renamed, keeping its field id and data, and its type diffed against the field's; or whose
+  source id (``icesink.source-id``, :mod:`icesink.schema.source_ids`) a column of another
+  name keeps. :class:`~icesink.schema.source_ids.RecordSourceId` keeps a field's source id
+  on a column that has none yet.
 
 Anything else (narrowing, incompatible types, a batch that is narrower than the
 table) is not a schema change: normalization converts or dead-letters the values.
@@ -47,9 +50,10 @@ from pyspark.sql import types as st
 
 from icesink.schema.names import match_names
 from icesink.schema.renames import RenameColumn, match_renamed
+from icesink.schema.source_ids import RecordSourceId, doc_with_source_id, source_id
 from icesink.type_mapping import _Ids, spark_to_iceberg_type
 
-ChangeKind = Literal["add_column", "widen_type", "make_optional", "rename_column"]
+ChangeKind = Literal["add_column", "widen_type", "make_optional", "rename_column", "record_source_id"]
 
 # Path parts Iceberg uses for the element of a list and the value of a map.
 LIST_ELEMENT = "element"
@@ -66,12 +70,14 @@ class AddColumn:
         name: The new column's name, as the batch spells it.
         field_type: Its type; every nested field optional. Field ids are placeholders:
             the table assigns the real ones when the change is committed.
+        doc: Its doc: the field's source id (:mod:`icesink.schema.source_ids`), if it has one.
     """
 
     kind: ClassVar[ChangeKind] = "add_column"
     parent: tuple[str, ...]
     name: str
     field_type: IcebergType
+    doc: str | None = None
 
     @property
     def path(self) -> tuple[str, ...]:
@@ -105,7 +111,7 @@ class MakeOptional:
         return f"make {'.'.join(self.path)} optional"
 
 
-SchemaChange = AddColumn | WidenType | MakeOptional | RenameColumn
+SchemaChange = AddColumn | WidenType | MakeOptional | RenameColumn | RecordSourceId
 
 
 def diff_schema(
@@ -173,8 +179,12 @@ def _diff_struct(
         if isinstance(field.dataType, st.NullType):
             continue  # no type to add, and nothing but nulls to lose
         new_path = ".".join((*path, field.name))
+        sid = source_id(field)
         yield AddColumn(
-            path, field.name, optional_type(spark_to_iceberg_type(field.dataType, _Ids(), new_path))
+            path,
+            field.name,
+            optional_type(spark_to_iceberg_type(field.dataType, _Ids(), new_path)),
+            None if sid is None else doc_with_source_id(None, sid),
         )
 
 

@@ -8,8 +8,10 @@ the names it had, oldest first or in any order)::
     StructField("customer_id", LongType(), True, {"icesink.renamed-from": ["cust_id"]})
 
 on a top-level field or on a member of a struct (at any depth; the names are those of the
-same struct). Any source can set it: the Kafka job does for Avro fields with ``aliases``
-and Protobuf fields whose number a column had under another name. For each such field of
+same struct). Any source can set it: the Kafka job does for Avro fields with ``aliases``.
+A field may instead (or too) carry a source id (:mod:`icesink.schema.source_ids`: the Kafka
+job's Protobuf field numbers), which the column keeps: a field whose source id is a
+column's of another name is that column renamed, as below. For each such field of
 a batch, matched against the table's fields of the same struct (names as the sink matches
 them, ignoring case unless ``schema.case-sensitive``):
 
@@ -43,6 +45,7 @@ from pyiceberg.types import NestedField
 from pyspark.sql import types as st
 
 from icesink.errors import RenameConflictError
+from icesink.schema.source_ids import RecordSourceId, doc_source_id, doc_with_source_id, source_id
 
 RENAMED_FROM = "icesink.renamed-from"
 """Spark field metadata: the names a batch field had in the table (a string or a list of strings)."""
@@ -124,13 +127,13 @@ class StructRenames:
     """What the renamed fields of one struct of a batch come to (:func:`match_renamed`).
 
     Attributes:
-        renames: The columns to rename.
+        renames: The columns to rename, and the source ids to keep on columns.
         matched: Table field index -> batch field index, with the renamed fields.
         extra: Batch field indexes that are new columns.
         conflicts: Batch field index -> its conflict.
     """
 
-    renames: tuple[RenameColumn, ...]
+    renames: tuple[RenameColumn | RecordSourceId, ...]
     matched: dict[int, int]
     extra: list[int]
     conflicts: dict[int, RenameConflict]
@@ -147,6 +150,9 @@ def match_renamed(
 ) -> StructRenames:
     """The renames of one struct, given its fields matched by name (see the module).
 
+    A field's source id (:mod:`icesink.schema.source_ids`) is its identity first: the column
+    that keeps it is the field, renamed if its name differs; then its old names.
+
     Args:
         table_fields: The table's fields of the struct.
         batch_fields: The batch's fields of the struct.
@@ -159,15 +165,15 @@ def match_renamed(
     Raises:
         RenameConflictError: A new field's old names are two columns of the table.
     """
-    if not any(renamed_from(f) for f in batch_fields):
+    if not any(renamed_from(f) or source_id(f) for f in batch_fields):
         return StructRenames((), matched, extra, {})
     lookup = _Lookup(table_fields, case_sensitive)
     offered = set(matched)  # table columns the batch offers under their own name
-    renames: list[RenameColumn] = []
+    renames: list[RenameColumn | RecordSourceId] = []
     all_matched = dict(matched)
     new_columns: list[int] = []
     for b in extra:
-        hits = lookup.indexes(renamed_from(batch_fields[b]), exclude=offered | set(all_matched))
+        hits = lookup.identified(batch_fields[b], exclude=offered | set(all_matched))
         if not hits:
             new_columns.append(b)
             continue
@@ -179,22 +185,37 @@ def match_renamed(
         all_matched[t] = b
     conflicts = {}
     for t, b in matched.items():
-        hits = lookup.indexes(renamed_from(batch_fields[b]), exclude=offered)
+        hits = [h for h in lookup.identified(batch_fields[b], exclude=offered) if h != t]
         if hits:
             others = tuple(table_fields[h].name for h in hits)
             conflicts[b] = RenameConflict(path, table_fields[t].name, others)
+    for t, b in sorted(all_matched.items()):
+        sid = source_id(batch_fields[b])
+        doc = table_fields[t].doc
+        if sid is not None and b not in conflicts and doc_source_id(doc) is None:
+            renames.append(RecordSourceId((*path, table_fields[t].name), sid, doc_with_source_id(doc, sid)))
     return StructRenames(tuple(renames), all_matched, new_columns, conflicts)
 
 
 class _Lookup:
-    """Table field indexes by name: the exact name, else (ignoring case) the one that matches."""
+    """Table field indexes by source id, by name: the exact name, else (ignoring case) the one
+    that matches."""
 
     def __init__(self, fields: Sequence[NestedField], case_sensitive: bool) -> None:
+        self._by_source_id = {sid: t for t, f in enumerate(fields) if (sid := doc_source_id(f.doc))}
         self._exact = {f.name: t for t, f in enumerate(fields)}
         self._folded: dict[str, list[int]] = {}
         if not case_sensitive:
             for t, f in enumerate(fields):
                 self._folded.setdefault(f.name.lower(), []).append(t)
+
+    def identified(self, field: st.StructField, exclude: set[int]) -> list[int]:
+        """The columns ``field`` is: the one keeping its source id, else those of its old names."""
+        sid = source_id(field)
+        t = None if sid is None else self._by_source_id.get(sid)
+        if t is not None:
+            return [] if t in exclude else [t]
+        return self.indexes(renamed_from(field), exclude)
 
     def indexes(self, names: Sequence[str], exclude: set[int]) -> list[int]:
         found: list[int] = []

@@ -1,4 +1,4 @@
-"""Renamed fields (``icesink.renamed-from``): the diff's renames, and the coordinator's on SQLite."""
+"""Renamed fields (``icesink.renamed-from``, ``icesink.source-id``): the diff, the coordinator on SQLite."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from icesink.errors import RenameConflictError
 from icesink.schema.coordinator import SchemaCheck, SchemaCoordinator
 from icesink.schema.diff import AddColumn, WidenType, diff_schema, match_fields
 from icesink.schema.renames import RENAMED_FROM, RenameColumn, match_renamed, renamed_from
+from icesink.schema.source_ids import SOURCE_ID, doc_source_id
 
 TABLE = Schema(
     NestedField(1, "id", LongType(), required=True),
@@ -109,3 +110,49 @@ def test_the_coordinator_renames_once_keeping_the_field_id(tmp_path: Path) -> No
     again = SchemaCoordinator("db.t").evolve(catalog.load_table("db.t"), renamed, retry=retry)  # a replay
     assert again.check is SchemaCheck.UNCHANGED
     assert len(catalog.load_table("db.t").metadata.schemas) == 2
+
+
+def numbered(name: str, data_type: st.DataType, number: int) -> st.StructField:
+    return st.StructField(name, data_type, True, {SOURCE_ID: f"protobuf:{number}"})
+
+
+def test_a_source_id_is_kept_in_the_doc_and_identifies_the_column_under_a_new_name(tmp_path: Path) -> None:
+    catalog = SqlCatalog("test", uri=f"sqlite:///{tmp_path / 'c.db'}", warehouse=f"file://{tmp_path}")
+    catalog.create_namespace("db")
+    arrow = pa.schema([pa.field("id", pa.int64()), pa.field("cust", pa.int32())])
+    table = catalog.create_table("db.t", arrow)
+    retry = CommitConfig(retries=1, min_wait_ms=1)
+    coordinator = SchemaCoordinator("db.t")
+    v1 = st.StructType([numbered("id", st.LongType(), 1), numbered("cust", st.IntegerType(), 2)])
+    first = coordinator.evolve(table, v1, retry=retry)  # the columns learn their numbers
+    assert [str(c) for c in first.changes] == [
+        "record source id protobuf:1 of id",
+        "record source id protobuf:2 of cust",
+    ]
+    assert catalog.load_table("db.t").schema().find_field("cust").doc == "[icesink.source-id=protobuf:2]"
+
+    v2 = st.StructType(
+        [*v1.fields[:1], numbered("customer", st.IntegerType(), 2), numbered("note", st.StringType(), 3)]
+    )
+    second = coordinator.evolve(catalog.load_table("db.t"), v2, retry=retry)
+    assert [str(c) for c in second.changes] == ["rename column cust to customer", "add column note string"]
+    schema = catalog.load_table("db.t").schema()
+    assert schema.find_field("customer").field_id == table.schema().find_field("cust").field_id
+    assert doc_source_id(schema.find_field("note").doc) == "protobuf:3"
+    assert diff_schema(schema, v2) == []  # done: a replay, a later batch
+
+    taken = st.StructType([*v2.fields[:2], numbered("customer2", st.IntegerType(), 2)])
+    assert [str(c) for c in diff_schema(schema, taken)] == ["add column customer2 int"]  # number 2 is offered
+
+
+def test_a_source_id_kept_by_another_column_is_a_conflict() -> None:
+    table = Schema(
+        NestedField(1, "cust", IntegerType(), doc="client [icesink.source-id=protobuf:2]"),
+        NestedField(2, "customer", IntegerType()),
+    )
+    batch_schema = st.StructType([numbered("customer", st.IntegerType(), 2)])
+    fields = list(batch_schema.fields)
+    matched, extra = match_fields(table.fields, fields, (), False)
+    renamed = match_renamed(table.fields, fields, matched, extra, (), False)
+    assert renamed.conflicts[0].others == ("cust",)
+    assert diff_schema(table, batch_schema) == []
