@@ -167,3 +167,38 @@ def test_an_avro_field_renamed_by_its_aliases_mid_stream_keeps_its_column(
     assert table.schema().find_field("customer").field_id == first.find_field("cust").field_id
     rows = sorted((r["id"], r["customer"]) for r in table.scan().to_arrow().to_pylist())
     assert rows == [(0, 0), (1, 1), (2, 2), (3, 3), (4, 2**40 + 4), (5, 2**40 + 5)]
+
+
+PB_V1 = 'syntax = "proto3";\npackage shop;\nmessage Order { int64 id = 1; int32 cust = 2; }\n'
+PB_V2 = PB_V1.replace("int32 cust = 2", "int64 customer = 2")
+
+
+def test_a_protobuf_field_renamed_mid_stream_keeps_its_column_by_its_number(
+    spark: Any, catalog_options: dict[str, str], schema_registry: SchemaRegistryServer
+) -> None:
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    def values(text: str, rows: list[dict[str, int]]) -> list[bytes]:
+        schema_id = schema_registry.register("pb-renamed-value", text, PROTOBUF)
+        pool = descriptor_pool.DescriptorPool()
+        compiled = file_descriptor_set(RegisteredSchema(0, PROTOBUF, text))
+        for file in descriptor_pb2.FileDescriptorSet.FromString(compiled).file:
+            pool.Add(file)
+        message = message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
+        return [framed(schema_id, b"\x00" + message(**row).SerializeToString()) for row in rows]
+
+    options = {**catalog_options, "table": "db.pb_renamed", "sink-id": "pb-renamed"}
+    old = values(PB_V1, [{"id": i, "cust": i} for i in range(3)])
+    new = values(PB_V2, [{"id": i, "customer": 2**40 + i} for i in range(3, 5)])
+    sink = decoding_sink(options, schema_registry, format=ValueFormat.PROTOBUF)
+    for batch_id, batch in enumerate([old[:2], [old[2], *new]]):  # v2 mid-stream, with a v1 value
+        sink(kafka_batch(spark, batch, first_offset=batch_id * 10), batch_id)
+
+    table = catalog_from_options(options).load_table("db.pb_renamed")
+    first = table.schemas()[table.metadata.schemas[0].schema_id]
+    customer = table.schema().find_field("customer")
+    assert customer.field_id == first.find_field("cust").field_id
+    assert customer.doc == "[icesink.source-id=protobuf:2]"  # the number -> column map, in the table
+    assert "cust" not in [f.name for f in table.schema().fields]
+    rows = sorted((r["id"], r["customer"]) for r in table.scan().to_arrow().to_pylist())
+    assert rows == [(0, 0), (1, 1), (2, 2), (3, 2**40 + 3), (4, 2**40 + 4)]

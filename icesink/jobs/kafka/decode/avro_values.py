@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 from icesink.jobs.kafka.decode.avro_aliases import AvroAliases
 from icesink.jobs.kafka.decode.registry import AVRO, RegisteredSchema
 from icesink.jobs.kafka.decode.registry_values import payload_column, schema_id_column
-from icesink.jobs.kafka.decode.spec import FieldRenames
+from icesink.jobs.kafka.decode.spec import FieldRenames, FieldSourceIds
 
 logger = logging.getLogger(__name__)
 DECODED_FIELD = "_icesink_decoded"  # true in every record Avro read (see the module)
@@ -48,6 +48,10 @@ class AvroValues:
         for schema_id, schema in sorted(schemas.items()):
             self._aliases.learn(schema_id, schema.text)
         return self._aliases.renamed()
+
+    def source_ids(self, schemas: Mapping[int, RegisteredSchema]) -> FieldSourceIds:
+        """None: a field is its name (and its aliases)."""
+        return ()
 
     def to_json(self, batch_df: DataFrame, schemas: Mapping[int, RegisteredSchema]) -> DataFrame:
         """``batch_df`` with the Avro payloads of ``schemas``' ids as JSON behind their header."""

@@ -233,7 +233,7 @@ class ValueDecoder:
         written = [bytes(r["payload"]).decode() for r in summary if r["kind"] == WRITTEN]
         written_rows = sum(r["num_rows"] for r in summary if r["kind"] == WRITTEN)
         target = self._target(schemas)
-        spark_schema = mark_renamed(from_arrow_schema(target, prefer_timestamp_ntz=True), spec.renamed_from)
+        spark_schema = mark_renamed(from_arrow_schema(target, prefer_timestamp_ntz=True), spec)
         payloads = cache.filter(F.col("kind") == DATA).select("payload")
         conform = conform_function(target)
         rows = payloads.mapInArrow(conform, spark_schema)

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pyspark.sql import DataFrame
 
 from icesink.jobs.kafka.decode.registry import JSON, RegisteredSchema
-from icesink.jobs.kafka.decode.spec import FieldRenames
+from icesink.jobs.kafka.decode.spec import FieldRenames, FieldSourceIds
 
 
 class JsonSchemaValues:
@@ -34,4 +34,8 @@ class JsonSchemaValues:
 
     def renamed_fields(self, schemas: Mapping[int, RegisteredSchema]) -> FieldRenames:
         """None: a JSON Schema property has no identity beside its name (see the module)."""
+        return ()
+
+    def source_ids(self, schemas: Mapping[int, RegisteredSchema]) -> FieldSourceIds:
+        """None: a property is its name."""
         return ()

@@ -22,16 +22,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as st
 
-from icesink import with_renamed_from
+from icesink import RENAMED_FROM, SOURCE_ID
 from icesink.jobs.kafka.decode.framing import HEADER_BYTES, MAGIC_BYTE
 from icesink.jobs.kafka.decode.registry import RegisteredSchema, SchemaRegistry
-from icesink.jobs.kafka.decode.spec import DecodeSpec, FieldRenames
+from icesink.jobs.kafka.decode.spec import DecodeSpec, FieldRenames, FieldSourceIds
 
 logger = logging.getLogger(__name__)
 _MAX_BYTES = 2**31 - 1  # "to the end" for substring
@@ -59,6 +59,10 @@ class RegistryFormat(Protocol):
 
     def renamed_fields(self, schemas: Mapping[int, RegisteredSchema]) -> FieldRenames:
         """The fields ``schemas`` (and those seen before) say were renamed, with the names they had."""
+        ...
+
+    def source_ids(self, schemas: Mapping[int, RegisteredSchema]) -> FieldSourceIds:
+        """The fields' identities beside their names in ``schemas`` (after :meth:`task_schemas`)."""
         ...
 
 
@@ -111,30 +115,36 @@ class RegistryValues:
             schema_errors=errors,
         )
         readable = {i: s for i, s in schemas.items() if i in spec.schema_ids}
-        spec = replace(spec, renamed_from=self.format.renamed_fields(readable))
+        spec = replace(
+            spec,
+            renamed_from=self.format.renamed_fields(readable),
+            source_ids=self.format.source_ids(readable),
+        )
         if not readable:
             return batch_df, spec
         return self.format.to_json(batch_df, readable), spec
 
 
-def mark_renamed(schema: st.StructType, renamed: FieldRenames) -> st.StructType:
-    """``schema`` with each renamed field's old names in its ``icesink.renamed-from`` metadata
-    (fields inside structs too): what makes the sink rename the table's columns."""
-    by_parent: dict[tuple[str, ...], dict[str, tuple[str, ...]]] = {}
-    for path, names in renamed:
-        by_parent.setdefault(path[:-1], {})[path[-1]] = names
-    return _marked(schema, (), by_parent) if by_parent else schema
+def mark_renamed(schema: st.StructType, spec: DecodeSpec) -> st.StructType:
+    """``schema`` with the metadata that makes the sink rename the table's columns (fields inside
+    structs too): each renamed field's old names (``icesink.renamed-from``), each field's
+    identity beside its name (``icesink.source-id``)."""
+    marks: dict[tuple[str, ...], dict[str, dict[str, Any]]] = {}
+    for path, names in spec.renamed_from:
+        marks.setdefault(path[:-1], {}).setdefault(path[-1], {})[RENAMED_FROM] = list(names)
+    for path, source_id in spec.source_ids:
+        marks.setdefault(path[:-1], {}).setdefault(path[-1], {})[SOURCE_ID] = source_id
+    return _marked(schema, (), marks) if marks else schema
 
 
 def _marked(
-    struct: st.StructType, path: tuple[str, ...], by_parent: dict[tuple[str, ...], dict[str, tuple[str, ...]]]
+    struct: st.StructType, path: tuple[str, ...], marks: dict[tuple[str, ...], dict[str, dict[str, Any]]]
 ) -> st.StructType:
     fields = []
     for field in struct.fields:
         data_type = field.dataType
         if isinstance(data_type, st.StructType):
-            data_type = _marked(data_type, (*path, field.name), by_parent)
-        marked = st.StructField(field.name, data_type, field.nullable, field.metadata)
-        names = by_parent.get(path, {}).get(field.name)
-        fields.append(marked if names is None else with_renamed_from(marked, names))
+            data_type = _marked(data_type, (*path, field.name), marks)
+        metadata = {**(field.metadata or {}), **marks.get(path, {}).get(field.name, {})}
+        fields.append(st.StructField(field.name, data_type, field.nullable, metadata))
     return st.StructType(fields)

@@ -7,9 +7,10 @@ from typing import Any
 
 from pyspark.sql import types as st
 
-from icesink import RENAMED_FROM
+from icesink import RENAMED_FROM, SOURCE_ID
 from icesink.jobs.kafka.decode.avro_aliases import AvroAliases
 from icesink.jobs.kafka.decode.registry_values import mark_renamed
+from icesink.jobs.kafka.decode.spec import DecodeSpec
 
 
 def record(*fields: dict[str, Any]) -> dict[str, Any]:
@@ -62,10 +63,13 @@ def test_a_chain_of_renames_ends_at_the_newest_name_whatever_the_order_learned()
 def test_mark_renamed_sets_the_metadata_on_the_renamed_fields_only() -> None:
     address = st.StructType([st.StructField("city", st.StringType())])
     schema = st.StructType([st.StructField("customer", st.LongType()), st.StructField("address", address)])
-    marked = mark_renamed(schema, ((("address", "city"), ("town",)), (("customer",), ("cust",))))
-    assert marked["customer"].metadata == {RENAMED_FROM: ["cust"]}
+    renamed = ((("address", "city"), ("town",)), (("customer",), ("cust",)))
+    marked = mark_renamed(
+        schema, DecodeSpec(renamed_from=renamed, source_ids=((("customer",), "protobuf:2"),))
+    )
+    assert marked["customer"].metadata == {RENAMED_FROM: ["cust"], SOURCE_ID: "protobuf:2"}
     nested = marked["address"].dataType
     assert isinstance(nested, st.StructType)
     assert nested["city"].metadata == {RENAMED_FROM: ["town"]}
     assert marked["address"].metadata == {}
-    assert mark_renamed(schema, ()) is schema
+    assert mark_renamed(schema, DecodeSpec()) is schema
