@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
+from pyiceberg.schema import Schema
+from pyiceberg.types import NestedField, StructType
 from pyspark.sql import types as st
 
 SOURCE_ID = "icesink.source-id"
@@ -43,6 +45,39 @@ def doc_with_source_id(doc: str | None, sid: str) -> str:
     """``doc`` with the marker of ``sid`` (after the doc's own text)."""
     marker = f"[{SOURCE_ID}={sid}]"
     return f"{doc} {marker}" if doc else marker
+
+
+def with_source_id_docs(schema: Schema, spark_schema: st.StructType) -> Schema:
+    """``schema`` (made from ``spark_schema``) with each field's source id in its column's doc,
+    inside structs too: a table created from a batch keeps them from its first schema."""
+    fields = _documented(schema.as_struct(), spark_schema)
+    return Schema(
+        *fields.fields, schema_id=schema.schema_id, identifier_field_ids=schema.identifier_field_ids
+    )
+
+
+def _documented(struct: StructType, spark_struct: st.StructType) -> StructType:
+    by_name = {f.name: f for f in spark_struct.fields}
+    fields = []
+    for field in struct.fields:
+        spark_field = by_name.get(field.name)
+        field_type, doc = field.field_type, field.doc
+        if spark_field is not None:
+            if isinstance(field_type, StructType) and isinstance(spark_field.dataType, st.StructType):
+                field_type = _documented(field_type, spark_field.dataType)
+            sid = source_id(spark_field)
+            if sid is not None and doc_source_id(doc) is None:
+                doc = doc_with_source_id(doc, sid)
+        fields.append(
+            NestedField(
+                field_id=field.field_id,
+                name=field.name,
+                field_type=field_type,
+                required=field.required,
+                doc=doc,
+            )
+        )
+    return StructType(*fields)
 
 
 @dataclass(frozen=True)

@@ -199,6 +199,8 @@ def test_a_protobuf_field_renamed_mid_stream_keeps_its_column_by_its_number(
     customer = table.schema().find_field("customer")
     assert customer.field_id == first.find_field("cust").field_id
     assert customer.doc == "[icesink.source-id=protobuf:2]"  # the number -> column map, in the table
+    assert first.find_field("cust").doc == customer.doc  # kept from the table's creation
+    assert len(table.metadata.schemas) == 2  # created, then the rename (and the widening)
     assert "cust" not in [f.name for f in table.schema().fields]
     rows = sorted((r["id"], r["customer"]) for r in table.scan().to_arrow().to_pylist())
     assert rows == [(0, 0), (1, 1), (2, 2), (3, 2**40 + 3), (4, 2**40 + 4)]

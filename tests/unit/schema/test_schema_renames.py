@@ -156,3 +156,18 @@ def test_a_source_id_kept_by_another_column_is_a_conflict() -> None:
     renamed = match_renamed(table.fields, fields, matched, extra, (), False)
     assert renamed.conflicts[0].others == ("cust",)
     assert diff_schema(table, batch_schema) == []
+
+
+def test_a_table_created_from_a_batch_keeps_its_source_ids_from_the_start() -> None:
+    from icesink.schema.source_ids import with_source_id_docs
+    from icesink.type_mapping import spark_to_iceberg_schema
+
+    inner = st.StructType([numbered("city", st.StringType(), 1)])
+    spark = st.StructType(
+        [numbered("id", st.LongType(), 1), st.StructField("address", inner, True, {"comment": "where"})]
+    )
+    schema = with_source_id_docs(spark_to_iceberg_schema(spark), spark)
+    assert schema.find_field("id").doc == "[icesink.source-id=protobuf:1]"
+    assert schema.find_field("address").doc == "where"
+    assert schema.find_field("address.city").doc == "[icesink.source-id=protobuf:1]"
+    assert diff_schema(schema, spark) == []  # nothing to record on the first batch
