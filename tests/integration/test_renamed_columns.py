@@ -83,3 +83,31 @@ def test_a_rename_to_another_columns_name_sends_the_batch_to_dead_letters(
     assert "both 'customer' and 'cust'" in reason and "hint: drop or rename one of the two" in reason
     labels = {"table": "db.both", "reason": "rename_conflict"}
     assert sink.metrics.registry.get_sample_value("icesink_dead_letter_reasons_total", labels) == 2
+
+
+def test_a_routed_batch_renames_in_one_table_and_dead_letters_the_conflict_of_another(
+    spark: SparkSession, catalog_options: dict[str, str]
+) -> None:
+    routing = {
+        "sink-id": "routed",
+        "route.by": "field",
+        "route.field": "type",
+        "route.table-template": "ev.{value}",
+    }
+    sink = IcebergSink.from_options({**catalog_options, **routing})
+    first = [(0, "a", 1, None), (1, "b", 2, 20)]
+    sink(spark.createDataFrame(first, "id bigint, type string, cust int, customer bigint"), 0)
+    fields = [
+        st.StructField("id", st.LongType()),
+        st.StructField("type", st.StringType()),
+        st.StructField("customer", st.LongType(), True, {RENAMED_FROM: "cust"}),
+    ]
+    sink(spark.createDataFrame([(2, "a", 3), (3, "b", 30)], st.StructType(fields)), 1)
+
+    a, b = sink.catalog.load_table("ev.a"), sink.catalog.load_table("ev.b")
+    assert [f.name for f in a.schema().fields] == ["id", "type", "customer"]  # a's cust, renamed
+    assert sorted((r["id"], r["customer"]) for r in table_rows(a)) == [(0, 1), (2, 3)]
+    assert [f.name for f in b.schema().fields] == ["id", "type", "cust", "customer"]  # b has both
+    assert [r["id"] for r in table_rows(b)] == [1]
+    dead = table_rows(sink.catalog.load_table("ev.routed__dlq"))
+    assert [(r["source_table"], r["reason"].split(":")[0]) for r in dead] == [("ev.b", "rename_conflict")]
