@@ -18,6 +18,11 @@ newest schema (the highest id) that has it (:class:`ProtobufNumbers`):
 The numbers of the fields of the schema's first message (the one a value without message
 indexes is) and of the messages nested in it are kept as source ids; a column written before
 the job kept numbers learns its number from the first batch that has the field by its name.
+
+The newest names are those of the schemas seen since the job started: after a restart, a
+batch holding only values of an older version than the one that named the column renames
+it back to the older name (no value is lost, the field id stays), and the next batch of the
+newer version renames it forward again.
 """
 
 from __future__ import annotations
