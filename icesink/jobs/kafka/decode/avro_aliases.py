@@ -15,9 +15,12 @@ seen (:class:`AvroAliases`, for the life of the job):
   table, naming both).
 
 Fields of records nested in records (or in a union with ``null``) are followed; fields of
-records inside arrays and maps are not renamed. A job restarted with only values of the
-older version in its first batches writes them under the old name (it has not seen the
-aliases yet): register the new version before producing with it, and produce with it.
+records inside arrays and maps are not renamed. A Debezium envelope's row image
+(``before``/``after``, ``debezium-avro``) is the row: its fields are the rows' top-level ones.
+
+A job restarted with only values of the older version in its first batches writes them under
+the old name, as a new column (it has not seen the aliases yet): producers that moved to the
+new version stay on it.
 """
 
 from __future__ import annotations

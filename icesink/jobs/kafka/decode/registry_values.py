@@ -35,6 +35,7 @@ from icesink.jobs.kafka.decode.spec import DecodeSpec, FieldRenames, FieldSource
 
 logger = logging.getLogger(__name__)
 _MAX_BYTES = 2**31 - 1  # "to the end" for substring
+_ROW_IMAGES = ("before", "after")  # a Debezium envelope's fields holding the row
 
 
 class RegistryFormat(Protocol):
@@ -131,10 +132,17 @@ def mark_renamed(schema: st.StructType, spec: DecodeSpec) -> st.StructType:
     identity beside its name (``icesink.source-id``)."""
     marks: dict[tuple[str, ...], dict[str, dict[str, Any]]] = {}
     for path, names in spec.renamed_from:
-        marks.setdefault(path[:-1], {}).setdefault(path[-1], {})[RENAMED_FROM] = list(names)
+        at = _row_path(path, spec.debezium)
+        marks.setdefault(at[:-1], {}).setdefault(at[-1], {})[RENAMED_FROM] = list(names)
     for path, source_id in spec.source_ids:
-        marks.setdefault(path[:-1], {}).setdefault(path[-1], {})[SOURCE_ID] = source_id
+        at = _row_path(path, spec.debezium)
+        marks.setdefault(at[:-1], {}).setdefault(at[-1], {})[SOURCE_ID] = source_id
     return _marked(schema, (), marks) if marks else schema
+
+
+def _row_path(path: tuple[str, ...], debezium: bool) -> tuple[str, ...]:
+    """A field's path in the rows: a Debezium envelope's row image (``before``/``after``) is the row."""
+    return path[1:] if debezium and len(path) > 1 and path[0] in _ROW_IMAGES else path
 
 
 def _marked(

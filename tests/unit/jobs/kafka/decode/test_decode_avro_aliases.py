@@ -73,3 +73,11 @@ def test_mark_renamed_sets_the_metadata_on_the_renamed_fields_only() -> None:
     assert nested["city"].metadata == {RENAMED_FROM: ["town"]}
     assert marked["address"].metadata == {}
     assert mark_renamed(schema, DecodeSpec()) is schema
+
+
+def test_a_debezium_envelopes_row_fields_are_the_rows() -> None:
+    schema = st.StructType(
+        [st.StructField("customer", st.LongType()), st.StructField("_op", st.StringType())]
+    )
+    spec = DecodeSpec(debezium=True, renamed_from=((("before", "customer"), ("cust",)),))
+    assert mark_renamed(schema, spec)["customer"].metadata == {RENAMED_FROM: ["cust"]}
