@@ -28,6 +28,10 @@ the sink needs (the jobs in :mod:`icesink.jobs` use nothing else, with
   own ``catalog``.
 - :func:`hidden`: a sink option's value masked as the sink masks it (credentials), for a
   job that shows its configuration.
+- :data:`RENAMED_FROM`, :func:`with_renamed_from`, :data:`SOURCE_ID`: the Spark field metadata
+  that says a batch field is a column of the table renamed (:mod:`icesink.schema.renames`), or
+  gives the field an identity its column keeps (:mod:`icesink.schema.source_ids`), for a
+  source whose schemas know renames (the Kafka job's Avro aliases and Protobuf field numbers).
 - :func:`executor_environment`: the Spark settings a job's own SparkSession gives the
   executors, so that the write tasks allocate from the memory pool they are sized for.
 """
@@ -62,6 +66,7 @@ if TYPE_CHECKING:
         CommitError,
         ConfigError,
         PartitionSpecError,
+        RenameConflictError,
         SchemaError,
         SelfCheckError,
         SinkClosedError,
@@ -80,6 +85,8 @@ if TYPE_CHECKING:
         SinkIdentity,
         SinkMetrics,
     )
+    from icesink.schema.renames import RENAMED_FROM, with_renamed_from
+    from icesink.schema.source_ids import SOURCE_ID
     from icesink.secrets import hidden
     from icesink.sink import (
         IcebergSink,
@@ -112,6 +119,10 @@ _EXPORTS = {
     "ConfigError": "icesink.errors",
     "PartitionSpecError": "icesink.errors",
     "SchemaError": "icesink.errors",
+    "RenameConflictError": "icesink.errors",
+    "RENAMED_FROM": "icesink.schema.renames",
+    "with_renamed_from": "icesink.schema.renames",
+    "SOURCE_ID": "icesink.schema.source_ids",
     "SelfCheckError": "icesink.errors",
     "SinkClosedError": "icesink.errors",
     "SinkError": "icesink.errors",
@@ -129,6 +140,8 @@ _EXPORTS = {
     "executor_environment": "icesink.write.allocator",
 }
 __all__ = [
+    "RENAMED_FROM",
+    "SOURCE_ID",
     "BadRecordError",
     "BadRecordPolicy",
     "BatchKey",
@@ -147,6 +160,7 @@ __all__ = [
     "MaintenanceReport",
     "MetricsConfig",
     "PartitionSpecError",
+    "RenameConflictError",
     "RouteBy",
     "RouteConfig",
     "SchemaConfig",
@@ -169,6 +183,7 @@ __all__ = [
     "load_table",
     "remove_orphan_files",
     "route_label",
+    "with_renamed_from",
 ]
 
 

@@ -21,6 +21,7 @@ from icesink.config_maintenance import MAINTENANCE_PROPERTY
 from icesink.errors import CatalogError, ConfigError
 from icesink.partitioning import build_partition_spec, parse_partition_by
 from icesink.schema.names import check_new_table_names
+from icesink.schema.source_ids import with_source_id_docs
 from icesink.type_mapping import spark_to_iceberg_schema
 
 logger = logging.getLogger(__name__)
@@ -144,7 +145,7 @@ def create_table(catalog: Catalog, config: SinkConfig, spark_schema: st.StructTy
             differ only in case.
     """
     check_new_table_names(spark_schema, config.table_schema.case_sensitive, config.table)
-    schema = spark_to_iceberg_schema(spark_schema)
+    schema = with_source_id_docs(spark_to_iceberg_schema(spark_schema), spark_schema)
     if config.upsert.enabled:  # position deletes need format v2; the keys identify a row
         schema = _with_identifier_fields(schema, config.upsert.key_columns, config.table)
     spec = build_partition_spec(parse_partition_by(config.partition_by), schema)

@@ -53,7 +53,7 @@ class DistributionMode(StrEnum):
 class SchemaEvolution(StrEnum):
     """What the sink may change in the table's schema (``schema.evolution``)."""
 
-    ADD_COLUMNS_AND_WIDEN = "add-columns-and-widen"  # new optional columns, Iceberg's type promotions
+    ADD_COLUMNS_AND_WIDEN = "add-columns-and-widen"  # new optional columns, type promotions, renames
     OFF = "off"  # never: values are converted to the table's types or dead-lettered
 
 
@@ -141,7 +141,10 @@ class SchemaConfig(_Frozen):
     """How a batch's columns meet the table's schema.
 
     Attributes:
-        evolution: Whether new columns are added and types widened (``schema.evolution``);
+        evolution: Whether new columns are added, types widened and columns renamed
+            (``schema.evolution``); a batch field whose Spark metadata ``icesink.renamed-from``
+            names a column, or whose ``icesink.source-id`` a column of another name keeps (in
+            its doc), renames that column, keeping its field id and data;
             ``off``: values are converted or dead-lettered, a column the table lacks fails the batch.
         case_sensitive: Whether column names must match in case (``schema.case-sensitive``).
     """

@@ -87,6 +87,12 @@ class SchemaError(SinkError):
     code = "SCHEMA"
 
 
+class RenameConflictError(SchemaError):
+    """A batch field is renamed from a column to the name of another column the table has."""
+
+    code = "RENAME-CONFLICT"
+
+
 class BadRecordError(SinkError):
     """A value cannot be converted to the table's type and ``on-bad-record=fail``."""
 

@@ -27,7 +27,7 @@ COMMIT_OUTCOMES = ("committed", "failed")
 #: Actions of ``icesink_orphan_files_total``.
 ORPHAN_ACTIONS = ("deleted", "kept")
 #: Kinds of ``icesink_schema_changes_total`` (the schema change objects' kinds).
-SCHEMA_CHANGE_KINDS = ("add_column", "widen_type", "make_optional")
+SCHEMA_CHANGE_KINDS = ("add_column", "widen_type", "make_optional", "rename_column", "record_source_id")
 #: Outcomes of ``icesink_schema_checks_total`` (:class:`icesink.schema.coordinator.SchemaCheck`).
 SCHEMA_CHECK_OUTCOMES = ("unchanged", "refreshed", "evolved", "already_applied")
 #: Reasons of ``icesink_dead_letter_reasons_total`` (:class:`icesink.schema.primitives.BadRecordReason`).
@@ -38,6 +38,7 @@ DEAD_LETTER_REASONS = (
     "type_mismatch",
     "null_in_required",
     "duplicate_key",
+    "rename_conflict",
     "unroutable",
     "too_many_tables",
 )

@@ -250,7 +250,7 @@ def first_problem(problems: list[Problem]) -> Column:
     for p in problems:
         report = F.struct(
             F.lit(p.path).alias("column"),
-            F.lit(p.reason.value).alias("reason"),
+            F.lit(p.reason_text).alias("reason"),
             F.substring(F.coalesce(p.value, F.lit("null")), 1, _VALUE_MAX_CHARS).alias("value"),
         )
         expression = (

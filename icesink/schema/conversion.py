@@ -6,6 +6,9 @@ per table column, a :class:`~icesink.schema.primitives.Conversion`: the converte
 with the column path, a :class:`~icesink.schema.primitives.BadRecordReason` and the offending
 value as text). Nothing is run here; :mod:`icesink.normalize` puts the expressions into one projection.
 
+A batch field renamed (:mod:`icesink.schema.renames`) to the name of another column of the
+table has a problem on every row (``rename_conflict``): its rows go to the dead-letter table.
+
 Values are converted with ``try_cast`` (null instead of an error), so "the source is
 not null and the result is" is a failed conversion. Nested structs are matched field
 by field, inside lists (``transform``/``exists``) and map values too.
@@ -13,6 +16,7 @@ by field, inside lists (``transform``/``exists``) and map values too.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -32,9 +36,12 @@ from icesink.schema.primitives import (
     dotted,
     mismatch,
 )
+from icesink.schema.renames import RenameConflict, match_renamed
 from icesink.type_mapping import iceberg_to_spark_type
 
 __all__ = ["BadRecordReason", "ColumnConverter", "Conversion", "Problem"]
+
+logger = logging.getLogger(__name__)
 
 _MAP_KEY = "key"
 _SHAPE_PROBE = "__icesink_shape"  # a column name never resolved: converting it only shows the structure
@@ -89,6 +96,9 @@ class ColumnConverter:
         converted: Sequence[Column] | None = None,
     ) -> list[Conversion]:
         matched, extra = match_fields(table_fields, source_fields, parent_path, self._case_sensitive)
+        conflicts = match_renamed(
+            table_fields, source_fields, matched, extra, parent_path, self._case_sensitive, self._table
+        ).conflicts
         unknown = [
             source_fields[i].name for i in extra if not isinstance(source_fields[i].dataType, st.NullType)
         ]
@@ -111,12 +121,29 @@ class ColumnConverter:
                 path,
                 None if converted is None else converted[t_index],
             )
+            if s_index in conflicts:
+                conversion = self._conflicting(conversion, conflicts[s_index], sources[s_index], s_field)
             if present is not None and conversion.problems:
                 # A field's problems count only where its struct is there at all.
                 guarded = tuple(replace(p, condition=present & p.condition) for p in conversion.problems)
                 conversion = Conversion(conversion.value, guarded, conversion.identity)
             conversions.append(conversion)
         return conversions
+
+    def _conflicting(
+        self, conversion: Conversion, conflict: RenameConflict, source: Column, field: st.StructField
+    ) -> Conversion:
+        """Every row is a dead letter: the field's values are not the column of its name's."""
+        error = conflict.error(self._table)
+        logger.warning("%s", error)
+        problem = Problem(
+            F.lit(True),
+            dotted((*conflict.parent, conflict.name)),
+            BadRecordReason.RENAME_CONFLICT,
+            as_text(source, field.dataType),
+            detail=str(error),
+        )
+        return Conversion(conversion.value, (problem, *conversion.problems), conversion.identity)
 
     def _raise_unknown(self, unknown: list[str], parent_path: tuple[str, ...]) -> None:
         where = f"struct {dotted(parent_path)!r} of " if parent_path else ""

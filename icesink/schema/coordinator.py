@@ -16,7 +16,9 @@ Across processes, safety comes from the catalog's optimistic commit: a schema co
 that loses the race (``CommitFailedException``; pyiceberg 0.12 does not retry schema
 commits itself) is retried after a refresh and a new diff, with backoff. New fields
 get their ids from the table's ``last-column-id``, so files written under an older
-schema keep reading correctly: ids, not names, decide.
+schema keep reading correctly: ids, not names, decide. A renamed column
+(:mod:`icesink.schema.renames`) keeps its id, so its older values read under the new name;
+a replayed batch, or another writer's batch, finds it renamed and diffs to nothing.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ from icesink.schema.diff import (
     describe,
     diff_schema,
 )
+from icesink.schema.renames import RenameColumn
+from icesink.schema.source_ids import RecordSourceId
 
 logger = batch_logger(__name__)
 
@@ -236,11 +240,15 @@ class SchemaCoordinator:
 
 def _stage(update: UpdateSchema, change: SchemaChange) -> None:
     if isinstance(change, AddColumn):
-        update.add_column(change.path, change.field_type, required=False)
+        update.add_column(change.path, change.field_type, doc=change.doc, required=False)
     elif isinstance(change, WidenType):
         update.update_column(change.path, field_type=change.to_type)
     elif isinstance(change, MakeOptional):
         update.make_column_optional(change.path)
+    elif isinstance(change, RenameColumn):
+        update.rename_column(change.path, change.new)  # same field id: the data stays
+    elif isinstance(change, RecordSourceId):
+        update.update_column(change.path, doc=change.doc)
 
 
 _COORDINATORS: dict[tuple[str, str], SchemaCoordinator] = {}

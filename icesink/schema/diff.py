@@ -14,6 +14,12 @@ Only changes Iceberg allows without rewriting data are produced:
   decimal precision up with the same scale).
 - :class:`MakeOptional`: a required column (or struct field) the batch does not have
   at all; otherwise every row of the batch would be dead-lettered.
+- :class:`~icesink.schema.renames.RenameColumn`: a batch field whose ``icesink.renamed-from``
+  metadata names a column of the table (:mod:`icesink.schema.renames`): the column is
+  renamed, keeping its field id and data, and its type diffed against the field's; or whose
+  source id (``icesink.source-id``, :mod:`icesink.schema.source_ids`) a column of another
+  name keeps. :class:`~icesink.schema.source_ids.RecordSourceId` keeps a field's source id
+  on a column that has none yet.
 
 Anything else (narrowing, incompatible types, a batch that is narrower than the
 table) is not a schema change: normalization converts or dead-letters the values.
@@ -43,9 +49,11 @@ from pyiceberg.types import (
 from pyspark.sql import types as st
 
 from icesink.schema.names import match_names
+from icesink.schema.renames import RenameColumn, match_renamed
+from icesink.schema.source_ids import RecordSourceId, doc_with_source_id, source_id
 from icesink.type_mapping import _Ids, spark_to_iceberg_type
 
-ChangeKind = Literal["add_column", "widen_type", "make_optional"]
+ChangeKind = Literal["add_column", "widen_type", "make_optional", "rename_column", "record_source_id"]
 
 # Path parts Iceberg uses for the element of a list and the value of a map.
 LIST_ELEMENT = "element"
@@ -62,12 +70,14 @@ class AddColumn:
         name: The new column's name, as the batch spells it.
         field_type: Its type; every nested field optional. Field ids are placeholders:
             the table assigns the real ones when the change is committed.
+        doc: Its doc: the field's source id (:mod:`icesink.schema.source_ids`), if it has one.
     """
 
     kind: ClassVar[ChangeKind] = "add_column"
     parent: tuple[str, ...]
     name: str
     field_type: IcebergType
+    doc: str | None = None
 
     @property
     def path(self) -> tuple[str, ...]:
@@ -101,7 +111,7 @@ class MakeOptional:
         return f"make {'.'.join(self.path)} optional"
 
 
-SchemaChange = AddColumn | WidenType | MakeOptional
+SchemaChange = AddColumn | WidenType | MakeOptional | RenameColumn | RecordSourceId
 
 
 def diff_schema(
@@ -109,7 +119,9 @@ def diff_schema(
 ) -> list[SchemaChange]:
     """The changes ``table_schema`` needs to take every column of ``batch_schema``.
 
-    Columns are matched by name (ignoring case unless ``case_sensitive``). A column of
+    Columns are matched by name (ignoring case unless ``case_sensitive``), or renamed
+    (:mod:`icesink.schema.renames`): a field renamed to the name of another column is
+    left alone (normalization dead-letters its rows). A column of
     Spark's ``void`` type (all nulls, no type) is never added. The result is empty
     when the table can take the batch as it is, including when the table is wider
     (a long column receiving ints).
@@ -117,6 +129,7 @@ def diff_schema(
     Raises:
         SchemaError: A new column has a Spark type Iceberg cannot hold, or the batch
             has two columns whose names differ only in case while matching ignores case.
+        RenameConflictError: A field's old names are two columns of the table.
     """
     return list(_diff_struct(table_schema.as_struct(), batch_schema, (), case_sensitive))
 
@@ -146,13 +159,19 @@ def match_fields(
 def _diff_struct(
     table_struct: StructType, batch_struct: st.StructType, path: tuple[str, ...], case_sensitive: bool
 ) -> Iterator[SchemaChange]:
-    matched, extra = match_fields(table_struct.fields, list(batch_struct.fields), path, case_sensitive)
+    batch_fields = list(batch_struct.fields)
+    by_name, new = match_fields(table_struct.fields, batch_fields, path, case_sensitive)
+    renamed = match_renamed(table_struct.fields, batch_fields, by_name, new, path, case_sensitive)
+    yield from renamed.renames  # before any change below them: paths are the table's current names
+    matched, extra = renamed.matched, renamed.extra
     for t_index, t_field in enumerate(table_struct.fields):
         b_index = matched.get(t_index)
         if b_index is None:
             if t_field.required:
                 yield MakeOptional((*path, t_field.name))
             continue
+        if b_index in renamed.conflicts:
+            continue  # not this column's values: normalization dead-letters the rows
         batch_type = batch_struct.fields[b_index].dataType
         yield from _diff_type(t_field.field_type, batch_type, (*path, t_field.name), case_sensitive)
     for b_index in extra:
@@ -160,8 +179,12 @@ def _diff_struct(
         if isinstance(field.dataType, st.NullType):
             continue  # no type to add, and nothing but nulls to lose
         new_path = ".".join((*path, field.name))
+        sid = source_id(field)
         yield AddColumn(
-            path, field.name, optional_type(spark_to_iceberg_type(field.dataType, _Ids(), new_path))
+            path,
+            field.name,
+            optional_type(spark_to_iceberg_type(field.dataType, _Ids(), new_path)),
+            None if sid is None else doc_with_source_id(None, sid),
         )
 
 

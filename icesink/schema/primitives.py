@@ -35,6 +35,9 @@ class BadRecordReason(StrEnum):
     DUPLICATE_KEY = "duplicate_key"  # map keys that collide once converted ("1" and "01" into int)
     UNROUTABLE = "unroutable"  # a routed row whose destination value cannot name a table (null, too long)
     TOO_MANY_TABLES = "too_many_tables"  # a routed row whose value would need a table past route.max-tables
+    RENAME_CONFLICT = (
+        "rename_conflict"  # a field renamed to the name of another column (icesink.schema.renames)
+    )
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,8 @@ class Problem:
         value: The offending value as text.
         range_check: The problem is only a date or timestamp outside the range the sink
             writes (the value itself has the table's type).
+        detail: Why, after the reason's code (``rename_conflict: ICESINK-...``), when the
+            code alone does not say.
     """
 
     condition: Column
@@ -55,6 +60,12 @@ class Problem:
     reason: BadRecordReason
     value: Column
     range_check: bool = False
+    detail: str | None = None
+
+    @property
+    def reason_text(self) -> str:
+        """The dead letter's reason: the code, then the detail after a colon."""
+        return self.reason.value if self.detail is None else f"{self.reason.value}: {self.detail}"
 
 
 @dataclass(frozen=True)

@@ -74,7 +74,7 @@ def _build_dashboard_module() -> ModuleType:
 
 
 def test_promtool_accepts_rules_and_scrape_config(promtool: str) -> None:
-    assert "SUCCESS: 13 rules found" in _promtool(promtool, "check", "rules", RULES)
+    assert "SUCCESS: 14 rules found" in _promtool(promtool, "check", "rules", RULES)
     _promtool(promtool, "check", "config", PROMETHEUS_CONFIG)
 
 

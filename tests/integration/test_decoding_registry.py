@@ -14,7 +14,7 @@ from icesink import IcebergSink
 from icesink.jobs.kafka.decode import DecodeOptions, DecodingSink, ValueDecoder, ValueFormat
 from icesink.jobs.kafka.decode.protobuf_values import file_descriptor_set
 from icesink.jobs.kafka.decode.registry import JSON, PROTOBUF, RegisteredSchema, SchemaRegistry
-from tests.support.schema_registry import SchemaRegistryServer, framed
+from tests.support.schema_registry import SchemaRegistryServer, avro_framed, framed
 from tests.support.tables import catalog_from_options
 
 KAFKA_DDL = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp"
@@ -143,3 +143,64 @@ def test_avro_values_of_a_schema_with_references_are_dead_letters_and_the_rest_r
     assert [r["cents"] for r in read(options, "db.avro_refs")] == [3]
     error = dead_letter_errors(options, "db.avro_refs__dlq")[0]
     assert f"schema id {referencing} is not read" in error and "references" in error
+
+
+def test_an_avro_field_renamed_by_its_aliases_mid_stream_keeps_its_column(
+    spark: Any, catalog_options: dict[str, str], schema_registry: SchemaRegistryServer
+) -> None:
+    options = {**catalog_options, "table": "db.avro_renamed", "sink-id": "avro-renamed"}
+    v1 = {**ORDER_V1, "fields": [{"name": "id", "type": "int"}, {"name": "cust", "type": "int"}]}
+    customer = {"name": "customer", "type": "long", "aliases": ["cust"]}
+    v2 = {**ORDER_V1, "fields": [{"name": "id", "type": "int"}, customer]}
+    old = avro_framed(schema_registry.url, "renamed", v1, [{"id": i, "cust": i} for i in range(4)])
+    new = avro_framed(
+        schema_registry.url, "renamed", v2, [{"id": i, "customer": 2**40 + i} for i in range(4, 6)]
+    )
+    batches = [old[:2], [old[2], *new], old[3:]]  # v2 mid-stream, v1 values after it too
+    sink = decoding_sink(options, schema_registry, format=ValueFormat.AVRO)
+    for batch_id, values in enumerate(batches):
+        sink(kafka_batch(spark, values, first_offset=batch_id * 10), batch_id)
+
+    table = catalog_from_options(options).load_table("db.avro_renamed")
+    first = table.schemas()[table.metadata.schemas[0].schema_id]
+    assert [f.name for f in table.schema().fields][:2] == ["id", "customer"]
+    assert table.schema().find_field("customer").field_id == first.find_field("cust").field_id
+    rows = sorted((r["id"], r["customer"]) for r in table.scan().to_arrow().to_pylist())
+    assert rows == [(0, 0), (1, 1), (2, 2), (3, 3), (4, 2**40 + 4), (5, 2**40 + 5)]
+
+
+PB_V1 = 'syntax = "proto3";\npackage shop;\nmessage Order { int64 id = 1; int32 cust = 2; }\n'
+PB_V2 = PB_V1.replace("int32 cust = 2", "int64 customer = 2")
+
+
+def test_a_protobuf_field_renamed_mid_stream_keeps_its_column_by_its_number(
+    spark: Any, catalog_options: dict[str, str], schema_registry: SchemaRegistryServer
+) -> None:
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    def values(text: str, rows: list[dict[str, int]]) -> list[bytes]:
+        schema_id = schema_registry.register("pb-renamed-value", text, PROTOBUF)
+        pool = descriptor_pool.DescriptorPool()
+        compiled = file_descriptor_set(RegisteredSchema(0, PROTOBUF, text))
+        for file in descriptor_pb2.FileDescriptorSet.FromString(compiled).file:
+            pool.Add(file)
+        message = message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
+        return [framed(schema_id, b"\x00" + message(**row).SerializeToString()) for row in rows]
+
+    options = {**catalog_options, "table": "db.pb_renamed", "sink-id": "pb-renamed"}
+    old = values(PB_V1, [{"id": i, "cust": i} for i in range(3)])
+    new = values(PB_V2, [{"id": i, "customer": 2**40 + i} for i in range(3, 5)])
+    sink = decoding_sink(options, schema_registry, format=ValueFormat.PROTOBUF)
+    for batch_id, batch in enumerate([old[:2], [old[2], *new]]):  # v2 mid-stream, with a v1 value
+        sink(kafka_batch(spark, batch, first_offset=batch_id * 10), batch_id)
+
+    table = catalog_from_options(options).load_table("db.pb_renamed")
+    first = table.schemas()[table.metadata.schemas[0].schema_id]
+    customer = table.schema().find_field("customer")
+    assert customer.field_id == first.find_field("cust").field_id
+    assert customer.doc == "[icesink.source-id=protobuf:2]"  # the number -> column map, in the table
+    assert first.find_field("cust").doc == customer.doc  # kept from the table's creation
+    assert len(table.metadata.schemas) == 2  # created, then the rename (and the widening)
+    assert "cust" not in [f.name for f in table.schema().fields]
+    rows = sorted((r["id"], r["customer"]) for r in table.scan().to_arrow().to_pylist())
+    assert rows == [(0, 0), (1, 1), (2, 2), (3, 2**40 + 3), (4, 2**40 + 4)]

@@ -109,10 +109,18 @@ def test_label_values_match_the_code_that_feeds_them() -> None:
     from icesink.schema.coordinator import SchemaCheck
     from icesink.schema.diff import AddColumn, MakeOptional, WidenType
     from icesink.schema.primitives import BadRecordReason
+    from icesink.schema.renames import RenameColumn
+    from icesink.schema.source_ids import RecordSourceId
 
     assert set(DEAD_LETTER_REASONS) == {r.value for r in BadRecordReason}
     assert set(SCHEMA_CHECK_OUTCOMES) == {c.value for c in SchemaCheck}
-    assert set(SCHEMA_CHANGE_KINDS) == {AddColumn.kind, WidenType.kind, MakeOptional.kind}
+    assert set(SCHEMA_CHANGE_KINDS) == {
+        AddColumn.kind,
+        WidenType.kind,
+        MakeOptional.kind,
+        RenameColumn.kind,
+        RecordSourceId.kind,
+    }
 
 
 def test_record_files_keeps_the_longest_task_phases_of_the_batch() -> None:

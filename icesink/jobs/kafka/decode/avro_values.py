@@ -11,7 +11,9 @@ Avro (``debezium-avro``) becomes the JSON envelope the Debezium decoder unwraps.
 timestamps ISO-8601 strings, bytes base64. The session needs ``spark-avro`` on its class
 path: the Kafka job's session gets it with Spark's Kafka source (:mod:`icesink.jobs.jvm_jars`).
 A schema that references other subjects' schemas is not read (``from_avro`` takes one schema
-text): its values become dead letters saying so.
+text): its values become dead letters saying so. A field whose ``aliases`` name another field
+is that field renamed (:mod:`icesink.jobs.kafka.decode.avro_aliases`): older versions' values
+are read under its new name, and the table's column is renamed, keeping its data.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ from collections.abc import Mapping
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from icesink.jobs.kafka.decode.avro_aliases import AvroAliases
 from icesink.jobs.kafka.decode.registry import AVRO, RegisteredSchema
 from icesink.jobs.kafka.decode.registry_values import payload_column, schema_id_column
+from icesink.jobs.kafka.decode.spec import FieldRenames, FieldSourceIds
 
 logger = logging.getLogger(__name__)
 DECODED_FIELD = "_icesink_decoded"  # true in every record Avro read (see the module)
@@ -36,6 +40,19 @@ class AvroValues:
     schema_type = AVRO
     framing = "avro"
 
+    def __init__(self) -> None:
+        self._aliases = AvroAliases()
+
+    def renamed_fields(self, schemas: Mapping[int, RegisteredSchema]) -> FieldRenames:
+        """The fields the aliases of ``schemas``, and of the schemas seen before, rename."""
+        for schema_id, schema in sorted(schemas.items()):
+            self._aliases.learn(schema_id, schema.text)
+        return self._aliases.renamed()
+
+    def source_ids(self, schemas: Mapping[int, RegisteredSchema]) -> FieldSourceIds:
+        """None: a field is its name (and its aliases)."""
+        return ()
+
     def to_json(self, batch_df: DataFrame, schemas: Mapping[int, RegisteredSchema]) -> DataFrame:
         """``batch_df`` with the Avro payloads of ``schemas``' ids as JSON behind their header."""
         from pyspark.sql.avro.functions import from_avro
@@ -43,8 +60,9 @@ class AvroValues:
         value = F.col("value")
         schema_id = schema_id_column(value)
         converted: Column | None = None
+        self.renamed_fields(schemas)
         for schema_id_value, schema in schemas.items():
-            reader = _reader_schema(schema.text)
+            reader = _reader_schema(schema.text, self._aliases)
             if reader is None:
                 logger.warning(
                     "schema id %s is not an Avro record: its values become dead letters", schema_id_value
@@ -74,8 +92,9 @@ class AvroValues:
         }
 
 
-def _reader_schema(writer: str) -> str | None:
-    """The writer's record schema plus :data:`DECODED_FIELD`; ``None`` when it is not a record."""
+def _reader_schema(writer: str, aliases: AvroAliases) -> str | None:
+    """The writer's record schema, its fields under their newest names, plus :data:`DECODED_FIELD`;
+    ``None`` when it is not a record."""
     try:
         schema = json.loads(writer)
     except ValueError:
@@ -87,4 +106,5 @@ def _reader_schema(writer: str) -> str | None:
     ):
         return None
     field = {"name": DECODED_FIELD, "type": "boolean", "default": True}
-    return json.dumps({**schema, "fields": [*schema["fields"], field]})
+    reader = aliases.reader(schema)
+    return json.dumps({**reader, "fields": [*reader["fields"], field]})

@@ -31,6 +31,7 @@ from icesink.jobs.kafka.decode import debezium
 from icesink.jobs.kafka.decode.formats import registry_values
 from icesink.jobs.kafka.decode.passes import DATA, PASS_COLUMNS, PASS_DDL, REJECTED, SKIPPED, WRITTEN
 from icesink.jobs.kafka.decode.registry import SchemaRegistry
+from icesink.jobs.kafka.decode.registry_values import mark_renamed
 from icesink.jobs.kafka.decode.rejected_rows import DEAD_LETTER_DDL, dead_letter_function
 from icesink.jobs.kafka.decode.spec import (
     KAFKA_COLUMNS,
@@ -206,6 +207,7 @@ class ValueDecoder:
             ConfigError: ``batch_df`` has neither the Kafka source's columns nor the pass's.
         """
         decoded_in_source = tuple(batch_df.columns) == PASS_COLUMNS
+        spec = self._spec
         if decoded_in_source:
             passed = batch_df
         else:
@@ -216,7 +218,7 @@ class ValueDecoder:
                     hint="decode the DataFrame of a Kafka source (format 'kafka', 'icesink-kafka' or "
                     "'icesink-kafka-decoded') as loaded",
                 )
-            passed = self._decoding_pass(batch_df.select(*KAFKA_INPUT_COLUMNS))
+            passed, spec = self._decoding_pass(batch_df.select(*KAFKA_INPUT_COLUMNS))
         cache = passed.persist(StorageLevel.MEMORY_AND_DISK_DESER)
         try:
             written_only = F.when(F.col("kind") == WRITTEN, F.col("payload")).alias("payload")
@@ -231,7 +233,7 @@ class ValueDecoder:
         written = [bytes(r["payload"]).decode() for r in summary if r["kind"] == WRITTEN]
         written_rows = sum(r["num_rows"] for r in summary if r["kind"] == WRITTEN)
         target = self._target(schemas)
-        spark_schema = from_arrow_schema(target, prefer_timestamp_ntz=True)
+        spark_schema = mark_renamed(from_arrow_schema(target, prefer_timestamp_ntz=True), spec)
         payloads = cache.filter(F.col("kind") == DATA).select("payload")
         conform = conform_function(target)
         rows = payloads.mapInArrow(conform, spark_schema)
@@ -256,12 +258,13 @@ class ValueDecoder:
             skipped,
         )
 
-    def _decoding_pass(self, raw: DataFrame) -> DataFrame:
-        """The first pass over raw Kafka rows; framed values' schemas read from the registry first."""
+    def _decoding_pass(self, raw: DataFrame) -> tuple[DataFrame, DecodeSpec]:
+        """The first pass over raw Kafka rows (framed values' schemas read from the registry first),
+        and the spec it ran with."""
         spec = self._spec
         if self._registry is not None:
             raw, spec = self._registry.prepare(raw, spec)
-        return raw.mapInArrow(decode_function(spec), PASS_DDL)
+        return raw.mapInArrow(decode_function(spec), PASS_DDL), spec
 
     def _target(self, schemas: list[pa.Schema]) -> pa.Schema:
         """The batch's type: the values' fields, then the Debezium and the Kafka columns."""

@@ -3,7 +3,9 @@
 The payload after the header is JSON already: the decoding pass reads it as it reads plain
 JSON values, its types inferred from the values; the registry is asked only whether it
 holds a JSON Schema of each id (a value of an unknown id is a dead letter). The values are
-not validated against the schema: the producer's serializer did that.
+not validated against the schema: the producer's serializer did that. A JSON Schema gives a
+field no identity beside its name (no aliases, no numbers): a renamed property is a new
+column, and the old column gets no more values.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Mapping
 from pyspark.sql import DataFrame
 
 from icesink.jobs.kafka.decode.registry import JSON, RegisteredSchema
+from icesink.jobs.kafka.decode.spec import FieldRenames, FieldSourceIds
 
 
 class JsonSchemaValues:
@@ -28,3 +31,11 @@ class JsonSchemaValues:
     def task_schemas(self, schemas: Mapping[int, RegisteredSchema]) -> dict[int, bytes | str]:
         """Nothing: the decoding task reads JSON payloads."""
         return {}
+
+    def renamed_fields(self, schemas: Mapping[int, RegisteredSchema]) -> FieldRenames:
+        """None: a JSON Schema property has no identity beside its name (see the module)."""
+        return ()
+
+    def source_ids(self, schemas: Mapping[int, RegisteredSchema]) -> FieldSourceIds:
+        """None: a property is its name."""
+        return ()

@@ -12,7 +12,8 @@ A schema that imports other subjects' schemas (schema references) is compiled wi
 the registry gives them (:attr:`~icesink.jobs.kafka.decode.registry.RegisteredSchema.references`).
 The values of a schema protoc cannot compile (an import the registry does not reference, say)
 become dead letters whose reason is protoc's. A schema is compiled once per id for the life of
-the job.
+the job. A field's number is its identity: a field renamed in a new version keeps its column
+(:mod:`icesink.jobs.kafka.decode.protobuf_numbers`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,9 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
+from icesink.jobs.kafka.decode.protobuf_numbers import ProtobufNumbers
 from icesink.jobs.kafka.decode.registry import PROTOBUF, RegisteredSchema
+from icesink.jobs.kafka.decode.spec import FieldRenames, FieldSourceIds
 
 logger = logging.getLogger(__name__)
 FRAMING = "protobuf"
@@ -47,13 +50,16 @@ class ProtobufValues:
 
     def __init__(self) -> None:
         self._compiled: dict[int, bytes | str] = {}
+        self._numbers = ProtobufNumbers()
+        self._for_task: dict[int, bytes | str] = {}
 
     def to_json(self, batch_df: DataFrame, schemas: Mapping[int, RegisteredSchema]) -> DataFrame:
         """``batch_df`` as it is: the decoding task reads the payloads (see the module)."""
         return batch_df
 
     def task_schemas(self, schemas: Mapping[int, RegisteredSchema]) -> dict[int, bytes | str]:
-        """Per schema id, its ``FileDescriptorSet`` (serialized), or why its values are not read."""
+        """Per schema id, its ``FileDescriptorSet`` (serialized; its fields under the newest names of
+        their numbers), or why its values are not read."""
         for schema_id, schema in schemas.items():
             if schema_id not in self._compiled:
                 try:
@@ -61,7 +67,27 @@ class ProtobufValues:
                 except ValueError as e:
                     logger.warning("schema id %s: its values become dead letters: %s", schema_id, e)
                     self._compiled[schema_id] = str(e)
-        return {i: self._compiled[i] for i in schemas}
+                compiled = self._compiled[schema_id]
+                if isinstance(compiled, bytes):
+                    self._numbers.learn(schema_id, compiled)
+        self._for_task = {
+            i: compiled if isinstance(compiled := self._compiled[i], str) else self._numbers.renamed(compiled)
+            for i in schemas
+        }
+        return dict(self._for_task)
+
+    def renamed_fields(self, schemas: Mapping[int, RegisteredSchema]) -> FieldRenames:
+        """None: a field's number is its identity (:meth:`source_ids`)."""
+        return ()
+
+    def source_ids(self, schemas: Mapping[int, RegisteredSchema]) -> FieldSourceIds:
+        """The field numbers of ``schemas``' values (after :meth:`task_schemas`), as ``protobuf:<n>``."""
+        found: dict[tuple[str, ...], str] = {}
+        for schema_id in sorted(schemas):
+            compiled = self._for_task.get(schema_id)
+            if isinstance(compiled, bytes):
+                found.update(self._numbers.source_ids(compiled))
+        return tuple(sorted(found.items()))
 
 
 def file_descriptor_set(schema: RegisteredSchema) -> bytes:

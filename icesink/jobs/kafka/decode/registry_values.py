@@ -6,7 +6,9 @@ framing's bytes 2 to 5, in Spark), asks the registry for those not seen yet
 format (:class:`RegistryFormat`), which gives each framed value a JSON payload behind the same
 header. The decoding pass (:mod:`icesink.jobs.kafka.decode.framing`) then checks the framing
 and the id, and decodes the JSON as for plain JSON values: a new schema version's new field is
-a new column, a wider type widens the column, a field made optional takes nulls. A value that
+a new column, a wider type widens the column, a field made optional takes nulls, a field the
+schemas say was renamed (:meth:`RegistryFormat.renamed_fields`) renames its column
+(:func:`mark_renamed`). A value that
 is not framed, names an id the registry does not know (or a schema of another type), or whose
 bytes do not match its schema becomes a dead letter with its reason; the stream goes on.
 
@@ -20,17 +22,20 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as st
 
+from icesink import RENAMED_FROM, SOURCE_ID
 from icesink.jobs.kafka.decode.framing import HEADER_BYTES, MAGIC_BYTE
 from icesink.jobs.kafka.decode.registry import RegisteredSchema, SchemaRegistry
-from icesink.jobs.kafka.decode.spec import DecodeSpec
+from icesink.jobs.kafka.decode.spec import DecodeSpec, FieldRenames, FieldSourceIds
 
 logger = logging.getLogger(__name__)
 _MAX_BYTES = 2**31 - 1  # "to the end" for substring
+_ROW_IMAGES = ("before", "after")  # a Debezium envelope's fields holding the row
 
 
 class RegistryFormat(Protocol):
@@ -51,6 +56,14 @@ class RegistryFormat(Protocol):
     def task_schemas(self, schemas: Mapping[int, RegisteredSchema]) -> Mapping[int, bytes | str]:
         """What the decoding task needs of each schema to read its payloads (empty: nothing),
         or the reason the job cannot read a schema's values."""
+        ...
+
+    def renamed_fields(self, schemas: Mapping[int, RegisteredSchema]) -> FieldRenames:
+        """The fields ``schemas`` (and those seen before) say were renamed, with the names they had."""
+        ...
+
+    def source_ids(self, schemas: Mapping[int, RegisteredSchema]) -> FieldSourceIds:
+        """The fields' identities beside their names in ``schemas`` (after :meth:`task_schemas`)."""
         ...
 
 
@@ -103,6 +116,43 @@ class RegistryValues:
             schema_errors=errors,
         )
         readable = {i: s for i, s in schemas.items() if i in spec.schema_ids}
+        spec = replace(
+            spec,
+            renamed_from=self.format.renamed_fields(readable),
+            source_ids=self.format.source_ids(readable),
+        )
         if not readable:
             return batch_df, spec
         return self.format.to_json(batch_df, readable), spec
+
+
+def mark_renamed(schema: st.StructType, spec: DecodeSpec) -> st.StructType:
+    """``schema`` with the metadata that makes the sink rename the table's columns (fields inside
+    structs too): each renamed field's old names (``icesink.renamed-from``), each field's
+    identity beside its name (``icesink.source-id``)."""
+    marks: dict[tuple[str, ...], dict[str, dict[str, Any]]] = {}
+    for path, names in spec.renamed_from:
+        at = _row_path(path, spec.debezium)
+        marks.setdefault(at[:-1], {}).setdefault(at[-1], {})[RENAMED_FROM] = list(names)
+    for path, source_id in spec.source_ids:
+        at = _row_path(path, spec.debezium)
+        marks.setdefault(at[:-1], {}).setdefault(at[-1], {})[SOURCE_ID] = source_id
+    return _marked(schema, (), marks) if marks else schema
+
+
+def _row_path(path: tuple[str, ...], debezium: bool) -> tuple[str, ...]:
+    """A field's path in the rows: a Debezium envelope's row image (``before``/``after``) is the row."""
+    return path[1:] if debezium and len(path) > 1 and path[0] in _ROW_IMAGES else path
+
+
+def _marked(
+    struct: st.StructType, path: tuple[str, ...], marks: dict[tuple[str, ...], dict[str, dict[str, Any]]]
+) -> st.StructType:
+    fields = []
+    for field in struct.fields:
+        data_type = field.dataType
+        if isinstance(data_type, st.StructType):
+            data_type = _marked(data_type, (*path, field.name), marks)
+        metadata = {**(field.metadata or {}), **marks.get(path, {}).get(field.name, {})}
+        fields.append(st.StructField(field.name, data_type, field.nullable, metadata))
+    return st.StructType(fields)

@@ -29,6 +29,10 @@ KAFKA_COLUMNS = pa.schema(
         pa.field(TIMESTAMP_COLUMN, pa.timestamp("us", tz="UTC")),
     ]
 )
+FieldRenames = tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]
+"""Fields of the values renamed by their schemas: (path, the names it had), for ``icesink.renamed-from``."""
+FieldSourceIds = tuple[tuple[tuple[str, ...], str], ...]
+"""Fields of the values with an identity beside their name: (path, source id), for ``icesink.source-id``."""
 SPEC_OPTION = "decode.spec"  # the option of a source that decodes as it reads: DecodeSpec.to_json()
 PAYLOAD_COMPRESSION: str | None = "lz4"  # cheapest to write and read back; zstd saves memory, not time
 
@@ -51,6 +55,11 @@ class DecodeSpec:
             the compiled ``FileDescriptorSet``).
         schema_errors: Schema ids of that format the job cannot read, with the reason their
             values' dead letters get.
+        renamed_from: The fields the schemas say were renamed (Avro aliases, Protobuf field
+            numbers): the rows' fields carry the names they had, and the sink renames the
+            table's columns (driver side; the tasks do not need it).
+        source_ids: The fields' identities beside their names (Protobuf field numbers): the
+            rows' fields carry them, the columns keep them (driver side too).
     """
 
     debezium: bool = False
@@ -61,6 +70,8 @@ class DecodeSpec:
     schema_ids: frozenset[int] = frozenset()
     task_schemas: tuple[tuple[int, bytes], ...] = ()
     schema_errors: tuple[tuple[int, str], ...] = ()
+    renamed_from: FieldRenames = ()
+    source_ids: FieldSourceIds = ()
 
     def to_json(self) -> str:
         """The spec as a JSON string: how a data source option carries it to the executors."""
@@ -75,6 +86,8 @@ class DecodeSpec:
                 "schema_ids": sorted(self.schema_ids),
                 "task_schemas": [[i, base64.b64encode(s).decode()] for i, s in self.task_schemas],
                 "schema_errors": [list(e) for e in self.schema_errors],
+                "renamed_from": [[list(p), list(n)] for p, n in self.renamed_from],
+                "source_ids": [[list(p), i] for p, i in self.source_ids],
             },
             sort_keys=True,
         )
@@ -93,6 +106,8 @@ class DecodeSpec:
             schema_ids=frozenset(value.get("schema_ids", ())),
             task_schemas=tuple((int(i), base64.b64decode(s)) for i, s in value.get("task_schemas", ())),
             schema_errors=tuple((int(i), str(r)) for i, r in value.get("schema_errors", ())),
+            renamed_from=tuple((tuple(p), tuple(n)) for p, n in value.get("renamed_from", ())),
+            source_ids=tuple((tuple(p), str(i)) for p, i in value.get("source_ids", ())),
         )
 
     @property
