@@ -193,7 +193,7 @@ class StagedRowDeltaCommits(Cadence):
             snapshot_id = view.snapshot_id
             try:
                 for b in earlier:
-                    view = view.apply(store.step_of_files(b.files, b.delete_files), snapshot_id)
+                    view = view.apply(store.step_of_files(metadata, b.files, b.delete_files), snapshot_id)
                 return snapshot_id, look_up(view, metadata, config.upsert.key_columns, keys, spec, store)
             except IndexFormatError as e:
                 if rebuild:
@@ -272,7 +272,7 @@ class StagedRowDeltaCommits(Cadence):
         store = self._store(table, config, state)
         if store is not None:
             try:
-                steps = [store.step_of_files(b.files, b.delete_files) for b in staged]
+                steps = [store.step_of_files(table.metadata, b.files, b.delete_files) for b in staged]
                 index = IndexCommit(table, store, store.at(table.metadata), steps)
             except IndexFormatError as e:  # committed without it: the next batch rebuilds it
                 logger.warning("key index of %s not committed: %s", state.name, e)

@@ -189,7 +189,7 @@ class UpsertApplier:
             plan = planned.plan
             index = None
             if self._index is not None and planned.view is not None:
-                step = self._index.step_of_files(data_files, result.delete_files)
+                step = self._index.step_of_files(self.table.metadata, data_files, result.delete_files)
                 index = IndexCommit(self.table, self._index, planned.view, [step])
             try:
                 outcome = self._committer.commit(

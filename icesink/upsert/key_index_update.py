@@ -217,9 +217,13 @@ class KeyIndexStore:
         return step
 
     def step_of_files(
-        self, data_files: Sequence[DataFileMessage], delete_files: Sequence[DataFileMessage]
+        self,
+        metadata: TableMetadata,
+        data_files: Sequence[DataFileMessage],
+        delete_files: Sequence[DataFileMessage],
     ) -> IndexStep:
-        """What committing a batch's data files and position delete files changes."""
+        """What committing a batch's data files and position delete files to the table changes."""
+        self._schema_of(metadata)
         step = IndexStep()
         rows = self._read_entries_of_paths([m.path for m in data_files])
         for message, entries in zip(data_files, rows, strict=True):
