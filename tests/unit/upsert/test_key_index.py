@@ -6,6 +6,7 @@ of the changes; the index's own files are checked through the table metadata.
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 from pathlib import Path
 
@@ -14,9 +15,11 @@ import pytest
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
-from icesink.maintenance import compact
-from icesink.upsert.key_index import is_index_path
+from icesink.maintenance import compact, expire_snapshots, remove_orphan_files
+from icesink.upsert.key_index import is_index_path, read_footer
 from icesink.upsert.key_index_update import KeyIndexStore
+from icesink.upsert.key_index_view import DEFAULT_MAX_LINKS
+from tests.support.duckdb_reader import read_iceberg_with_duckdb
 from tests.support.upserts import (
     CHANGE_BATCHES,
     UpsertDriver,
@@ -77,6 +80,7 @@ def test_upserts_through_the_index_give_the_rows_of_the_data_file_lookup(catalog
         plain.apply(batch)
         expected_state(state, batch)
     assert rows_of(with_index.scan().to_arrow()) == state == rows_of(without.scan().to_arrow())
+    assert rows_of(read_iceberg_with_duckdb(with_index.metadata_location)) == state  # its statistics ignored
     with_index.refresh()
     current = with_index.metadata.current_snapshot_id
     assert [s.snapshot_id for s in with_index.metadata.statistics if is_index_path(s.statistics_path)][
@@ -175,3 +179,72 @@ def test_another_writers_position_deletes_are_caught_up(catalog: Catalog) -> Non
         _apply(driver, state, _random_batch(rng, 60 + n))
     assert rows_of(table.scan().to_arrow()) == state
     assert store.take_counts().catchup_files > 0
+
+
+def _chains(table: Table) -> dict[tuple[int, tuple[int, ...]], list[str]]:
+    """The newest index file's chain of every partition, as the files its links are in."""
+    table.refresh()
+    newest = [s for s in table.metadata.statistics if is_index_path(s.statistics_path)][-1]
+    footer = read_footer(table.io, newest.statistics_path, newest.file_size_in_bytes)
+    return {p: [ref.path for ref in chain] for p, chain in footer.chains.items()}
+
+
+def test_a_partition_changed_in_every_batch_gets_a_full_blob_every_few_batches(catalog: Catalog) -> None:
+    table = create_table(catalog)
+    rng, state = random.Random(6), _empty()
+    driver = UpsertDriver(table, index=_store(table))
+    lengths = []
+    for n in range(2 * DEFAULT_MAX_LINKS + 2):
+        _apply(driver, state, _random_batch(rng, n, keys=40, size=40))
+        lengths.append(max(len(c) for c in _chains(table).values()))
+    assert max(lengths) == DEFAULT_MAX_LINKS  # deltas, then a full blob once the chain is that long
+    assert lengths[:DEFAULT_MAX_LINKS] == list(range(1, DEFAULT_MAX_LINKS + 1))
+    assert rows_of(table.scan().to_arrow()) == state
+
+
+def test_links_of_expired_snapshots_are_written_again_not_rebuilt(catalog: Catalog) -> None:
+    """Snapshots expired with their statistics files: the next index holds those partitions in full."""
+    table = create_table(catalog)
+    rng, state = random.Random(8), _empty()
+    store = _store(table)
+    driver = UpsertDriver(table, index=store)
+    for n in range(4):
+        _apply(driver, state, _random_batch(rng, n))
+    expire_snapshots(table, retain_last=1)
+    table.refresh()
+    assert len(_index_files(table)) == 1
+    only_one = changes((0, "one", 1, "u", 10))  # one partition changed
+    _apply(driver, state, only_one)
+    registered = set(_index_files(table))
+    assert all(path in registered for chain in _chains(table).values() for path in chain)
+    for n in range(5, 8):
+        _apply(driver, state, _random_batch(rng, n))
+    assert rows_of(table.scan().to_arrow()) == state
+    assert store.take_counts().rebuilds == 0
+
+
+def test_maintenance_deletes_the_index_files_no_index_names_and_keeps_the_rest(catalog: Catalog) -> None:
+    table = create_table(catalog)
+    rng, state = random.Random(9), _empty()
+    driver = UpsertDriver(table, index=_store(table))
+    folder = Path(table.location().removeprefix("file://")) / "metadata"
+
+    def files() -> set[str]:
+        return {p.name for p in folder.glob("icesink-key-index-*.stats")}
+
+    for n in range(3):  # every partition changed each time: chains of three links, one in each file
+        _apply(driver, state, _random_batch(rng, n, size=60))
+    written = files()
+    expire_snapshots(table, retain_last=1)  # the older two unregistered, still named by the newest
+    assert files() == written
+    (third,) = {path.rsplit("/", 1)[-1] for path in _index_files(table)}
+    _apply(driver, state, _random_batch(rng, 3, size=60))  # their partitions written again, in full
+    (newest,) = {path.rsplit("/", 1)[-1] for chain in _chains(table).values() for path in chain}
+    expire_snapshots(table, retain_last=1)  # the third file's snapshot expired: nothing names it
+    assert files() == written - {third} | {newest}
+    remove_orphan_files(table, older_than=dt.timedelta(0))  # the first two: named by nothing left
+    assert files() == {newest}
+    store = _store(table)  # a restarted sink reads what is left
+    _apply(UpsertDriver(table, index=store, sink_id="s2"), state, _random_batch(rng, 9))
+    assert rows_of(table.scan().to_arrow()) == state
+    assert store.take_counts().rebuilds == 0
