@@ -32,6 +32,7 @@ from icesink.upsert.key_index import BlobRef, Partition, encode_blob, read_blob
 # Most links of a partition's chain: the next change writes the partition's full blob.
 DEFAULT_MAX_LINKS = 8
 DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
+_POSITION_BITS = 40  # a data file's rows: positions below 2**40
 
 
 class LinkCache:
@@ -260,33 +261,33 @@ def _distinct(keys: pa.Table, names: list[str]) -> pa.Table:
 
 def _at(link: pa.Table, removed: set[str], deleted: pa.Table | None) -> pa.Table:
     """Rows of ``link`` in a removed file or at a deleted position."""
-    paths = set(removed) | (set(deleted.column("file_path").to_pylist()) if deleted is not None else set())
-    if not paths or link.num_rows == 0:
+    if link.num_rows == 0 or (not removed and (deleted is None or deleted.num_rows == 0)):
         return link.slice(0, 0)
-    rows = link.filter(_in_files(link.column("file_path"), paths))
-    if rows.num_rows == 0:
-        return rows
-    rows = rows.set_column(
-        rows.schema.get_field_index("file_path"), "file_path", rows.column("file_path").cast(pa.string())
-    )
-    in_removed = pc.is_in(rows.column("file_path"), value_set=pa.array(sorted(removed), pa.string()))
-    hit = rows.filter(in_removed)
-    if deleted is not None:
-        at_positions = _semi_join(rows, deleted.select(["file_path", "pos"]), ["file_path", "pos"])
-        hit = pa.concat_tables([hit, at_positions])
-    return hit
+    return link.filter(_at_mask(link, removed, deleted))
 
 
-def _in_files(column: pa.ChunkedArray, paths: set[str]) -> pa.ChunkedArray:
-    """Which rows of a ``file_path`` column (plain or dictionary) name one of ``paths``."""
-    values = pa.array(sorted(paths), pa.string())
-    if not pa.types.is_dictionary(column.type):
-        return pc.fill_null(pc.is_in(column, value_set=values), False)
-    chunks = []
-    for chunk in column.chunks:
-        in_dictionary = pc.is_in(chunk.dictionary, value_set=values)
-        chunks.append(pc.fill_null(pc.take(in_dictionary, chunk.indices), False))
-    return pa.chunked_array(chunks, pa.bool_())
+def _at_mask(link: pa.Table, removed: set[str], deleted: pa.Table | None) -> pa.Array:
+    """Which rows of ``link`` are in a removed file or at a deleted position.
+
+    Compared as numbers (the file's ordinal in the link's dictionary, shifted, plus the
+    position), never as strings: a full blob has a row per key of its partition.
+    """
+    paths = link.column("file_path").combine_chunks()
+    if not pa.types.is_dictionary(paths.type):
+        paths = paths.cast(pa.string()).dictionary_encode()  # an overlay: few rows
+    files, ordinals = paths.dictionary, paths.indices
+    mask = pc.take(pc.is_in(files, value_set=pa.array(sorted(removed), pa.string())), ordinals)
+    if deleted is not None and deleted.num_rows:
+        wanted = pc.index_in(deleted.column("file_path").combine_chunks().cast(pa.string()), value_set=files)
+        codes = _codes(wanted, deleted.column("pos").combine_chunks()).drop_null()
+        at_deleted = pc.is_in(_codes(ordinals, link.column("pos").combine_chunks()), value_set=codes)
+        mask = pc.or_(pc.fill_null(mask, False), pc.fill_null(at_deleted, False))
+    return pc.fill_null(mask, False)
+
+
+def _codes(ordinals: pa.Array, positions: pa.Array) -> pa.Array:
+    """A (file ordinal, position) pair as one number."""
+    return pc.add(pc.shift_left(ordinals.cast(pa.int64()), _POSITION_BITS), positions.cast(pa.int64()))
 
 
 def _semi_join(rows: pa.Table, keys: pa.Table, names: list[str]) -> pa.Table:
