@@ -194,7 +194,7 @@ class StagedRowDeltaCommits(Cadence):
             try:
                 for b in earlier:
                     view = view.apply(store.step_of_files(metadata, b.files, b.delete_files), snapshot_id)
-                return snapshot_id, look_up(view, metadata, config.upsert.key_columns, keys, spec, store)
+                return snapshot_id, look_up(view, metadata, config.upsert.key_columns, keys, spec, store)[0]
             except IndexFormatError as e:
                 if rebuild:
                     raise

@@ -22,7 +22,7 @@ from icesink.commit import ledger, metadata_cache
 from icesink.commit.ledger import BatchRange
 from icesink.config import CommitConfig
 from icesink.errors import RowDeltaConflictError
-from icesink.upsert.key_index import IndexFormatError
+from icesink.upsert.key_index import IndexFormatError, Partition
 from icesink.upsert.key_index_lookup import IndexCommit, look_up
 from icesink.upsert.key_index_update import KeyIndexStore
 from icesink.upsert.key_index_view import KeyIndex
@@ -76,6 +76,7 @@ class PlannedLookup:
     spec: LookupSpec
     result: LookupResult | None = None
     view: KeyIndex | None = None
+    found: dict[Partition, pa.Table] | None = None
 
 
 class UpsertApplier:
@@ -145,13 +146,23 @@ class UpsertApplier:
         metadata = self.table.metadata
         view = store.at(metadata)
         try:
-            result = look_up(view, metadata, self._key_columns, keys, spec, store)
+            result, found = look_up(view, metadata, self._key_columns, keys, spec, store)
         except IndexFormatError as e:
             logger.warning("key index of %s unreadable, rebuilding it: %s", self._spec.table, e)
             view = store.rebuilt(metadata)
-            result = look_up(view, metadata, self._key_columns, keys, spec, store)
+            result, found = look_up(view, metadata, self._key_columns, keys, spec, store)
         plan = LookupPlan(view.snapshot_id, (), 0, keys.num_rows)
-        return PlannedLookup(plan, spec, result, view)
+        return PlannedLookup(plan, spec, result, view, found)
+
+    def _index_commit(
+        self, planned: PlannedLookup, data_files: Sequence[DataFileMessage]
+    ) -> IndexCommit | None:
+        """The key index of the snapshot the batch commits (``None``: no index)."""
+        if self._index is None or planned.view is None:
+            return None
+        step = self._index.step_of_files(self.table.metadata, data_files, [])
+        step = replace(step, replaced=planned.found or {})  # what the lookup found, all deleted
+        return IndexCommit(self.table, self._index, planned.view, [step])
 
     def apply(
         self,
@@ -187,10 +198,7 @@ class UpsertApplier:
             if result is None:
                 result = planned.result or self._run_lookup(list(planned.plan.tasks), planned.spec)
             plan = planned.plan
-            index = None
-            if self._index is not None and planned.view is not None:
-                step = self._index.step_of_files(self.table.metadata, data_files, result.delete_files)
-                index = IndexCommit(self.table, self._index, planned.view, [step])
+            index = self._index_commit(planned, data_files)
             try:
                 outcome = self._committer.commit(
                     data_files, result.delete_files, plan.snapshot_id, batches, attempts, concurrent, index

@@ -29,7 +29,14 @@ from pyiceberg.table.statistics import StatisticsFile
 from pyiceberg.table.update import SetStatisticsUpdate, TableUpdate
 
 from icesink.upsert.candidates import KeyCandidates
-from icesink.upsert.key_index import FILE_PREFIX, BlobRef, IndexFormatError, is_index_path, write_index_file
+from icesink.upsert.key_index import (
+    FILE_PREFIX,
+    BlobRef,
+    IndexFormatError,
+    Partition,
+    is_index_path,
+    write_index_file,
+)
 from icesink.upsert.key_index_update import KeyIndexStore
 from icesink.upsert.key_index_view import DEFAULT_MAX_LINKS, IndexStep, KeyIndex
 from icesink.upsert.lookup import LookupResult, LookupSpec
@@ -47,8 +54,8 @@ def look_up(
     keys: pa.Table,
     spec: LookupSpec,
     store: KeyIndexStore,
-) -> LookupResult:
-    """The position deletes of the live rows of ``keys`` in ``view``, one file per partition."""
+) -> tuple[LookupResult, dict[Partition, pa.Table]]:
+    """The position deletes of the live rows of ``keys`` in ``view``, one file per partition; the rows."""
     candidates = KeyCandidates.of(metadata, key_columns, keys)
     before = view.cache.entries_read
     found = view.lookup(candidates)
@@ -81,7 +88,7 @@ def look_up(
         read,
         len(messages),
     )
-    return LookupResult(messages, LookupReport(0, read, matched, 0))
+    return LookupResult(messages, LookupReport(0, read, matched, 0)), found
 
 
 class IndexCommit:

@@ -80,14 +80,18 @@ class IndexStep:
         added: Entries of the data files added (key columns, ``file_path``, ``pos``).
         removed: Data files removed.
         deleted: Positions deleted (``file_path``, ``pos``).
+        replaced: Instead of ``removed`` and ``deleted``: the entries a batch's lookup found,
+            in this index, for every key it adds or deletes, all deleted by the batch (no
+            link is then searched for what the batch deleted).
     """
 
     added: dict[Partition, pa.Table] = field(default_factory=dict)
     removed: dict[Partition, set[str]] = field(default_factory=dict)
     deleted: dict[Partition, pa.Table] = field(default_factory=dict)
+    replaced: dict[Partition, pa.Table] | None = None
 
     def partitions(self) -> set[Partition]:
-        return set(self.added) | set(self.removed) | set(self.deleted)
+        return set(self.added) | set(self.removed) | set(self.deleted) | set(self.replaced or {})
 
 
 class KeyIndex:
@@ -156,6 +160,11 @@ class KeyIndex:
         chains = dict(self.chains)
         names = self.key_columns
         for partition in step.partitions():
+            chain = chains.get(partition, Chain())
+            if step.replaced is not None:
+                overlay = self._looked_up(step.added.get(partition), step.replaced.get(partition))
+                chains[partition] = Chain(chain.refs, (*chain.overlays, overlay))
+                continue
             added = step.added.get(partition)
             removed = step.removed.get(partition, set())
             deleted = step.deleted.get(partition)
@@ -183,9 +192,29 @@ class KeyIndex:
                 ],
                 schema=_entry_schema(self.key_schema),
             )
-            chain = chains.get(partition, Chain())
             chains[partition] = Chain(chain.refs, (*chain.overlays, pa.concat_tables([entries, tombstones])))
         return KeyIndex(snapshot_id, self.key_schema, chains, self._io, self.cache)
+
+    def _looked_up(self, added: pa.Table | None, replaced: pa.Table | None) -> pa.Table:
+        """A partition's overlay after a batch whose lookup found ``replaced``: its added
+        entries, and the keys it deleted that it did not add again as deleted."""
+        names, schema = self.key_columns, _entry_schema(self.key_schema)
+        entries = _as_entries(added, self.key_schema) if added is not None else schema.empty_table()
+        gone = (
+            replaced.select(names).cast(self.key_schema)
+            if replaced is not None
+            else self.key_schema.empty_table()
+        )
+        missing = _anti_join(_distinct(gone, names), entries.select(names), names)
+        tombstones = pa.table(
+            [
+                *missing.columns,
+                pa.nulls(missing.num_rows, pa.string()),
+                pa.nulls(missing.num_rows, pa.int64()),
+            ],
+            schema=schema,
+        )
+        return pa.concat_tables([entries, tombstones])
 
     def merged(
         self, partition: Partition, keep_deleted: bool, links: Sequence[pa.Table] | None = None
