@@ -58,10 +58,10 @@ from pyspark.sql import SparkSession
 
 from benchmarks import _upsert_changes as model
 from benchmarks._session import _log, _machine, _session
+from benchmarks._upsert_index import index_applier, key_index_summary, same_files, timed_plans
 from benchmarks._upsert_reads import _compact, _reads
 from benchmarks._upsert_report import markdown
 from icesink.catalog import CREATED_TABLE_PROPERTIES
-from icesink.config import CommitConfig
 from icesink.upsert.batch import UpsertApplier, UpsertOutcome
 from icesink.upsert.changes import change_frames
 from icesink.upsert.lookup import LookupResult, LookupSpec, run_lookup
@@ -69,7 +69,6 @@ from icesink.upsert.messages import LookupTask
 from tests.support.upserts import sql_catalog, write_spec
 
 DEFAULT_WORKDIR = Path(tempfile.gettempdir()) / "icesink-bench-upsert"
-SINK_ID = "bench"
 
 
 @dataclass
@@ -78,6 +77,7 @@ class _Tables:
     reference: Table
     applier: UpsertApplier
     lookup_seconds: list[float]
+    without_index: tuple[Table, UpsertApplier] | None = None  # --key-index both: the other table
 
 
 def _setup(spark: SparkSession, workdir: Path, args: argparse.Namespace) -> _Tables:
@@ -98,14 +98,8 @@ def _setup(spark: SparkSession, workdir: Path, args: argparse.Namespace) -> _Tab
         lookup_seconds.append(time.perf_counter() - started)
         return result
 
-    applier = UpsertApplier(
-        icesink,
-        [model.KEY],
-        SINK_ID,
-        CommitConfig(),
-        LookupSpec(".".join(icesink.name()), dict(icesink.io.properties), "upsert"),
-        timed_lookup,
-    )
+    applier = index_applier(icesink, timed_lookup, args.key_index != "off")
+    timed_plans(applier, lookup_seconds)
     started = time.perf_counter()
     load = spark.range(args.rows).selectExpr(
         model.KEY, *(f"{sql} AS {name}" for name, sql in model.load_columns().items())
@@ -113,11 +107,17 @@ def _setup(spark: SparkSession, workdir: Path, args: argparse.Namespace) -> _Tab
     written = _write(load, icesink, "load")
     applier.apply(pa.table({model.KEY: pa.array([], pa.int64())}), written, 0, "load")
     icesink.refresh()
-    with reference.transaction() as tx, tx.update_snapshot().fast_append() as append:
-        for task in icesink.scan().plan_files():
-            append.append_data_file(task.file)
+    same_files(icesink, reference)
+    without_index = None
+    if args.key_index == "both":
+        plain = catalog.create_table(
+            "bench.no_index", model.SCHEMA, partition_spec=spec, properties=properties
+        )
+        same_files(icesink, plain)
+        without_index = (plain, index_applier(plain, timed_lookup, False, "upsert-plain"))
+        timed_plans(without_index[1], lookup_seconds)
     _log(f"loaded {args.rows:,} rows in {len(written)} data files ({time.perf_counter() - started:.0f} s)")
-    return _Tables(icesink, reference, applier, lookup_seconds)
+    return _Tables(icesink, reference, applier, lookup_seconds, without_index)
 
 
 def _write(df: Any, table: Table, prefix: str) -> list[Any]:
@@ -128,20 +128,26 @@ def _write(df: Any, table: Table, prefix: str) -> list[Any]:
 
 
 def _icesink_batch(
-    spark: SparkSession, tables: _Tables, path: Path, version: int, expected_matches: int
+    spark: SparkSession,
+    tables: _Tables,
+    path: Path,
+    version: int,
+    expected_matches: int,
+    target: tuple[Table, UpsertApplier] | None = None,
 ) -> dict[str, Any]:
     """One batch through change frames, write tasks and the upsert applier; what it did."""
+    table, applier = target or (tables.icesink, tables.applier)
     lookups_before = len(tables.lookup_seconds)
     started = time.perf_counter()
     batch_df = spark.read.parquet(str(path)).persist()
     frames = change_frames(batch_df, [model.KEY], model.OP)
     keyed = time.perf_counter()
-    written = _write(frames.rows, tables.icesink, f"b{version}")
+    written = _write(frames.rows, table, f"b{version}")
     wrote = time.perf_counter()
-    outcome = tables.applier.apply(frames.keys, written, version, f"b{version}a0")
+    outcome = applier.apply(frames.keys, written, version, f"b{version}a0")
     seconds = time.perf_counter() - started
     batch_df.unpersist()
-    lookup = sum(tables.lookup_seconds[lookups_before:])
+    lookup = sum(tables.lookup_seconds[lookups_before:])  # planned and run (through the index: both)
     if outcome.report.rows_matched != expected_matches:
         raise SystemExit(
             f"batch {version}: the lookup found {outcome.report.rows_matched} live rows of changed keys, "
@@ -171,7 +177,7 @@ def _lookup_figures(outcome: UpsertOutcome) -> dict[str, Any]:
         "keys_per_task_mean": statistics.fmean(per_task) if per_task else 0,
         "keys_per_task_max": max(per_task, default=0),
         "files_per_key": sum(per_task) / plan.keys if plan.keys else 0,
-        "rows_read": report.rows_read,
+        "rows_read": report.rows_read,  # through the key index: blob entries read
         "rows_matched": report.rows_matched,
         "row_groups_skipped": report.row_groups_skipped,
         "delete_files_written": outcome.delete_files,
@@ -260,6 +266,7 @@ def _batches(
     """
     icesink: list[dict[str, Any]] = []
     reference: list[dict[str, Any]] = []
+    without: list[dict[str, Any]] = []
     for version in range(1, args.batches + 1):
         changes = stream.batch(version, args.batch_size)
         path = workdir / "changes" / f"batch-{version:05d}.parquet"
@@ -269,6 +276,15 @@ def _batches(
         figures = _icesink_batch(spark, tables, path, version, counts["u"] + counts["d"])
         icesink.append({"batch": version, **figures, "live_rows": stream.live})
         line = f"batch {version}: icesink {figures['changes_per_s']:,.0f} changes/s"
+        line += f" (lookup {figures['lookup_s']:.2f} s)"
+        if tables.without_index is not None:
+            other = _icesink_batch(
+                spark, tables, path, version, counts["u"] + counts["d"], tables.without_index
+            )
+            without.append({"batch": version, **other, "live_rows": stream.live})
+            line += (
+                f", without the key index {other['changes_per_s']:,.0f} (lookup {other['lookup_s']:.2f} s)"
+            )
         if args.pyiceberg_batches and version <= args.pyiceberg_batches + 1:
             theirs = _pyiceberg_batch(tables.reference, changes, counts["u"], counts["c"])
             reference.append({"batch": version, **theirs})
@@ -281,6 +297,8 @@ def _batches(
             f"{line}; lookup read {figures['files_read']} of {figures['files_in_table']} data files, "
             f"load {os.getloadavg()[0]:.1f}"
         )
+    if without:
+        _log(key_index_summary(icesink, without))
     return icesink, reference
 
 
@@ -301,6 +319,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=18)
     parser.add_argument("--read-repeats", type=int, default=3, help="full scans per reader, median")
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument(
+        "--key-index",
+        choices=("on", "off", "both"),
+        default="on",
+        help="the lookup through the key index (upsert.key-index), or reading the data files, or "
+        "both in the same run (a second table loaded with the same files gets each batch too)",
+    )
     parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR)
     parser.add_argument("--keep", action="store_true", help="keep the tables and the change files")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")

@@ -45,6 +45,8 @@ _OPTION_FIELDS: dict[str, tuple[str | None, str]] = {
     "upsert.op-column": ("upsert", "op_column"),
     "upsert.order-column": ("upsert", "order_column"),
     "upsert.lookup-driver-max-files": ("upsert", "lookup_driver_max_files"),
+    "upsert.key-index": ("upsert", "key_index"),
+    "upsert.key-index-cache-bytes": ("upsert", "key_index_cache_bytes"),
     "write.allow-append-to-keyed-table": ("upsert", "allow_append_to_keyed_table"),
     "route.by": ("route", "by"),
     "route.field": ("route", "field"),

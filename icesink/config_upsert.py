@@ -17,6 +17,8 @@ from icesink.errors import ConfigError
 DEFAULT_OP_COLUMN = "_op"
 DEFAULT_ALLOW_APPEND_TO_KEYED_TABLE = False
 DEFAULT_LOOKUP_DRIVER_MAX_FILES = 32
+DEFAULT_KEY_INDEX = True
+DEFAULT_KEY_INDEX_CACHE_BYTES = 512 * 1024 * 1024
 
 
 class WriteMode(StrEnum):
@@ -74,6 +76,35 @@ class UpsertConfig(BaseModel):
             "the application's default parallelism, whatever spark.sql.shuffle.partitions says; either "
             "way a batch adds at most one position delete file per partition. 0: always a Spark job (a "
             "driver that should not read data files)."
+        ),
+    )
+
+    key_index: bool = Field(
+        default=DEFAULT_KEY_INDEX,
+        description=(
+            "Look a batch's keys up in the table's key index instead of the key columns of every data "
+            "file that can hold them. The index maps every live key of a partition to its data file and "
+            "row position; it is kept with the table as Puffin files in its metadata folder, each the "
+            "statistics file of the snapshot it describes (committed in the same commit as the batch; "
+            "other engines ignore it, and orphan removal keeps what the table metadata names). Each batch "
+            "reads only the partitions its keys can be in, catches up with what other writers committed "
+            "since (compaction, appends, position deletes) from the files they added, and writes only "
+            "the partitions it changed (a partition's full blob every few batches). A missing or "
+            "unreadable index is rebuilt from the data files once (a warning and "
+            "icesink_key_index_rebuilds_total), never failing the batch. The lookup's cost then stays "
+            "flat as the table's history grows, where reading the data files grows with their number. "
+            "false: every batch reads the key columns of the candidate data files, on the driver or in "
+            "one Spark job (upsert.lookup-driver-max-files)."
+        ),
+    )
+    key_index_cache_bytes: int = Field(
+        default=DEFAULT_KEY_INDEX_CACHE_BYTES,
+        ge=0,
+        description=(
+            "The most bytes of the key index the driver keeps decoded in memory between batches, per "
+            "table (about 20 bytes per key of a long key column). Within it, a batch reads only the index "
+            "blobs that changed since; past it, the least recently used partitions are read again from "
+            "the table's files when a batch touches them."
         ),
     )
 

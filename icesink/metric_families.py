@@ -9,6 +9,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 
 from icesink.metric_families_maintenance import MaintenanceFamilies
+from icesink.metric_families_upsert import UpsertFamilies
 from icesink.metric_labels import (
     BoundedCounter,
     BoundedGauge,
@@ -62,7 +63,7 @@ def file_size_buckets(target_bytes: int) -> tuple[float, ...]:
     return tuple(target_bytes * f for f in FILE_SIZE_RATIOS)
 
 
-class MetricFamilies(MaintenanceFamilies):
+class MetricFamilies(MaintenanceFamilies, UpsertFamilies):
     """Every metric family of a sink, registered in one registry.
 
     Args:
@@ -315,27 +316,6 @@ class MetricFamilies(MaintenanceFamilies):
             "icesink_source_connected",
             "1 while the query's source answers (each progress or idle report), 0 once the query "
             "failed for want of its brokers (the Kafka job's ICESINK-KAFKA-SOURCE)",
-            ["table", "sink_id"],
-            registry=r,
-        )
-
-    def _define_upsert_metrics(self) -> None:
-        r = self.registry
-        self.upserted_keys = BoundedCounter(
-            "icesink_upserted_keys_total",
-            "Keys inserted or replaced by committed upsert batches",
-            ["table", "sink_id"],
-            registry=r,
-        )
-        self.deleted_keys = BoundedCounter(
-            "icesink_deleted_keys_total",
-            "Keys whose last change in a committed upsert batch was a delete",
-            ["table", "sink_id"],
-            registry=r,
-        )
-        self.delete_files = BoundedCounter(
-            "icesink_delete_files_total",
-            "Position delete files committed by upsert batches",
             ["table", "sink_id"],
             registry=r,
         )

@@ -117,6 +117,9 @@ class SinkMetrics(MetricFamilies):
             self.upserted_keys,
             self.deleted_keys,
             self.delete_files,
+            self.key_index_entries_read,
+            self.key_index_rebuilds,
+            self.key_index_catchup_files,
         ):
             counter.labels(table, sink_id).inc(0)
         for outcome in BATCH_OUTCOMES:

@@ -21,7 +21,8 @@ lookups also search the staged batches (:mod:`icesink.batch.staged_row_deltas`).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 
 from pyspark.sql import SparkSession
 
@@ -32,6 +33,7 @@ from icesink.commit.recovery import delete_leftovers
 from icesink.metrics import SinkMetrics
 from icesink.parallel import run_parallel
 from icesink.upsert.batch import PlannedLookup, UpsertApplier, UpsertOutcome
+from icesink.upsert.key_index_update import KeyIndexStore, key_index_store
 from icesink.upsert.lookup import LookupResult, LookupSpec
 from icesink.upsert.lookup_jobs import run_table_lookups
 from icesink.upsert.messages import LookupTask
@@ -51,6 +53,13 @@ def _table_lookups(
     return run
 
 
+def _result(planned: PlannedLookup | None, ran: Iterator[LookupResult]) -> LookupResult | None:
+    """A planned lookup's result: done when planned (the key index), else the next of the job's."""
+    if planned is None:
+        return None
+    return planned.result if planned.result is not None else next(ran)
+
+
 class RowDeltaCommits:
     """Commits upserted table batches (see the module).
 
@@ -62,6 +71,8 @@ class RowDeltaCommits:
     def __init__(self, metrics: SinkMetrics, spark: SparkSession) -> None:
         self._metrics = metrics
         self._spark = spark
+        self._stores: dict[tuple[str, str], KeyIndexStore] = {}
+        self._lock = threading.Lock()
 
     def commit(self, written: Sequence[Written]) -> None:
         if not written:
@@ -75,10 +86,10 @@ class RowDeltaCommits:
                 for a, w in zip(appliers, written, strict=True)
             ]
         )
-        lookups = [(p.spec, list(p.plan.tasks)) for p in planned if p is not None]
+        lookups = [(p.spec, list(p.plan.tasks)) for p in planned if p is not None and p.result is None]
         driver_max_files = min(w.batch.config.upsert.lookup_driver_max_files for w in written)
-        ran = iter(run_table_lookups(self._spark, lookups, driver_max_files))
-        firsts = [(p, next(ran) if p is not None else None) for p in planned]
+        ran = iter(run_table_lookups(self._spark, lookups, driver_max_files) if lookups else [])
+        firsts = [(p, _result(p, ran)) for p in planned]
         run_parallel(
             [
                 functools.partial(self._apply, a, w, first)
@@ -102,6 +113,9 @@ class RowDeltaCommits:
             config.commit,
             spec,
             _table_lookups(self._spark, config.upsert.lookup_driver_max_files),
+            index=key_index_store(
+                self._stores, self._lock, batch.name, batch.key.sink_id, batch.table, config.upsert
+            ),
         )
 
     def _apply(
@@ -125,6 +139,9 @@ class RowDeltaCommits:
                 batch.table.io, batch.location, batch.spec.file_prefix, taken
             )  # failed tasks' files
             self._record(written, keys.num_rows, outcome)
+        store = self._stores.get((name, key.sink_id))
+        if store is not None:
+            self._metrics.record_key_index(name, key.sink_id, store.take_counts())
         batch.end()
         return outcome
 

@@ -46,6 +46,9 @@ from icesink.errors import RowDeltaConflictError, UpsertError
 from icesink.log_context import batch_logger
 from icesink.metrics import SinkMetrics
 from icesink.upsert.batch import DEFAULT_LOOKUP_REDOS
+from icesink.upsert.key_index import IndexFormatError
+from icesink.upsert.key_index_lookup import IndexCommit, look_up
+from icesink.upsert.key_index_update import KeyIndexStore, key_index_store
 from icesink.upsert.lookup import LookupResult, LookupSpec, run_lookup_locally
 from icesink.upsert.lookup_jobs import run_table_lookups
 from icesink.upsert.messages import LookupTask, decode_keys, encode_keys
@@ -99,6 +102,7 @@ class StagedRowDeltaCommits(Cadence):
         super().__init__(config, metrics)
         self.spark: SparkSession | None = None
         self._planners: dict[tuple[str, str], LookupPlanner] = {}
+        self._stores: dict[tuple[str, str], KeyIndexStore] = {}
         self._lock = threading.Lock()
 
     def _stage_and_commit(self, written: Written) -> None:
@@ -144,7 +148,6 @@ class StagedRowDeltaCommits(Cadence):
         earlier = [b for b in state.staging.batches if b.batch_id < batch_id]
 
         def run(keys: pa.Table, files: Sequence[DataFileMessage], location: str) -> StagedBatch:
-            plan = planner.plan(table.metadata, keys, earlier)
             prefix = f"{BatchKey(state.sink_id, batch_id, attempt).file_prefix}-r{new_attempt_id()[:8]}"
             spec = LookupSpec(
                 state.name,
@@ -153,7 +156,12 @@ class StagedRowDeltaCommits(Cadence):
                 config.write.compression_codec,
                 location=location or None,
             )
-            result = self._run(spec, plan.tasks, config)
+            store = self._store(table, config, state)
+            if store is not None:
+                snapshot_id, result = self._look_up_in_index(store, table, config, earlier, keys, spec)
+            else:
+                plan = planner.plan(table.metadata, keys, earlier)
+                snapshot_id, result = plan.snapshot_id, self._run(spec, plan.tasks, config)
             return StagedBatch(
                 batch_id,
                 attempt,
@@ -161,10 +169,37 @@ class StagedRowDeltaCommits(Cadence):
                 location=location,
                 delete_files=tuple(result.delete_files),
                 keys=encode_keys(keys),
-                snapshot_id=plan.snapshot_id,
+                snapshot_id=snapshot_id,
             )
 
         return run
+
+    def _store(self, table: Table, config: SinkConfig, state: TableState) -> KeyIndexStore | None:
+        return key_index_store(self._stores, self._lock, state.name, state.sink_id, table, config.upsert)
+
+    @staticmethod
+    def _look_up_in_index(
+        store: KeyIndexStore,
+        table: Table,
+        config: SinkConfig,
+        earlier: Sequence[StagedBatch],
+        keys: pa.Table,
+        spec: LookupSpec,
+    ) -> tuple[int | None, LookupResult]:
+        """The lookup through the key index with the staged batches' files and deletes overlaid."""
+        metadata = table.metadata
+        for rebuild in (False, True):
+            view = store.rebuilt(metadata) if rebuild else store.at(metadata)
+            snapshot_id = view.snapshot_id
+            try:
+                for b in earlier:
+                    view = view.apply(store.step_of_files(metadata, b.files, b.delete_files), snapshot_id)
+                return snapshot_id, look_up(view, metadata, config.upsert.key_columns, keys, spec, store)[0]
+            except IndexFormatError as e:
+                if rebuild:
+                    raise
+                logger.warning("key index of %s unreadable, rebuilding it: %s", spec.table, e)
+        raise AssertionError("unreachable")
 
     def _run(self, spec: LookupSpec, tasks: Sequence[LookupTask], config: SinkConfig) -> LookupResult:
         """A lookup's tasks: as an unstaged batch's (:func:`run_table_lookups`), in this process
@@ -214,6 +249,9 @@ class StagedRowDeltaCommits(Cadence):
                     taken = {f.path for f in (*b.files, *b.delete_files)}
                     delete_leftovers(table.io, b.location, _file_prefix(sink_id, b), taken)
             self._record(state, staged, batches, outcome)
+        store = self._stores.get((name, sink_id))
+        if store is not None:
+            self._metrics.record_key_index(name, sink_id, store.take_counts())
         state.staging.remove(staged)
         self._metrics.record_staged(name, sink_id, state.staging.files)
 
@@ -230,8 +268,17 @@ class StagedRowDeltaCommits(Cadence):
         deletes = [f for b in staged for f in b.delete_files]
         keys = ConcurrentKeys(table.io, config.upsert.key_columns, union_keys(staged))
         attempts = {b.batch_id: b.attempt for b in staged}
+        index = None
+        store = self._store(table, config, state)
+        if store is not None:
+            try:
+                steps = [store.step_of_files(table.metadata, b.files, b.delete_files) for b in staged]
+                index = IndexCommit(table, store, store.at(table.metadata), steps)
+            except IndexFormatError as e:  # committed without it: the next batch rebuilds it
+                logger.warning("key index of %s not committed: %s", state.name, e)
+                store.forget()
         with self._metrics.time_commit(state.name, state.sink_id):
-            return committer.commit(data, deletes, staged[0].snapshot_id, batches, attempts, keys)
+            return committer.commit(data, deletes, staged[0].snapshot_id, batches, attempts, keys, index)
 
     def _redo(self, table: Table, config: SinkConfig, state: TableState) -> None:
         """The staged batches' lookups again, in order, on the refreshed table; each staged again."""

@@ -41,6 +41,7 @@ from pyiceberg.table.snapshots import Snapshot
 from icesink import failpoints
 from icesink._pyiceberg import list_files_with_mtime
 from icesink.errors import RewriteConflictError
+from icesink.maintenance.index_files import orphaned_index_files, unused_index_files
 from icesink.upsert.compaction import DEFAULT_TARGET_FILE_SIZE_BYTES, CompactionResult, compact_partition
 
 logger = logging.getLogger(__name__)
@@ -79,11 +80,13 @@ def expire_snapshots(
         return MaintenanceReport()
     expired_ids = set(expired)
     gone = [s for s in snapshots if s.snapshot_id in expired_ids]
+    statistics = [s for s in table.metadata.statistics if s.snapshot_id in expired_ids]
     table.maintenance.expire_snapshots().by_ids(expired).commit()
     deleted: list[str] = []
     if delete_files:
         table.refresh()
-        for path in sorted(_only_reached_by(table, gone, table.snapshots())):
+        unused = unused_index_files(table, [s.statistics_path for s in statistics])
+        for path in sorted(_only_reached_by(table, gone, table.snapshots()) | unused):
             with contextlib.suppress(FileNotFoundError):
                 table.io.delete(path)
             deleted.append(path)
@@ -161,7 +164,8 @@ def remove_orphan_files(
     dry_run: bool = False,
     keep: Callable[[str], bool] | None = None,
 ) -> MaintenanceReport:
-    """Delete files under the table's data folder that no snapshot references.
+    """Delete files under the table's data folder that no snapshot references, and upsert key
+    index files in its metadata folder that no registered index names.
 
     Only files older than ``older_than`` are considered, so files of a batch that is
     being written right now (not yet committed) are never touched; nor are the files
@@ -174,6 +178,8 @@ def remove_orphan_files(
     for path, modified in _files_with_mtime(table, data_location):
         if path not in referenced and modified < cutoff and not (keep is not None and keep(path)):
             orphans.append(path)
+    metadata_files = _files_with_mtime(table, f"{table.location().rstrip('/')}/metadata")
+    orphans += orphaned_index_files(table, [path for path, modified in metadata_files if modified < cutoff])
     if not dry_run:
         failpoints.hit("maintenance")
         for path in orphans:

@@ -22,6 +22,10 @@ from icesink.commit import ledger, metadata_cache
 from icesink.commit.ledger import BatchRange
 from icesink.config import CommitConfig
 from icesink.errors import RowDeltaConflictError
+from icesink.upsert.key_index import IndexFormatError, Partition
+from icesink.upsert.key_index_lookup import IndexCommit, look_up
+from icesink.upsert.key_index_update import KeyIndexStore
+from icesink.upsert.key_index_view import KeyIndex
 from icesink.upsert.lookup import LookupResult, LookupSpec
 from icesink.upsert.messages import LookupReport, LookupTask
 from icesink.upsert.plan import LookupPlan, LookupPlanner
@@ -62,10 +66,17 @@ class UpsertOutcome:
 
 @dataclass(frozen=True)
 class PlannedLookup:
-    """A lookup planned on the table's current snapshot, and the spec its tasks run with."""
+    """A lookup planned on the table's current snapshot, and the spec its tasks run with.
+
+    Through the key index the lookup is done when planned: ``result`` and the index
+    ``view`` it read are given, and the plan has no tasks.
+    """
 
     plan: LookupPlan
     spec: LookupSpec
+    result: LookupResult | None = None
+    view: KeyIndex | None = None
+    found: dict[Partition, pa.Table] | None = None
 
 
 class UpsertApplier:
@@ -79,6 +90,7 @@ class UpsertApplier:
         lookup_spec: What lookup tasks share (its ``file_prefix`` is extended per attempt).
         run_lookup: How the tasks run.
         lookup_redos: Lookups redone after a conflict before giving up.
+        index: The table's key index (``None``: the lookup reads the data files).
     """
 
     def __init__(
@@ -90,6 +102,7 @@ class UpsertApplier:
         lookup_spec: LookupSpec,
         run_lookup: LookupRunner,
         lookup_redos: int = DEFAULT_LOOKUP_REDOS,
+        index: KeyIndexStore | None = None,
     ) -> None:
         self._committer = RowDeltaCommitter(table, sink_id, commit_config)
         self._planner = LookupPlanner(table.io, key_columns, lookup_spec.table)
@@ -98,6 +111,7 @@ class UpsertApplier:
         self._spec = lookup_spec
         self._run_lookup = run_lookup
         self._redos = lookup_redos
+        self._index = index
 
     @property
     def table(self) -> Table:
@@ -120,11 +134,35 @@ class UpsertApplier:
                 self._spec.table,
             )
             return None
-        plan = self._planner.plan(self.table.metadata, keys)
         prefix = f"{self._spec.file_prefix}-{attempt}-r{redo}"
-        return PlannedLookup(
-            plan, replace(self._spec, file_prefix=prefix, location=location or self._spec.location)
-        )
+        spec = replace(self._spec, file_prefix=prefix, location=location or self._spec.location)
+        if self._index is not None:
+            return self._look_up_in_index(self._index, keys, spec)
+        plan = self._planner.plan(self.table.metadata, keys)
+        return PlannedLookup(plan, spec)
+
+    def _look_up_in_index(self, store: KeyIndexStore, keys: pa.Table, spec: LookupSpec) -> PlannedLookup:
+        """The lookup through the key index, rebuilt from the data files when a blob cannot be read."""
+        metadata = self.table.metadata
+        view = store.at(metadata)
+        try:
+            result, found = look_up(view, metadata, self._key_columns, keys, spec, store)
+        except IndexFormatError as e:
+            logger.warning("key index of %s unreadable, rebuilding it: %s", self._spec.table, e)
+            view = store.rebuilt(metadata)
+            result, found = look_up(view, metadata, self._key_columns, keys, spec, store)
+        plan = LookupPlan(view.snapshot_id, (), 0, keys.num_rows)
+        return PlannedLookup(plan, spec, result, view, found)
+
+    def _index_commit(
+        self, planned: PlannedLookup, data_files: Sequence[DataFileMessage]
+    ) -> IndexCommit | None:
+        """The key index of the snapshot the batch commits (``None``: no index)."""
+        if self._index is None or planned.view is None:
+            return None
+        step = self._index.step_of_files(self.table.metadata, data_files, [])
+        step = replace(step, replaced=planned.found or {})  # what the lookup found, all deleted
+        return IndexCommit(self.table, self._index, planned.view, [step])
 
     def apply(
         self,
@@ -158,11 +196,12 @@ class UpsertApplier:
                 empty = LookupPlan(None, (), 0, keys.num_rows)
                 return UpsertOutcome(RowDeltaOutcome(None, 1, 0, True), empty, LookupReport(), 0, redo)
             if result is None:
-                result = self._run_lookup(list(planned.plan.tasks), planned.spec)
+                result = planned.result or self._run_lookup(list(planned.plan.tasks), planned.spec)
             plan = planned.plan
+            index = self._index_commit(planned, data_files)
             try:
                 outcome = self._committer.commit(
-                    data_files, result.delete_files, plan.snapshot_id, batches, attempts, concurrent
+                    data_files, result.delete_files, plan.snapshot_id, batches, attempts, concurrent, index
                 )
             except RowDeltaConflictError as e:
                 delete_uncommitted(self.table, result.delete_files)

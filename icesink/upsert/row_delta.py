@@ -22,6 +22,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import Table
@@ -38,6 +39,9 @@ from icesink.upsert.validate import ConcurrentKeys, KeyCheck, conflicting_data_f
 from icesink.write.manifest_entry import data_file_from_message, encoded_entry
 from icesink.write.messages import CONTENT_POSITION_DELETES, DataFileMessage
 from icesink.write.position_deletes import FILE_PATH_FIELD_ID
+
+if TYPE_CHECKING:
+    from icesink.upsert.key_index_lookup import IndexCommit
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +87,7 @@ class RowDeltaCommitter:
         self.table = table
         self._sink_id = sink_id
         self._backoff = Backoff(config, sleep)
+        self._index: IndexCommit | None = None
 
     def commit(
         self,
@@ -92,6 +97,7 @@ class RowDeltaCommitter:
         batches: BatchRange,
         attempts: Mapping[int, str],
         keys: ConcurrentKeys | None = None,
+        index: IndexCommit | None = None,
     ) -> RowDeltaOutcome:
         """Commit ``data_files`` and ``delete_files`` as the data of ``batches``.
 
@@ -104,6 +110,8 @@ class RowDeltaCommitter:
             attempts: Each batch's write attempt (for the ledger).
             keys: Every key the batch changes, checked against the data files committed
                 since ``start_snapshot_id`` (``None``: not checked).
+            index: The key index of the new snapshot, committed with it when the table
+                has not moved on since the lookup (``None``: no index).
 
         Raises:
             RowDeltaConflictError: A concurrent commit removed, or added deletes to, a
@@ -121,10 +129,13 @@ class RowDeltaCommitter:
         )
         for message in [*data_files, *delete_files]:
             producer.add_file(data_file_from_message(message), encoded_entry(message))
+        self._index = index
         try:
             return self._commit_with_retries(producer, referenced, start_snapshot_id, batches, keys)
         except (RowDeltaConflictError, CommitConflictError):
             producer.clean_up()  # certainly not committed; any other failure keeps what may be referenced
+            if index is not None:
+                index.discard()
             raise
 
     def _commit_with_retries(
@@ -140,6 +151,8 @@ class RowDeltaCommitter:
             metadata_cache.refresh(self.table)
             if self.table.metadata.snapshot_by_id(producer.snapshot_id) is not None:
                 # An earlier attempt landed although the catalog's answer was lost.
+                if self._index is not None:
+                    self._index.landed()
                 return RowDeltaOutcome(producer.snapshot_id, attempt_no, conflicts)
             if ledger.is_committed(self.table, self._sink_id, batches.last):
                 logger.info(
@@ -149,6 +162,8 @@ class RowDeltaCommitter:
                     self._name,
                 )
                 producer.clean_up()
+                if self._index is not None:
+                    self._index.discard()
                 return RowDeltaOutcome(None, attempt_no, conflicts, skipped_replay=True)
             self._validate(referenced, start_snapshot_id, batches)
             key_check = self._validate_keys(keys, start_snapshot_id, batches)
@@ -165,9 +180,10 @@ class RowDeltaCommitter:
     def _try_commit(self, producer: SnapshotProducer, batches: BatchRange, attempt_no: int) -> bool:
         """One attempt on the refreshed table: ``False`` when the catalog refused it."""
         pending = producer.build(self.table.metadata)
+        extra = self._index.updates(self.table.metadata, producer.snapshot_id) if self._index else ()
         failpoints.hit("commit.before")
         try:
-            metadata_cache.commit(self.table, pending.updates, pending.requirements)
+            metadata_cache.commit(self.table, (*pending.updates, *extra), pending.requirements)
         except CommitFailedException as e:
             logger.warning(
                 "row delta of batches %s (sink %s, table %s) conflicted (attempt %s of %s): %s",
@@ -188,6 +204,8 @@ class RowDeltaCommitter:
                 hint="the batch will be checked against the table when Spark replays it",
             ) from e
         producer.clean_up(keep=pending.files)
+        if self._index is not None:
+            self._index.done(committed_with_index=bool(extra))
         logger.info(
             "committed batches %s (sink %s) to %s as row delta snapshot %s: %s",
             batches,

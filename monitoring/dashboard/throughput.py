@@ -149,7 +149,26 @@ def with_row_outcomes(board: dash.Dashboard) -> dash.Dashboard:
             (f"sum by (table) ({rate('icesink_upserted_keys_total')})", "upserted keys {{table}}"),
             (f"sum by (table) ({rate('icesink_deleted_keys_total')})", "deleted keys {{table}}"),
             (f"sum by (table) ({rate('icesink_delete_files_total')})", "delete files {{table}}"),
-            width=24,
+        )
+    )
+    board = board.with_panel(
+        graph(
+            "Upsert key index",
+            "short",
+            "upsert.key-index: index entries read from the table's index files per second (a batch "
+            "reads only what changed since the last; a steady high rate: raise "
+            "upsert.key-index-cache-bytes), files other writers committed that the index read to catch "
+            "up per second, and rebuilds from the data files per interval (missing, unreadable, or its "
+            "history expired: each one reads every data file once).",
+            (f"sum by (table) ({rate('icesink_key_index_entries_read_total')})", "entries read/s {{table}}"),
+            (
+                f"sum by (table) ({rate('icesink_key_index_catchup_files_total')})",
+                "catch-up files/s {{table}}",
+            ),
+            (
+                f"sum by (table) ({increase('icesink_key_index_rebuilds_total')})",
+                "rebuilds {{table}}",
+            ),
         )
     )
     return board

@@ -24,6 +24,7 @@ from pyiceberg.types import LongType, NestedField, StringType
 from icesink.config import CommitConfig
 from icesink.upsert.batch import LookupRunner, UpsertApplier, UpsertOutcome
 from icesink.upsert.changes import change_set
+from icesink.upsert.key_index_update import KeyIndexStore
 from icesink.upsert.lookup import LookupSpec, run_lookup_locally
 from icesink.write.messages import DataFileMessage
 from icesink.write.spec import WriteSpec
@@ -144,7 +145,11 @@ class UpsertDriver:
     """Applies change batches to a table as the sink would, one batch id after the other."""
 
     def __init__(
-        self, table: Table, run_lookup: LookupRunner = run_lookup_locally, sink_id: str = "s1"
+        self,
+        table: Table,
+        run_lookup: LookupRunner = run_lookup_locally,
+        sink_id: str = "s1",
+        index: KeyIndexStore | None = None,
     ) -> None:
         self.applier = UpsertApplier(
             table,
@@ -153,6 +158,7 @@ class UpsertDriver:
             CommitConfig(retries=2, min_wait_ms=1, max_wait_ms=5),
             LookupSpec(".".join(table.name()), dict(table.io.properties), "upsert"),
             run_lookup,
+            index=index,
         )
         self._sink_id = sink_id
         self._batch_ids = itertools.count()

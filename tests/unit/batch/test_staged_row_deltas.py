@@ -141,3 +141,22 @@ def test_a_concurrent_writers_rows_of_staged_keys_make_the_lookups_be_redone(
     del state[2]
     assert _rows(catalog) == state  # the sink's changes replaced the other writer's rows of 1 and 3
     assert _batch_ids(catalog) == [None, "0-2"]
+
+
+def test_a_restarted_sinks_flush_commits_the_staged_batches_with_their_key_index(
+    catalog: Catalog, config: SinkConfig
+) -> None:
+    rng = random.Random(13)
+    state: State = {}
+    commits, states = StagedRowDeltaCommits(config.commit, SinkMetrics()), TableStates(SinkMetrics())
+    for batch_id in range(5):  # 0-2 committed, 3 and 4 staged
+        batch = _random_batch(rng, batch_id)
+        _apply(commits, catalog, config, states, batch_id, batch)
+        expected_state(state, batch)
+    commits, states = StagedRowDeltaCommits(config.commit, SinkMetrics()), TableStates(SinkMetrics())
+    table = catalog.load_table(NAME)
+    commits.commit_staged(table, config, states.get(NAME, config, table, SINK_ID))  # no lookup first
+    assert _batch_ids(catalog) == ["0-2", "3-4"]
+    assert _rows(catalog) == state
+    table.refresh()
+    assert [s.snapshot_id for s in table.metadata.statistics][-1] == table.metadata.current_snapshot_id
