@@ -58,12 +58,11 @@ DEFAULT_RESULTS = REPO_ROOT / "benchmarks" / "results"
 DEFAULT_WORKDIR = Path(tempfile.gettempdir()) / "icesink-bench-upsert-long"
 CODE_ROOT_ENV = "ICESINK_BENCH_CODE_ROOT"  # set for the new process of --pythonpath: where icesink must be
 SMALL = {"keys": 20_000, "changes": 1_000, "batches": 20, "scan_every": 20, "window": 10}
-# Runs the benchmark as ``python -m`` would with DIR's ``icesink`` (first on PYTHONPATH, imported
-# first) and this checkout's ``benchmarks`` (put first on the path only after).
+# Runs the benchmark as ``python -m`` would with DIR's ``icesink`` (DIR is the folder it runs in and
+# first on PYTHONPATH; imported first) and this checkout's ``benchmarks`` (first on the path only after).
 _LAUNCHER = """\
-import os, runpy, sys
+import runpy, sys
 here = sys.argv.pop(1)
-sys.path = [p for p in sys.path if p not in ("", os.getcwd())]
 import icesink
 sys.path.insert(0, here)
 runpy.run_module("benchmarks.upsert_long", run_name="__main__", alter_sys=True)
@@ -118,13 +117,22 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def _count(n: int) -> str:
+    """``n`` for a file name: 1m, 20k, 500."""
+    for size, suffix in ((1_000_000, "m"), (1_000, "k")):
+        if n >= size and n % size == 0:
+            return f"{n // size}{suffix}"
+    return str(n)
+
+
 def _commit_of(root: Path) -> str:
     """The commit checked out at ``root`` (``-dirty`` with changes), or ``unknown``."""
     try:
-        head = subprocess.check_output(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], text=True)
-        dirty = subprocess.check_output(
-            ["git", "-C", str(root), "status", "--porcelain", "--", "icesink"], text=True
+        git = ["git", "-C", str(root)]
+        head = subprocess.check_output(
+            [*git, "rev-parse", "--short", "HEAD"], text=True, stderr=subprocess.DEVNULL
         )
+        dirty = subprocess.check_output([*git, "status", "--porcelain", "--", "icesink"], text=True)
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return head.strip() + ("-dirty" if dirty.strip() else "")
@@ -175,9 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     commit = _commit_of(code_root)
     settings = f"maintenance {args.maintenance}" + "".join(f", {o}" for o in args.sink_option)
     label = args.label or f"{commit}, {settings}"
-    name = (
-        args.name or f"upsert-long-{commit}-{args.keys}k-{args.changes}c-{args.batches}b-m{args.maintenance}"
-    )
+    sizes = f"{_count(args.keys)}-{args.batches}x{_count(args.changes)}"
+    name = args.name or f"upsert-long-{commit}-{sizes}-maintenance-{args.maintenance}"
     load_start = os.getloadavg()
     started = time.perf_counter()
     workdir = args.workdir / name
@@ -193,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
             "elapsed_s": round(time.perf_counter() - started),
             **figures,
         }
-        out.write_text(json.dumps(result, indent=1))
+        out.write_text(json.dumps(result, indent=1, default=str))
         return result
 
     shutil.rmtree(workdir, ignore_errors=True)
