@@ -1,9 +1,10 @@
 """The long-stream upsert benchmark's plot, drawn with matplotlib from runs' JSON results.
 
 Four panels over the batches, one colour per run, so that runs of different code or
-settings lie side by side: changes per second; lookup and commit seconds; the full scans'
-seconds (pyiceberg and DuckDB, the table as the stream left it and its rows freshly
-compacted); the live delete files and data files in the table.
+settings lie side by side: changes per second (and the machine's 1-minute load average);
+lookup and commit seconds; the full scans' seconds (pyiceberg and DuckDB, the table as the
+stream left it and its rows freshly compacted); the live delete files and data files in the
+table.
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ def plot(runs: Sequence[dict[str, Any]], path: Path) -> Path:
     figure, axes = plt.subplots(2, 2, figsize=(14, 9), sharex=True)
     rate, steps, scans, files = axes[0][0], axes[0][1], axes[1][0], axes[1][1]
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    load = rate.twinx()  # a shared machine's load explains much of a batch's time
     for n, run in enumerate(runs):
         colour, label, batches = colours[n % len(colours)], run["label"], run["batches"]
         rate.plot(*_series(batches, "changes_per_s"), color=colour, label=label)
+        load.plot(*_series(batches, "load_average"), color=colour, linewidth=0.6, linestyle=":")
         steps.plot(*_series(batches, "lookup_s"), color=colour, label=f"{label}: lookup")
         steps.plot(*_series(batches, "commit_s"), color=colour, linestyle="--", label=f"{label}: commit")
         files.plot(*_series(batches, "delete_files"), color=colour, label=f"{label}: delete files")
@@ -47,8 +50,9 @@ def plot(runs: Sequence[dict[str, Any]], path: Path) -> Path:
             scans.plot(
                 at, fresh, color=colour, marker=marker, linestyle=":", label=f"{label}: {name}, compacted"
             )
-    rate.set_title("changes per second, per batch")
+    rate.set_title("changes per second, per batch; the machine's load average (dotted, right)")
     rate.set_ylim(bottom=0)
+    load.set_ylim(bottom=0)
     steps.set_title("seconds per batch: lookup (solid), commit (dashed)")
     scans.set_title("full scan seconds: the stream's table (solid), its rows compacted (dotted)")
     files.set_title("live files in the table: delete (solid), data (dashed)")
