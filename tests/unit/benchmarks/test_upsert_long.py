@@ -6,6 +6,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from benchmarks._upsert_changes import ChangeStream, Mix
 from benchmarks._upsert_plot import plot
 from benchmarks._upsert_reference import op_counts
@@ -64,6 +66,8 @@ def test_the_summary_compares_the_last_window_with_the_first_and_pyiceberg_after
     assert summary["last_to_first"] == 0.5
     assert summary["delete_files_per_partition"] == 101.0  # 16 a batch, never compacted
     assert summary["pyiceberg_ratio"] == 200.0  # batch 2 alone: batch 1 warms both up
+    # the median batch: 1000 changes in 0.75 s (between 0.5 s and 1 s), against pyiceberg's 10/s
+    assert summary["pyiceberg_ratio_to_median"] == pytest.approx(1000 / 0.75 / 10)
     assert summary["median_lookup_s"] is None
     text = summary_text(run)
     assert "last / first: 0.50 (goal >= 0.8: NOT met)" in text
