@@ -38,13 +38,6 @@ def timed_plans(applier: UpsertApplier, seconds: list[float]) -> None:
     applier.plan_lookup = timed  # type: ignore[method-assign]
 
 
-def same_files(source: Table, target: Table) -> None:
-    """Commit ``source``'s data files to ``target`` (fast append)."""
-    with target.transaction() as tx, tx.update_snapshot().fast_append() as append:
-        for task in source.scan().plan_files():
-            append.append_data_file(task.file)
-
-
 def index_applier(table: Table, run: Any, index: bool, prefix: str = "upsert") -> UpsertApplier:
     store = KeyIndexStore(table.io, [model.KEY], ".".join(table.name()), DEFAULT_KEY_INDEX_CACHE_BYTES)
     return UpsertApplier(

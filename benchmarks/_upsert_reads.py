@@ -1,4 +1,10 @@
-"""What :mod:`benchmarks.upsert` measures after its batches: full scans, checked, and compaction."""
+"""Full scans of the upsert benchmarks' tables, checked, and compaction.
+
+:func:`_reads` times a full scan through pyiceberg and DuckDB and checks the rows read;
+:func:`compacted_reads` does the same on the table's rows written freshly compacted (a copy,
+one file per partition, dropped afterwards): what the same rows cost a reader without the
+stream's history; :func:`_compact` compacts every bucket of a table in place.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ import statistics
 import time
 from typing import Any
 
+from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
 from benchmarks import _upsert_changes as model
@@ -35,6 +42,21 @@ def _reads(table: Table, stream: model.ChangeStream, repeats: int) -> dict[str, 
         figures[name] = statistics.median(times)
     figures["rows"] = expected.num_rows
     return figures
+
+
+def compacted_reads(catalog: Catalog, table: Table, stream: model.ChangeStream, name: str) -> dict[str, Any]:
+    """:func:`_reads` of ``table``'s rows written by pyiceberg into a new table ``name`` (its spec, sorted by
+    key, one file per partition), and the seconds the copy took; the copy is dropped with its files."""
+    started = time.perf_counter()
+    rows = table.scan().to_arrow().sort_by(model.KEY)
+    copy = catalog.create_table(name, table.schema(), partition_spec=table.spec())
+    copy.append(rows)
+    del rows
+    copy_s = time.perf_counter() - started
+    try:
+        return {**_reads(copy, stream, 1), "copy_s": copy_s}
+    finally:
+        catalog.purge_table(name)
 
 
 def _file_counts(table: Table) -> dict[str, int]:

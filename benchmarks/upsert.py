@@ -50,16 +50,15 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyiceberg.expressions import In
 from pyiceberg.table import Table
 from pyspark.sql import SparkSession
 
 from benchmarks import _upsert_changes as model
 from benchmarks._session import _log, _machine, _session
-from benchmarks._upsert_index import index_applier, key_index_summary, same_files, timed_plans
+from benchmarks._upsert_index import index_applier, key_index_summary, timed_plans
 from benchmarks._upsert_reads import _compact, _reads
+from benchmarks._upsert_reference import op_counts, pyiceberg_batch, reference_table, same_tables
 from benchmarks._upsert_report import markdown
 from icesink.catalog import CREATED_TABLE_PROPERTIES
 from icesink.upsert.batch import UpsertApplier, UpsertOutcome
@@ -87,9 +86,6 @@ def _setup(spark: SparkSession, workdir: Path, args: argparse.Namespace) -> _Tab
     spec = model.partition_spec(args.buckets)
     properties = {"format-version": "2", **CREATED_TABLE_PROPERTIES}
     icesink = catalog.create_table("bench.icesink", model.SCHEMA, partition_spec=spec, properties=properties)
-    reference = catalog.create_table(
-        "bench.pyiceberg", model.SCHEMA, partition_spec=spec, properties=properties
-    )
     lookup_seconds: list[float] = []
 
     def timed_lookup(tasks: list[LookupTask], lookup: LookupSpec) -> LookupResult:
@@ -107,13 +103,10 @@ def _setup(spark: SparkSession, workdir: Path, args: argparse.Namespace) -> _Tab
     written = _write(load, icesink, "load")
     applier.apply(pa.table({model.KEY: pa.array([], pa.int64())}), written, 0, "load")
     icesink.refresh()
-    same_files(icesink, reference)
+    reference = reference_table(catalog, icesink, "bench.pyiceberg")
     without_index = None
     if args.key_index == "both":
-        plain = catalog.create_table(
-            "bench.no_index", model.SCHEMA, partition_spec=spec, properties=properties
-        )
-        same_files(icesink, plain)
+        plain = reference_table(catalog, icesink, "bench.no_index")
         without_index = (plain, index_applier(plain, timed_lookup, False, "upsert-plain"))
         timed_plans(without_index[1], lookup_seconds)
     _log(f"loaded {args.rows:,} rows in {len(written)} data files ({time.perf_counter() - started:.0f} s)")
@@ -185,46 +178,6 @@ def _lookup_figures(outcome: UpsertOutcome) -> dict[str, Any]:
     }
 
 
-def _pyiceberg_batch(table: Table, changes: pa.Table, updates: int, inserts: int) -> dict[str, Any]:
-    """``Table.upsert`` of the batch's new row versions, then ``Table.delete`` of its deleted keys."""
-    arrow_schema = table.schema().as_arrow()
-    is_delete = pc.equal(changes.column(model.OP), "d")
-    upserts = changes.filter(pc.invert(is_delete)).drop_columns([model.OP]).cast(arrow_schema)
-    deleted = changes.filter(is_delete).column(model.KEY).to_pylist()
-    started = time.perf_counter()
-    result = table.upsert(upserts, join_cols=[model.KEY])
-    upserted = time.perf_counter()
-    if deleted:
-        table.delete(In(term=model.KEY, literals=deleted))
-    seconds = time.perf_counter() - started
-    if (result.rows_updated, result.rows_inserted) != (updates, inserts):
-        raise SystemExit(
-            f"pyiceberg's upsert updated {result.rows_updated} and inserted {result.rows_inserted} rows, "
-            f"expected {updates} and {inserts}"
-        )
-    return {
-        "changes": changes.num_rows,
-        "seconds": seconds,
-        "changes_per_s": changes.num_rows / seconds,
-        "upsert_s": upserted - started,
-        "delete_s": seconds - (upserted - started),
-    }
-
-
-def _same_tables(icesink: Table, snapshot_id: int, reference: Table) -> None:
-    """Fail unless the icesink table at ``snapshot_id`` holds the reference's rows (every column)."""
-    mine = icesink.scan(snapshot_id=snapshot_id).to_arrow().sort_by(model.KEY)
-    theirs = reference.scan().to_arrow().sort_by(model.KEY)
-    theirs = theirs.cast(mine.schema)  # pyiceberg's own files read as large_string
-    differ = [n for n in mine.column_names if not mine.column(n).equals(theirs.column(n))]
-    if mine.num_rows != theirs.num_rows or differ:
-        raise SystemExit(
-            f"icesink's table at snapshot {snapshot_id} ({mine.num_rows} rows) differs from pyiceberg's "
-            f"({theirs.num_rows} rows) in columns {differ}"
-        )
-    _log(f"icesink's and pyiceberg's tables hold the same {mine.num_rows:,} rows")
-
-
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """The whole benchmark; its figures."""
     workdir: Path = args.workdir.resolve() / f"run-{args.seed}"
@@ -271,8 +224,7 @@ def _batches(
         changes = stream.batch(version, args.batch_size)
         path = workdir / "changes" / f"batch-{version:05d}.parquet"
         pq.write_table(changes, path)
-        ops = changes.column(model.OP)
-        counts = {op: pc.sum(pc.equal(ops, op)).as_py() for op in ("u", "c", "d")}
+        counts = op_counts(changes)
         figures = _icesink_batch(spark, tables, path, version, counts["u"] + counts["d"])
         icesink.append({"batch": version, **figures, "live_rows": stream.live})
         line = f"batch {version}: icesink {figures['changes_per_s']:,.0f} changes/s"
@@ -286,13 +238,13 @@ def _batches(
                 f", without the key index {other['changes_per_s']:,.0f} (lookup {other['lookup_s']:.2f} s)"
             )
         if args.pyiceberg_batches and version <= args.pyiceberg_batches + 1:
-            theirs = _pyiceberg_batch(tables.reference, changes, counts["u"], counts["c"])
+            theirs = pyiceberg_batch(tables.reference, changes, counts["u"], counts["c"])
             reference.append({"batch": version, **theirs})
             line += f", pyiceberg {theirs['changes_per_s']:,.0f} changes/s"
             if version == args.pyiceberg_batches + 1:
                 snapshot = tables.icesink.current_snapshot()
                 assert snapshot is not None
-                _same_tables(tables.icesink, snapshot.snapshot_id, tables.reference)
+                same_tables(tables.icesink, snapshot.snapshot_id, tables.reference)
         _log(
             f"{line}; lookup read {figures['files_read']} of {figures['files_in_table']} data files, "
             f"load {os.getloadavg()[0]:.1f}"

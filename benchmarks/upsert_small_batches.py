@@ -38,6 +38,7 @@ import pyarrow as pa
 
 from benchmarks import _upsert_changes as model
 from benchmarks._session import _log, _machine, _session
+from benchmarks._upsert_sink import TABLE, sink_options
 from icesink import IcebergSink
 from tests.support.duckdb_reader import duckdb_read
 
@@ -45,20 +46,10 @@ DEFAULT_WORKDIR = Path(tempfile.gettempdir()) / "icesink-bench-upsert-small"
 
 
 def _options(workdir: Path, args: argparse.Namespace) -> dict[str, str]:
-    options = {
-        "catalog.name": "bench",
-        "catalog.type": "sql",
-        "catalog.uri": f"sqlite:///{workdir / 'catalog.db'}",
-        "catalog.warehouse": f"file://{workdir / 'warehouse'}",
-        "table": "bench.items",
-        "partition-by": f"bucket({args.buckets}, {model.KEY})",
-        "write.mode": "upsert",
-        "upsert.key-columns": model.KEY,
-        "sink-id": "bench",
-    }
+    extra = {}
     if args.lookup_driver_max_files is not None:
-        options["upsert.lookup-driver-max-files"] = str(args.lookup_driver_max_files)
-    return options
+        extra["upsert.lookup-driver-max-files"] = str(args.lookup_driver_max_files)
+    return sink_options(workdir, args.buckets, extra)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -84,7 +75,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             seconds.append(time.perf_counter() - started)
             batch_df.unpersist()
             _log(f"batch {version}: {seconds[-1]:.2f} s")
-        table = sink.catalog.load_table("bench.items")
+        table = sink.catalog.load_table(TABLE)
     finally:
         spark.stop()
     return {
