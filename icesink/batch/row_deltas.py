@@ -20,6 +20,7 @@ lookups also search the staged batches (:mod:`icesink.batch.staged_row_deltas`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -78,6 +79,21 @@ class RowDeltaCommits:
         if not written:
             return
         appliers = [self._applier(w) for w in written]
+        with contextlib.ExitStack() as timed:  # one lookup for every table: each table's step
+            for name in dict.fromkeys(w.batch.name for w in written):
+                timed.enter_context(self._metrics.time_step(name, "lookup"))
+            firsts = self._look_up(appliers, written)
+        run_parallel(
+            [
+                functools.partial(self._apply, a, w, first)
+                for a, w, first in zip(appliers, written, firsts, strict=True)
+            ]
+        )
+
+    def _look_up(
+        self, appliers: Sequence[UpsertApplier], written: Sequence[Written]
+    ) -> list[tuple[PlannedLookup | None, LookupResult | None]]:
+        """Each table's first lookup: planned (through its key index, done then), the rest in ONE job."""
         planned = run_parallel(
             [
                 functools.partial(
@@ -89,13 +105,7 @@ class RowDeltaCommits:
         lookups = [(p.spec, list(p.plan.tasks)) for p in planned if p is not None and p.result is None]
         driver_max_files = min(w.batch.config.upsert.lookup_driver_max_files for w in written)
         ran = iter(run_table_lookups(self._spark, lookups, driver_max_files) if lookups else [])
-        firsts = [(p, _result(p, ran)) for p in planned]
-        run_parallel(
-            [
-                functools.partial(self._apply, a, w, first)
-                for a, w, first in zip(appliers, written, firsts, strict=True)
-            ]
-        )
+        return [(p, _result(p, ran)) for p in planned]
 
     def _applier(self, written: Written) -> UpsertApplier:
         batch = written.batch

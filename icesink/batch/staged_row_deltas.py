@@ -113,9 +113,10 @@ class StagedRowDeltaCommits(Cadence):
         with state.lock:
             if files or keys.num_rows:
                 metadata_cache.refresh(batch.table)
-                staged = self._look_up(batch.table, batch.config, state, key.batch_id, key.attempt)(
-                    keys, files, batch.location
-                )
+                with self._metrics.time_step(batch.name, "lookup"):
+                    staged = self._look_up(batch.table, batch.config, state, key.batch_id, key.attempt)(
+                        keys, files, batch.location
+                    )
                 state.staging.stage(staged)  # durable before foreachBatch returns
                 self._metrics.record_staged(batch.name, key.sink_id, state.staging.files)
             batch.end()  # the staged record now accounts for the files
