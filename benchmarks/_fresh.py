@@ -30,8 +30,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks._contenders import CONTENDERS, Layout
+from benchmarks._contenders import CONTENDERS
 from benchmarks._session import _jvm_pid, _log, _machine, _run_in_process, _session, _stream, session_of
+from benchmarks._stream import Layout
 from benchmarks._summary import REFERENCE, summarize
 
 

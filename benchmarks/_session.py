@@ -22,7 +22,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from benchmarks._contenders import Layout, Stream
+from benchmarks._stream import Layout, Stream
 from icesink.jobs.spark import with_class_archive
 from icesink.jobs.taxi_workload import write_files
 

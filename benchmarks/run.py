@@ -62,10 +62,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks._contenders import CONTENDERS, Layout
+from benchmarks._contenders import CONTENDERS
 from benchmarks._run_modes import DEFAULT_SCALING_CONTENDERS, SCALING, run_memory, run_scaling
 from benchmarks._run_report import markdown, memory_markdown, scaling_markdown
 from benchmarks._session import SESSIONS, _jvm_pid, _log, _machine, _stream, session_of
+from benchmarks._stream import Layout
 from benchmarks._summary import summarize
 
 DEFAULT_CONTENDERS = tuple(CONTENDERS)
