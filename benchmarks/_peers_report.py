@@ -33,7 +33,8 @@ def markdown(result: dict[str, Any]) -> str:
     end = result.get("load_average_end", ["-"])[0]
     lines = [
         f"{c['batches']} micro-batches x {c['rows_per_batch']:,} rows, 64 partition values, local[2], "
-        f"each run a fresh process, median of {c['rounds']} rounds; load average "
+        f"each run a fresh process, median of {len({r['round'] for r in runs})} of {c['rounds']} rounds; "
+        "load average "
         f"{result['load_average_start'][0]} at the start, {end} at the end",
         "",
         "| contender | Spark | rows/s | x Parquet sink (rounds) | files | file size median / min (MiB) "
