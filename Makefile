@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: env system-deps demo demo-cluster demo-kafka test test-fast test-faults test-kafka test-deploy test-interop lint docs format bench bench-upsert bench-routing bench-deploy bench-scale bench-kafka-connect clean
+.PHONY: env system-deps demo demo-cluster demo-kafka test test-fast test-faults test-kafka test-deploy test-interop lint docs format bench bench-peers bench-upsert bench-routing bench-deploy bench-scale bench-kafka-connect clean
 
 # The virtual environment; Spark's Kafka source for this pyspark and Apache Kafka for the tests'
 # broker, fetched with mvn into the venv (jvm/*/pom.xml, once); and the Spark driver's class
@@ -114,6 +114,14 @@ format: env
 
 bench: env
 	$(PY) -m benchmarks.run
+
+# icesink against Iceberg Java's Spark streaming sink (none/hash/range) and Spark's Parquet sink, every
+# writer on the Spark of Iceberg's runtime (make env's iceberg-java venv), 10 x 1M rows, 3 alternating
+# rounds of fresh processes (about an hour on 2 cores); quicker with e.g.
+# make bench-peers PEERS_ARGS="--batches 3 --rows-per-batch 200000 --rounds 1"
+PEERS_ARGS ?=
+bench-peers: env
+	$(PY) -m benchmarks.peers $(PEERS_ARGS)
 
 # Full size by default (10M rows, 100 x 100k changes: hours); smaller with e.g.
 # make bench-upsert UPSERT_ARGS="--rows 100000 --batch-size 2000 --batches 4 --pyiceberg-batches 1"

@@ -18,13 +18,13 @@ from typing import Any
 import pyarrow.parquet as pq
 from pyiceberg.catalog import load_catalog
 from pyiceberg.table import Table
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql import types as st
 from pyspark.sql.streaming import DataStreamWriter
 
 from benchmarks._count_floor import count_rows
 from benchmarks._probes import ProbeResult, ProcessProbe, size_summary
+from benchmarks._stream import Layout, Stream
 from icesink import IcebergSink
 from icesink.metric_families import STEPS, TASK_PHASES
 from icesink.partitioning import build_partition_spec, parse_partition_by
@@ -33,41 +33,6 @@ from icesink.type_mapping import spark_to_iceberg_schema
 from icesink.write.arrow_input import MAX_BYTES_PER_BATCH, UNCHECKED
 
 TABLE = "bench.taxi"
-_DAYS = 4  # the workload's pickup times span 4 days
-_ROUTE_KEY = "route_key"
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Partitioning of the stream: ``day(pickup)`` times ``partition_values / 4`` buckets.
-
-    64 values is the reference workload (``bucket(16, PULocationID)``). PULocationID has
-    only 265 values, so larger layouts bucket a derived column ``route_key =
-    DOLocationID * 1000 + PULocationID`` (70,225 values), added to the stream.
-    """
-
-    partition_values: int = 64
-
-    def __post_init__(self) -> None:
-        if self.partition_values % _DAYS or self.partition_values < _DAYS:
-            raise ValueError(f"partition values must be a multiple of {_DAYS}, not {self.partition_values}")
-
-    @property
-    def buckets(self) -> int:
-        return self.partition_values // _DAYS
-
-    @property
-    def bucket_column(self) -> str:
-        return "PULocationID" if self.partition_values == 64 else _ROUTE_KEY
-
-    @property
-    def partition_by(self) -> str:
-        return f"day(tpep_pickup_datetime), bucket({self.buckets}, {self.bucket_column})"
-
-    def prepare(self, df: DataFrame) -> DataFrame:
-        if self.bucket_column != _ROUTE_KEY:
-            return df
-        return df.withColumn(_ROUTE_KEY, F.col("DOLocationID") * 1000 + F.col("PULocationID"))
 
 
 @dataclass(frozen=True)
@@ -84,26 +49,6 @@ class QueryRun:
     seconds: float
     probe: ProbeResult
     trigger_ms: list[dict[str, int]]
-
-
-@dataclass(frozen=True)
-class Stream:
-    """The input of every run: Parquet files read one per micro-batch."""
-
-    spark: SparkSession
-    source: Path
-    schema: st.StructType
-    layout: Layout
-    rows: int
-    batches: int
-
-    def read(self) -> DataFrame:
-        df = (
-            self.spark.readStream.schema(self.schema)
-            .option("maxFilesPerTrigger", 1)
-            .parquet(str(self.source))
-        )
-        return self.layout.prepare(df)
 
 
 @dataclass
@@ -189,20 +134,33 @@ class _TimedBatches:
             self.task_seconds.append({phase: self.task_phase(phase) for phase in TASK_PHASES})
 
 
-def _run_query(stream: Stream, name: str, writer: DataStreamWriter, run_dir: Path, jvm_pid: int) -> QueryRun:
-    """Start the query, wait for it to end; its wall time, the probe's figures, Spark's batch times."""
+def _run_query(
+    stream: Stream,
+    name: str,
+    writer: DataStreamWriter,
+    run_dir: Path,
+    jvm_pid: int,
+    table: str | None = None,
+    scans: int = 1,
+) -> QueryRun:
+    """Start the query, wait for it to end; its wall time, the probe's figures, Spark's batch times.
+
+    ``table``: the catalog table to write (``toTable``) rather than the writer's path;
+    ``scans``: how many times the query reads each batch (a range distribution samples it first).
+    """
     writer = writer.option("checkpointLocation", str(run_dir / "checkpoint")).trigger(availableNow=True)
+    writer = writer.queryName(f"bench_{name.replace('-', '_')}_{run_dir.name}")
     with ProcessProbe(jvm_pid) as probe:
         start = time.perf_counter()
-        query = writer.queryName(f"bench_{name.replace('-', '_')}_{run_dir.name}").start()
+        query = writer.toTable(table) if table else writer.start()
         query.awaitTermination()
         seconds = time.perf_counter() - start
     progress = [p for p in query.recentProgress if p.numInputRows]
     read = sum(p.numInputRows for p in progress)
-    if read != stream.rows or len(progress) != stream.batches:
+    if read != stream.rows * scans or len(progress) != stream.batches:
         raise AssertionError(
             f"{name}: the query read {read} rows in {len(progress)} batches, "
-            f"expected {stream.rows} in {stream.batches}"
+            f"expected {stream.rows} x {scans} in {stream.batches}"
         )
     trigger_ms = [{k: int(v) for k, v in sorted(p.durationMs.items())} for p in progress]
     return QueryRun(seconds, probe.result, trigger_ms)

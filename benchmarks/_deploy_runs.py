@@ -29,14 +29,13 @@ from typing import Any
 from pyiceberg.catalog import Catalog
 
 from benchmarks._contenders import (
-    Layout,
     RunResult,
-    Stream,
     _check_rows,
     _iceberg_files,
     _run_query,
     _TimedBatches,
 )
+from benchmarks._stream import Layout, Stream
 from icesink import IcebergSink
 from icesink.jobs.local_servers.seaweedfs import s3_request_counts
 from icesink.metric_families import STEPS

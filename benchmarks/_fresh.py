@@ -30,22 +30,36 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks._contenders import CONTENDERS, Layout
-from benchmarks._session import _jvm_pid, _log, _machine, _run_in_process, _session, _stream
+from benchmarks._contenders import CONTENDERS
+from benchmarks._session import _jvm_pid, _log, _machine, _run_in_process, _session, _stream, session_of
+from benchmarks._stream import Layout
 from benchmarks._summary import REFERENCE, summarize
 
 
-def shape_options(args: argparse.Namespace) -> list[str]:
-    """The command-line options that give a child process the same input and Spark master."""
+def shape_options(
+    args: argparse.Namespace, row_groups: int | None = None, session: str | None = None
+) -> list[str]:
+    """The command-line options that give a child process the same input, Spark master and session.
+
+    ``row_groups`` and ``session`` choose one of ``args.layouts`` (by default the first).
+    """
     return [
         "--rows-per-batch", str(args.rows_per_batch), "--batches", str(args.batches),
         "--partition-values", str(args.partition_values), "--master", args.master,
-        "--row-groups-per-file", str(args.row_groups_per_file), "--workdir", str(args.workdir),
+        "--row-groups-per-file", str(row_groups or args.row_groups_per_file),
+        "--session", session or args.session, "--workdir", str(args.workdir),
     ]  # fmt: skip
 
 
+Runs = dict[tuple[int, str], list[dict[str, Any]]]
+
+
 def run_fresh(args: argparse.Namespace) -> dict[str, Any]:
-    """The parent: the input made once, then ``--repeats`` rounds of one process per contender run."""
+    """The parent: the inputs made once, then ``--repeats`` rounds of one process per contender run.
+
+    Each round runs every layout (input row groups x session) of ``args.layouts`` in turn,
+    every contender in each; with one layout the result is that layout's.
+    """
     names = [n.strip() for n in args.contenders.split(",") if n.strip()]
     unknown = [n for n in names if n not in CONTENDERS]
     if unknown:
@@ -54,24 +68,54 @@ def run_fresh(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit("--repeats must be at least 1")
     out_dir = args.workdir.resolve() / f"fresh-{os.getpid()}"
     out_dir.mkdir(parents=True)
-    shape = shape_options(args)
-    # The input is written by a process of its own, so that no measured run pays for it.
-    subprocess.run([sys.executable, "-m", "benchmarks.run", *shape, "--fresh-prepare"], check=True)
+    for row_groups in sorted({g for g, _ in args.layouts}):
+        # The input is written by a process of its own, so that no measured run pays for it.
+        prepare_command = [sys.executable, "-m", "benchmarks.run", *shape_options(args, row_groups)]
+        subprocess.run([*prepare_command, "--fresh-prepare"], check=True)
     load_start = os.getloadavg()
-    _log(f"fresh-process: {args.repeats} rounds of {names}, load {load_start}")
-    runs: list[dict[str, Any]] = []
-    warm_runs: list[dict[str, Any]] = []
+    _log(f"fresh-process: {args.repeats} rounds of {names} in layouts {args.layouts}, load {load_start}")
+    runs: Runs = {layout: [] for layout in args.layouts}
+    warm_runs: Runs = {layout: [] for layout in args.layouts}
     for repeat in range(args.repeats):
-        for name in names:
-            runs.append(_fresh_run(args, shape, name, repeat, out_dir))
-        if not args.fresh_no_warm:
-            options = [*shape, "--repeats", "1", "--contenders", ",".join(names)]
-            warm = _run_in_process(
-                f"one-process round {repeat + 1}", options, out_dir / f"warm-r{repeat}.json"
-            )
-            warm_runs += [{**run, "repeat": repeat} for run in warm["runs"]]
+        for layout in args.layouts:
+            _fresh_round(args, names, layout, repeat, out_dir, runs[layout], warm_runs[layout])
     if not args.keep_outputs:
         shutil.rmtree(out_dir, ignore_errors=True)
+    machine = _machine(load_start, os.getloadavg())
+    results = [_layout_result(args, names, layout, runs, warm_runs, machine) for layout in args.layouts]
+    if len(results) == 1:
+        return results[0]
+    return {"config": {"mode": "fresh-process", "layouts": True}, "machine": machine, "layouts": results}
+
+
+def _fresh_round(
+    args: argparse.Namespace,
+    names: list[str],
+    layout: tuple[int, str],
+    repeat: int,
+    out_dir: Path,
+    runs: list[dict[str, Any]],
+    warm_runs: list[dict[str, Any]],
+) -> None:
+    """One round of one layout: each contender in a fresh process, then the one-process mode once."""
+    shape = shape_options(args, *layout)
+    for name in names:
+        runs.append(_fresh_run(args, shape, name, repeat, out_dir))
+    if not args.fresh_no_warm:
+        options = [*shape, "--repeats", "1", "--contenders", ",".join(names)]
+        label = f"one-process round {repeat + 1}, {layout[0]} row group(s), {layout[1]} session"
+        warm = _run_in_process(label, options, out_dir / f"warm-rg{layout[0]}-{layout[1]}-r{repeat}.json")
+        warm_runs += [{**run, "repeat": repeat} for run in warm["runs"]]
+
+
+def _layout_result(
+    args: argparse.Namespace,
+    names: list[str],
+    layout: tuple[int, str],
+    runs: Runs,
+    warm_runs: Runs,
+    machine: dict[str, Any],
+) -> dict[str, Any]:
     result: dict[str, Any] = {
         "config": {
             "mode": "fresh-process",
@@ -82,22 +126,24 @@ def run_fresh(args: argparse.Namespace) -> dict[str, Any]:
             "master": args.master,
             "partition_values": args.partition_values,
             "partition_by": Layout(args.partition_values).partition_by,
-            "row_groups_per_file": args.row_groups_per_file,
+            "row_groups_per_file": layout[0],
+            "session": layout[1],
             "contenders": names,
         },
-        "machine": _machine(load_start, os.getloadavg()),
-        "summary": summarize(runs, names),
-        "runs": runs,
+        "machine": machine,
+        "summary": summarize(runs[layout], names),
+        "runs": runs[layout],
     }
-    if warm_runs:
-        result["warm"] = {"summary": summarize(warm_runs, names), "runs": warm_runs}
+    if warm_runs[layout]:
+        result["warm"] = {"summary": summarize(warm_runs[layout], names), "runs": warm_runs[layout]}
     return result
 
 
 def _fresh_run(
     args: argparse.Namespace, shape: list[str], name: str, repeat: int, out_dir: Path
 ) -> dict[str, Any]:
-    out = out_dir / f"{name}-r{repeat}.json"
+    layout = f"rg{shape[shape.index('--row-groups-per-file') + 1]}-{shape[shape.index('--session') + 1]}"
+    out = out_dir / f"{name}-{layout}-r{repeat}.json"
     command = [
         sys.executable, "-m", "benchmarks.run", *shape, "--fresh-child", name,
         "--fresh-repeat", str(repeat), "--fresh-spawned-at", repr(time.time()), "--out", str(out),
@@ -111,7 +157,7 @@ def _fresh_run(
     run["process"]["total_s"] = round(time.perf_counter() - started, 3)
     run["process"]["load_at_start"] = round(load, 2)
     _log(
-        f"round {repeat + 1}/{args.repeats} {name} (fresh process): {run['seconds']:.1f} s, "
+        f"round {repeat + 1}/{args.repeats} {name} {layout} (fresh process): {run['seconds']:.1f} s, "
         f"{run['rows_per_s']:,} rows/s, process {run['process']['total_s']:.1f} s, "
         f"load {os.getloadavg()[0]:.1f}"
     )
@@ -122,7 +168,7 @@ def run_child(args: argparse.Namespace) -> dict[str, Any]:
     """One run of one contender in this (new) process: no warm-up; its start-up timed too."""
     spawned_at: float = args.fresh_spawned_at
     process = {"imports_s": round(time.time() - spawned_at, 3)}
-    spark = _session(args.master)
+    spark = session_of(args.session, args.master)
     process["session_s"] = round(time.time() - spawned_at - process["imports_s"], 3)
     jvm_pid = _jvm_pid(spark)
     layout = Layout(args.partition_values)
@@ -166,7 +212,8 @@ def fresh_markdown(result: dict[str, Any]) -> str:
     warm = {s["contender"]: s for s in result.get("warm", {}).get("summary", [])}
     lines = [
         f"{c['batches']} micro-batches x {c['rows_per_batch']:,} rows, {c['partition_values']} partition "
-        f"values, {c['master']}, median of {c['repeats']} rounds; load average "
+        f"values, {c['master']}, {c.get('row_groups_per_file', 1)} row group(s) per input file, "
+        f"{c.get('session', 'project')} session, median of {c['repeats']} rounds; load average "
         f"{m['load_average_start'][0]} at the start, {m['load_average_end'][0]} at the end",
         "",
         "| contender | fresh: median rows/s | x Parquet sink | one-process: median rows/s | x Parquet sink "
@@ -187,6 +234,29 @@ def fresh_markdown(result: dict[str, Any]) -> str:
             f"| {first:.2f} s | {steady:.2f} s | {imports:.1f} / {session:.1f} s |"
         )
     lines += ["", *_step_lines(result)]
+    return "\n".join(lines)
+
+
+def layouts_markdown(result: dict[str, Any]) -> str:
+    """Every layout's rows/s and ratio per contender, then each layout's own tables."""
+    m = result["machine"]
+    lines = [
+        f"Layouts taking turns in every round; load average {m['load_average_start'][0]} at the start, "
+        f"{m['load_average_end'][0]} at the end",
+        "",
+        "| row groups per file | session | contender | fresh: median rows/s | x Parquet sink (rounds) |",
+        "|---|---|---|---|---|",
+    ]
+    for layout in result["layouts"]:
+        c = layout["config"]
+        for s in layout["summary"]:
+            rounds = ", ".join(f"{x:.2f}" for x in s["ratios_to_parquet"])
+            lines.append(
+                f"| {c['row_groups_per_file']} | {c['session']} | {s['contender']} "
+                f"| {s['median_rows_per_s']:,} | {_ratio(s)} ({rounds}) |"
+            )
+    for layout in result["layouts"]:
+        lines += ["", fresh_markdown(layout)]
     return "\n".join(lines)
 
 

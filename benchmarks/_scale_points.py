@@ -34,9 +34,9 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from benchmarks._contenders import Layout
 from benchmarks._probes import cpu_seconds
 from benchmarks._spark_jobs import SparkJobs
+from benchmarks._stream import Layout
 from benchmarks._synthetic_files import fill_history
 from icesink import IcebergSink
 from icesink.jobs.taxi_workload import write_files

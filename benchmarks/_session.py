@@ -1,7 +1,8 @@
 """The Spark session, input stream and machine state every benchmark starts from.
 
 :func:`_session` is the jobs' session (Spark's classes mapped from the class archive) with
-the UI off and UTC; :func:`_stream` writes the reference workload's files once per shape
+the UI off and UTC, :func:`plain_session` the plain session of the README's quick start
+(:func:`session_of` by name); :func:`_stream` writes the reference workload's files once per shape
 (:mod:`icesink.jobs.taxi_workload`); :func:`_machine` records what a figure was measured
 on; :func:`_run_in_process` runs ``benchmarks.run`` in a process of its own.
 """
@@ -21,7 +22,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from benchmarks._contenders import Layout, Stream
+from benchmarks._stream import Layout, Stream
 from icesink.jobs.spark import with_class_archive
 from icesink.jobs.taxi_workload import write_files
 
@@ -41,6 +42,35 @@ def _session(master: str, conf: Mapping[str, str] | None = None) -> SparkSession
     )
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def plain_session(master: str) -> SparkSession:
+    """A user's session as the README starts one: ``master``, 2 shuffle partitions, 4g, UTC; nothing else.
+
+    No class archive, Spark's UI on: what a ``foreachBatch(sink)`` of the quick start
+    runs on, against the project's tuned :func:`_session`.
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = (
+        SparkSession.builder.master(master)
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", "4g")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+SESSIONS = ("project", "plain")
+"""The sessions a throughput run can start: the benchmarks' own, or :func:`plain_session`."""
+
+
+def session_of(kind: str, master: str) -> SparkSession:
+    """The session named ``kind``, one of :data:`SESSIONS`."""
+    if kind not in SESSIONS:
+        raise ValueError(f"session {kind!r} is not one of {SESSIONS}")
+    return plain_session(master) if kind == "plain" else _session(master)
 
 
 def _jvm_pid(spark: SparkSession) -> int:

@@ -47,10 +47,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks._contenders import Layout
 from benchmarks._deploy_report import markdown, summarize
 from benchmarks._deploy_runs import WARM_UP_BATCHES, WARM_UP_ROWS, Target, run_target, target_json
 from benchmarks._session import _jvm_pid, _log, _machine, _session, _stream
+from benchmarks._stream import Layout
 from icesink.jobs.local_servers.processes import die_with_parent
 from icesink.jobs.local_servers.seaweedfs import WAREHOUSE_BUCKET, SeaweedFS
 from icesink.jobs.local_servers.spark_cluster import SparkCluster

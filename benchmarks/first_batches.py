@@ -24,8 +24,9 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame
 
-from benchmarks._contenders import Layout, icesink_options
+from benchmarks._contenders import icesink_options
 from benchmarks._session import _session, _stream
+from benchmarks._stream import Layout
 from icesink import IcebergSink
 
 LOG4J = """\

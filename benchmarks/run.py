@@ -37,6 +37,14 @@ no warm-up, as a new job starts (:mod:`benchmarks._fresh`)::
 
     .venv/bin/python -m benchmarks.run --fresh-process --contenders icesink-bucket,icesink-none,parquet
 
+``--row-groups 1,8 --session project,plain`` with ``--fresh-process`` runs every layout
+(input files of 1 or 8 row groups: one read task per micro-batch, or one per core; the
+benchmarks' session or a user's plain ``local[2]`` one) in every round, contenders within
+each, each ratio to the Parquet sink of the same layout and round::
+
+    .venv/bin/python -m benchmarks.run --fresh-process --fresh-no-warm --row-groups 1,8 \\
+        --session project,plain --contenders icesink-bucket,icesink-none,parquet
+
 ``--scaling`` instead runs a matrix (rows per batch, partition values, ``local[1]`` vs
 ``local[2]``), each setting in its own process (a master cannot change within one
 Spark application), and reports how the cost grows::
@@ -54,10 +62,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks._contenders import CONTENDERS, Layout
+from benchmarks._contenders import CONTENDERS
 from benchmarks._run_modes import DEFAULT_SCALING_CONTENDERS, SCALING, run_memory, run_scaling
 from benchmarks._run_report import markdown, memory_markdown, scaling_markdown
-from benchmarks._session import _jvm_pid, _log, _machine, _session, _stream
+from benchmarks._session import SESSIONS, _jvm_pid, _log, _machine, _stream, session_of
+from benchmarks._stream import Layout
 from benchmarks._summary import summarize
 
 DEFAULT_CONTENDERS = tuple(CONTENDERS)
@@ -75,7 +84,7 @@ def run_contenders(args: argparse.Namespace) -> dict[str, Any]:
     runs_dir = workdir / f"runs-{os.getpid()}"
     layout = Layout(args.partition_values)
     load_start = os.getloadavg()
-    spark = _session(args.master)
+    spark = session_of(args.session, args.master)
     jvm_pid = _jvm_pid(spark)
     stream = _stream(spark, workdir, args.batches, args.rows_per_batch, layout, args.row_groups_per_file)
     warm_up = _stream(spark, workdir, WARM_UP_BATCHES, WARM_UP_ROWS, layout)
@@ -111,6 +120,7 @@ def run_contenders(args: argparse.Namespace) -> dict[str, Any]:
             "partition_values": layout.partition_values,
             "partition_by": layout.partition_by,
             "row_groups_per_file": args.row_groups_per_file,
+            "session": args.session,
             "contenders": names,
         },
         "machine": _machine(load_start, os.getloadavg()),
@@ -133,10 +143,20 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--row-groups-per-file",
-        type=int,
-        default=1,
+        "--row-groups",
+        type=_int_list,
+        default=[1],
         help="cut each input file into about this many row groups: Spark reads a file in as many tasks "
-        "as it has row groups, up to one per core (1: one task per micro-batch)",
+        "as it has row groups, up to one per core (1: one task per micro-batch); with --fresh-process "
+        "a comma-separated list (1,8) runs each layout in every round",
+    )
+    parser.add_argument(
+        "--session",
+        type=_name_list,
+        default=["project"],
+        help=f"the Spark session, of {list(SESSIONS)}: the benchmarks' own (class archive, UI off) or a "
+        "plain one (local master, 2 shuffle partitions, 4g, UTC); with --fresh-process a "
+        "comma-separated list runs each in every round",
     )
     parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR, help="inputs are kept here by shape")
     parser.add_argument("--keep-outputs", action="store_true", help="keep each run's output and checkpoint")
@@ -167,8 +187,30 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def _int_list(text: str) -> list[int]:
+    return [int(n) for n in text.split(",") if n.strip()]
+
+
+def _name_list(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in SESSIONS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"sessions {unknown or text!r} are not of {list(SESSIONS)}")
+    return names
+
+
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
+    """The parsed options; a list of layouts or sessions only for ``--fresh-process``, else its one value."""
     args = _parser().parse_args(argv)
+    args.layouts = [(g, s) for g in args.row_groups_per_file for s in args.session]
+    if len(args.layouts) > 1 and not args.fresh_process:
+        raise SystemExit("several --row-groups or --session values need --fresh-process")
+    args.row_groups_per_file, args.session = args.layouts[0]
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _arguments(argv)
     if args.fresh_prepare or args.fresh_child or args.fresh_process:
         return _main_fresh(args)
     if args.render:
@@ -208,10 +250,12 @@ def _main_fresh(args: argparse.Namespace, earlier: dict[str, Any] | None = None)
         args.out.write_text(json.dumps(_fresh.run_child(args), indent=2))
         return 0
     result = earlier if earlier is not None else _fresh.run_fresh(args)
-    result["summary"] = summarize(result["runs"], result["config"]["contenders"])
-    if "warm" in result:
-        result["warm"]["summary"] = summarize(result["warm"]["runs"], result["config"]["contenders"])
-    print(_fresh.fresh_markdown(result), flush=True)
+    for layout in result.get("layouts", [result]):
+        layout["summary"] = summarize(layout["runs"], layout["config"]["contenders"])
+        if "warm" in layout:
+            layout["warm"]["summary"] = summarize(layout["warm"]["runs"], layout["config"]["contenders"])
+    text = _fresh.layouts_markdown(result) if "layouts" in result else _fresh.fresh_markdown(result)
+    print(text, flush=True)
     if args.out and earlier is None:
         args.out.write_text(json.dumps(result, indent=2))
     return 0
