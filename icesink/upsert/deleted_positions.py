@@ -39,14 +39,18 @@ class DeletedPositions:
         """A delete file's positions, by the data file they refer to."""
         by_data_file = self._by_delete_file.get(path)
         if by_data_file is None:
-            with self._io.new_input(path).open() as stream:
-                rows = pq.read_table(stream, columns=["file_path", "pos"])
-            grouped = rows.group_by("file_path", use_threads=False).aggregate([("pos", "list")])
-            by_data_file = {
-                data_file: positions.values
-                for data_file, positions in zip(
-                    grouped.column("file_path").to_pylist(), grouped.column("pos_list"), strict=True
-                )
-            }
-            self._by_delete_file[path] = by_data_file
+            by_data_file = self._by_delete_file[path] = positions_by_data_file(self._io, path)
         return by_data_file
+
+
+def positions_by_data_file(io: FileIO, path: str) -> dict[str, pa.Array]:
+    """A position delete file's positions, by the data file they refer to."""
+    with io.new_input(path).open() as stream:
+        rows = pq.read_table(stream, columns=["file_path", "pos"])
+    grouped = rows.group_by("file_path", use_threads=False).aggregate([("pos", "list")])
+    return {
+        data_file: positions.values
+        for data_file, positions in zip(
+            grouped.column("file_path").to_pylist(), grouped.column("pos_list"), strict=True
+        )
+    }

@@ -42,8 +42,10 @@ from pyiceberg.table.snapshots import Snapshot
 from icesink.config_upsert import UpsertConfig
 from icesink.errors import UpsertError
 from icesink.type_mapping import iceberg_to_arrow_schema
+from icesink.upsert.deleted_positions import positions_by_data_file
 from icesink.upsert.key_index import IndexFormatError, Partition, is_index_path, read_footer
 from icesink.upsert.key_index_view import Chain, IndexStep, KeyIndex, LinkCache
+from icesink.upsert.lookup import columns_by_field_id
 from icesink.upsert.validate import snapshots_since
 from icesink.write.messages import DataFileMessage
 
@@ -261,16 +263,9 @@ class KeyIndexStore:
 
     def _positions(self, paths: Iterable[str]) -> dict[str, dict[str, pa.Array]]:
         """Each delete file's positions by the data file they refer to."""
-        found: dict[str, dict[str, pa.Array]] = {}
         ordered = sorted(paths)
-        for path, rows in zip(ordered, self._read_deletes(ordered), strict=True):
-            grouped = rows.group_by("file_path", use_threads=False).aggregate([("pos", "list")])
-            lists = grouped.column("pos_list").combine_chunks()
-            found[path] = {
-                data_file: lists[i].values
-                for i, data_file in enumerate(grouped.column("file_path").to_pylist())
-            }
-        return found
+        read = _in_threads(lambda p: positions_by_data_file(self.io, p), ordered)
+        return dict(zip(ordered, read, strict=True))
 
 
 def key_index_store(
@@ -305,15 +300,12 @@ def read_data_file_keys(
     """A data file's key columns (found by field id), its path and each row's position."""
     with file_io.new_input(path).open() as stream:
         parquet = pq.ParquetFile(stream)
-        by_id = {
-            int(f.metadata[b"PARQUET:field_id"]): f.name
-            for f in parquet.schema_arrow
-            if f.metadata and b"PARQUET:field_id" in f.metadata
-        }
-        missing = [fid for fid in field_ids if fid not in by_id]
-        if missing:
-            raise UpsertError(f"data file {path} has no column with field id {missing}")
-        keys = parquet.read(columns=[by_id[fid] for fid in field_ids], use_threads=False)
+        try:
+            columns = columns_by_field_id(parquet.schema_arrow, field_ids, path)
+        except ValueError as e:
+            raise UpsertError(str(e)) from e
+        names = [parquet.schema_arrow.field(c).name for c in columns]
+        keys = parquet.read(columns=names, use_threads=False)
     keys = keys.rename_columns(key_schema.names).cast(key_schema)
     rows = keys.num_rows
     return keys.append_column("file_path", pa.array([path] * rows, pa.string())).append_column(

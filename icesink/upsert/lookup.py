@@ -99,7 +99,7 @@ def find_rows(
     names = task.keys.column_names
     with io.new_input(task.data_file).open() as stream:
         parquet = pq.ParquetFile(stream)
-        columns = _columns_by_field_id(parquet.schema_arrow, task.key_field_ids, task.data_file)
+        columns = columns_by_field_id(parquet.schema_arrow, task.key_field_ids, task.data_file)
         pieces: list[pa.Table] = []
         offset = rows_read = skipped = 0
         for group in range(parquet.metadata.num_row_groups):
@@ -252,7 +252,7 @@ def _lookups_function(
     return run
 
 
-def _columns_by_field_id(schema: pa.Schema, field_ids: tuple[int, ...], path: str) -> list[int]:
+def columns_by_field_id(schema: pa.Schema, field_ids: tuple[int, ...], path: str) -> list[int]:
     """Indexes of the top-level file columns with these Iceberg field ids."""
     by_id = {
         int(field.metadata[b"PARQUET:field_id"]): index
