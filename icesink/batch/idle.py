@@ -55,8 +55,7 @@ class IdleListeners:
 
     def __init__(self, sink: Flushable) -> None:
         self._lock = threading.Lock()
-        self._sessions: set[str] = set()  # the JVM identities of the sessions listened on
-        self._added: list[SparkSession] = []
+        self._sessions: dict[str, SparkSession] = {}  # the sessions listened on, by JVM identity
         self._handler = FlushOnIdle(sink)  # the session's listener holds it weakly
 
     def listen(self, batch_df: DataFrame) -> None:
@@ -74,14 +73,13 @@ class IdleListeners:
         with self._lock:
             if key in self._sessions:
                 return
-            self._sessions.add(key)
-            self._added.append(spark)
+            self._sessions[key] = spark
         subscribe(spark, self._handler)
 
     def stop(self) -> None:
         """Stop listening on the sessions (those still running)."""
         with self._lock:
-            added, self._added = self._added, []
+            added = list(self._sessions.values())
         for spark in added:
             with contextlib.suppress(Exception):  # a stopped session has no listener bus left
                 unsubscribe(spark, self._handler)
