@@ -11,9 +11,10 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 .PHONY: env system-deps demo demo-cluster demo-kafka test test-fast test-faults test-kafka test-deploy test-interop lint docs format bench bench-peers bench-upsert bench-routing bench-deploy bench-scale bench-kafka-connect clean
 
 # The virtual environment; Spark's Kafka source for this pyspark and Apache Kafka for the tests'
-# broker, fetched with mvn into the venv (jvm/*/pom.xml, once); and the Spark driver's class
-# archive for this Java and Spark (made once, about a minute; jobs and tests then start their
-# JVMs in about half the time).
+# broker, fetched with mvn into the venv (jvm/*/pom.xml, once); Apicurio Registry for the tests'
+# schema registry, built there with mvn from jvm/apicurio-registry/pom.xml (once, about 2 minutes
+# and 210 MB of Maven downloads); and the Spark driver's class archive for this Java and Spark
+# (made once, about a minute; jobs and tests then start their JVMs in about half the time).
 env: $(STAMP)
 	$(PY) -m icesink.jobs.fetch_jvm_jars
 	$(PY) -m icesink.jobs.make_class_archive

@@ -1,4 +1,4 @@
-"""The JVM artifacts ``make env`` fetches, and where they are: Spark's Kafka source, Apache Kafka.
+"""The JVM artifacts ``make env`` fetches, and where they are: Spark's Kafka source, Apache Kafka, Apicurio.
 
 Spark's Kafka source (``spark-sql-kafka-0-10``, with ``spark-avro``) is not part of
 pyspark: ``make env`` copies it, for the installed pyspark's version exactly, with the
@@ -7,9 +7,11 @@ Kafka token provider), into :func:`spark_kafka_folder`. The Kafka job hands them
 session with ``spark.jars`` when it reads with Spark's source
 (:func:`with_spark_kafka_jars`); ``spark-submit --packages`` or ``spark.jars`` of one's
 own do the same elsewhere. Apache Kafka itself (``kafka_2.13``, a KRaft broker and
-controller) goes into :func:`kafka_broker_folder`, for the tests' broker.
+controller) goes into :func:`kafka_broker_folder`, for the tests' broker, and Apicurio
+Registry, built into a runnable Quarkus application, into :func:`apicurio_registry_folder`,
+for the tests' schema registry.
 
-``python -m icesink.jobs.fetch_jvm_jars`` fills both (:mod:`icesink.jobs.fetch_jvm_jars`);
+``python -m icesink.jobs.fetch_jvm_jars`` fills them (:mod:`icesink.jobs.fetch_jvm_jars`);
 the folders live under the virtual environment (``<venv>/share/icesink/jars``), so a clean
 clone fills them once. ``ICESINK_JARS`` names another root folder.
 """
@@ -49,6 +51,11 @@ def spark_kafka_folder() -> Path:
 def kafka_broker_folder() -> Path:
     """Apache Kafka's jars (broker, controller, tools) with their dependencies."""
     return jars_root() / "kafka-broker"
+
+
+def apicurio_registry_folder() -> Path:
+    """Apicurio Registry as Quarkus builds it (``quarkus-run.jar`` and the folders it reads)."""
+    return jars_root() / "apicurio-registry"
 
 
 def jars_in(folder: Path) -> list[Path]:
