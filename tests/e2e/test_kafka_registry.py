@@ -19,9 +19,10 @@ import yaml
 from icesink.jobs.kafka.decode.framing import schema_id
 from icesink.jobs.kafka.job.cli import load_config
 from icesink.jobs.kafka.job.main import run
+from tests.support.apicurio_registry import ApicurioRegistry
 from tests.support.kafka_broker import KafkaBroker
 from tests.support.kafka_job import SOURCES_JVM_IN_FULL, job_config, require_source
-from tests.support.schema_registry import SchemaRegistryServer, avro_framed, framed
+from tests.support.schema_registry import avro_framed, framed
 from tests.support.tables import catalog_from_options
 
 pytestmark = [pytest.mark.e2e]
@@ -51,7 +52,7 @@ ORDER_V2 = {  # a new version: qty widened to long, note made optional, a field 
 def test_avro_values_through_a_schema_change_and_bad_values_to_dead_letters(
     spark: Any,
     apache_kafka: KafkaBroker,
-    schema_registry: SchemaRegistryServer,
+    schema_registry: ApicurioRegistry,
     source: str,
     tmp_path: Path,
     metrics_exports: None,
@@ -132,7 +133,7 @@ ENVELOPE = {  # as Debezium's Avro converter registers it
 def test_debezium_avro_changes_upsert_the_table(
     spark: Any,
     apache_kafka: KafkaBroker,
-    schema_registry: SchemaRegistryServer,
+    schema_registry: ApicurioRegistry,
     tmp_path: Path,
     metrics_exports: None,
 ) -> None:

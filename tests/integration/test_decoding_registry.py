@@ -14,7 +14,8 @@ from icesink import IcebergSink
 from icesink.jobs.kafka.decode import DecodeOptions, DecodingSink, ValueDecoder, ValueFormat
 from icesink.jobs.kafka.decode.protobuf_values import file_descriptor_set
 from icesink.jobs.kafka.decode.registry import JSON, PROTOBUF, RegisteredSchema, SchemaRegistry
-from tests.support.schema_registry import SchemaRegistryServer, avro_framed, framed
+from tests.support.apicurio_registry import ApicurioRegistry
+from tests.support.schema_registry import avro_framed, framed
 from tests.support.tables import catalog_from_options
 
 KAFKA_DDL = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp"
@@ -42,7 +43,7 @@ def read(options: dict[str, str], table: str) -> list[dict[str, Any]]:
     return catalog_from_options(options).load_table(table).scan().to_arrow().to_pylist()
 
 
-def decoding_sink(options: dict[str, str], registry: SchemaRegistryServer, **decode: Any) -> DecodingSink:
+def decoding_sink(options: dict[str, str], registry: ApicurioRegistry, **decode: Any) -> DecodingSink:
     decoder = ValueDecoder(DecodeOptions(registry=SchemaRegistry(registry.url, timeout_s=10), **decode))
     return DecodingSink(IcebergSink.from_options(options), decoder)
 
@@ -53,7 +54,7 @@ def dead_letter_errors(options: dict[str, str], table: str) -> dict[int, str]:
 
 
 def test_json_schema_values_and_an_unknown_schema_type(
-    spark: Any, catalog_options: dict[str, str], schema_registry: SchemaRegistryServer
+    spark: Any, catalog_options: dict[str, str], schema_registry: ApicurioRegistry
 ) -> None:
     options = {**catalog_options, "table": "db.json_users", "sink-id": "json-users"}
     schema_id = schema_registry.register(
@@ -95,7 +96,7 @@ def order_class() -> Any:
 
 
 def test_protobuf_values_of_confluent_kafkas_serializer(
-    spark: Any, catalog_options: dict[str, str], schema_registry: SchemaRegistryServer
+    spark: Any, catalog_options: dict[str, str], schema_registry: ApicurioRegistry
 ) -> None:
     from confluent_kafka.schema_registry import SchemaRegistryClient
     from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
@@ -128,15 +129,15 @@ def test_protobuf_values_of_confluent_kafkas_serializer(
 
 
 def test_avro_values_of_a_schema_with_references_are_dead_letters_and_the_rest_rows(
-    spark: Any, catalog_options: dict[str, str], schema_registry: SchemaRegistryServer
+    spark: Any, catalog_options: dict[str, str], schema_registry: ApicurioRegistry
 ) -> None:
     options = {**catalog_options, "table": "db.avro_refs", "sink-id": "avro-refs"}
     money = {"type": "record", "name": "Money", "fields": [{"name": "cents", "type": "long"}]}
-    schema_registry.register("money", money)
+    schema_registry.register("avro-refs-money", money)
     priced = {"type": "record", "name": "Price", "fields": [{"name": "amount", "type": "Money"}]}
-    reference = {"name": "Money", "subject": "money", "version": 1}
-    referencing = schema_registry.register("prices-value", priced, references=[reference])
-    plain = schema_registry.register("plain-value", money)
+    reference = {"name": "Money", "subject": "avro-refs-money", "version": 1}
+    referencing = schema_registry.register("avro-refs-prices-value", priced, references=[reference])
+    plain = schema_registry.register("avro-refs-plain-value", money)
     values = [framed(referencing, b"\x04"), framed(plain, b"\x06")]  # cents 2 / 3, zigzag
     decoding_sink(options, schema_registry, format=ValueFormat.AVRO)(kafka_batch(spark, values), 0)
 
@@ -146,7 +147,7 @@ def test_avro_values_of_a_schema_with_references_are_dead_letters_and_the_rest_r
 
 
 def test_an_avro_field_renamed_by_its_aliases_mid_stream_keeps_its_column(
-    spark: Any, catalog_options: dict[str, str], schema_registry: SchemaRegistryServer
+    spark: Any, catalog_options: dict[str, str], schema_registry: ApicurioRegistry
 ) -> None:
     options = {**catalog_options, "table": "db.avro_renamed", "sink-id": "avro-renamed"}
     v1 = {**ORDER_V1, "fields": [{"name": "id", "type": "int"}, {"name": "cust", "type": "int"}]}
@@ -174,7 +175,7 @@ PB_V2 = PB_V1.replace("int32 cust = 2", "int64 customer = 2")
 
 
 def test_a_protobuf_field_renamed_mid_stream_keeps_its_column_by_its_number(
-    spark: Any, catalog_options: dict[str, str], schema_registry: SchemaRegistryServer
+    spark: Any, catalog_options: dict[str, str], schema_registry: ApicurioRegistry
 ) -> None:
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 

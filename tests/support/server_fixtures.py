@@ -3,11 +3,11 @@
 The root ``tests/conftest.py`` lists this module in ``pytest_plugins``: a server starts on
 the first test that asks for it, at most once per run, and stops with its scope (and with
 the test process, whatever kills it). SeaweedFS (S3 and an Iceberg REST catalog),
-PostgreSQL and Apache Kafka (a KRaft broker and controller, about 5 s to start) are shared
-by the whole run, and so is the Spark Connect server (two modules use
-it). The Spark cluster is JVMs holding memory while they idle, and one module uses it: it
-stops at the end of that module (scope it by session when a second module needs it). Start
-times are printed in the test summary.
+PostgreSQL, Apache Kafka (a KRaft broker and controller, about 5 s to start) and Apicurio
+Registry (the schema registry, about 10 s) are shared by the whole run, and so is the Spark
+Connect server (two modules use it). The Spark cluster is JVMs holding memory while they idle,
+and one module uses it: it stops at the end of that module (scope it by session when a second
+module needs it). Start times are printed in the test summary.
 
 Import nothing from here into a conftest: a fixture imported into a conftest as well would
 start its server twice.
@@ -23,10 +23,10 @@ from typing import Any, Literal, Protocol, TypeVar
 
 import pytest
 
+from tests.support.apicurio_registry import ApicurioRegistry
 from tests.support.iceberg_java.reader import IcebergJavaReader
 from tests.support.kafka_broker import KafkaBroker
 from tests.support.postgres import PostgresServer
-from tests.support.schema_registry import SchemaRegistryServer
 from tests.support.seaweedfs import SeaweedFS
 from tests.support.spark_cluster import SparkCluster
 from tests.support.spark_connect import SparkConnectServer
@@ -104,9 +104,9 @@ apache_kafka = server_fixture(
 )
 schema_registry = server_fixture(
     "schema_registry",
-    SchemaRegistryServer,
-    title="schema registry (Confluent API, in process)",
-    doc="One schema registry for the run (``url``, ``register(subject, schema, type)``).",
+    ApicurioRegistry,
+    title="schema registry (apicurio registry)",
+    doc="One Apicurio Registry for the run: ``url`` (its Confluent API), ``register(subject, schema)``.",
 )
 spark_cluster = server_fixture(
     "spark_cluster",

@@ -5,9 +5,14 @@
 root, Apicurio Registry under ``/apis/ccompat/v7``, Karapace at its root: ``url`` is that
 prefix. The client keeps each schema it read for the life of the process (a schema id names
 one schema forever); an unknown id is asked again in a later batch (a producer may register it
-meanwhile). Each request waits at most ``timeout_s`` and is retried ``max_retries`` times
-with the client's backoff; a silent or failing registry then fails the batch with
-``ICESINK-SCHEMA-REGISTRY`` naming it, and the query's restarts retry it.
+meanwhile). Both answer an unknown id with HTTP 404 and error code 40403; Apicurio Registry
+also answers 404 (error code 40402, "No version ... found") for an id it holds whose schema
+references a version since deleted, where Confluent's registry answers the schema and its
+references (and its reference lookup then answers 404): either way the id's values become
+dead letters, the first as an unknown id (logged with the registry's message), the second
+with the compiler's word on the missing import. Each request waits at most ``timeout_s`` and is
+retried ``max_retries`` times with the client's backoff; a silent or failing registry then
+fails the batch with ``ICESINK-SCHEMA-REGISTRY`` naming it, and the query's restarts retry it.
 
 :class:`SchemaRegistry` is what Spark needs of the client: it pickles as its settings (a sink
 holding it may be pickled to a Spark Connect server) and makes the client where it is used.
@@ -17,6 +22,7 @@ Driver side only (the executors get what they need of each schema in
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -28,6 +34,9 @@ DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_MAX_RETRIES = 2
 AVRO, JSON, PROTOBUF = "AVRO", "JSON", "PROTOBUF"
 T = TypeVar("T")
+UNKNOWN_SCHEMA = 40403
+"""The error code of a registry's 404 for an id it does not hold (Confluent's and Apicurio's)."""
+logger = logging.getLogger(__name__)
 
 
 class SchemaRegistryError(SinkError):
@@ -119,6 +128,14 @@ class SchemaRegistry:
         except SchemaRegistryError as e:
             cause = e.__cause__
             if isinstance(cause, ClientError) and cause.http_status_code == 404:
+                if cause.error_code != UNKNOWN_SCHEMA:  # Apicurio: a version it references is gone
+                    logger.warning(
+                        "the schema registry holds no readable schema of id %s (HTTP 404, error code %s): "
+                        "%s; its values become dead letters",
+                        schema_id,
+                        cause.error_code,
+                        cause.error_message,
+                    )
                 return None  # an unknown id: asked again in a later batch
             raise
         if not isinstance(schema.schema_str, str):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import logging
 from typing import Any
 
 import pyarrow as pa
@@ -17,7 +18,8 @@ from icesink.jobs.kafka.decode.protobuf_values import ProtobufValues, file_descr
 from icesink.jobs.kafka.decode.registry import PROTOBUF, RegisteredSchema, SchemaRegistry
 from icesink.jobs.kafka.decode.spec import DecodeSpec
 from icesink.jobs.kafka.decode.task import decode_function
-from tests.support.schema_registry import SchemaRegistryServer, framed
+from tests.support.apicurio_registry import ApicurioRegistry
+from tests.support.schema_registry import framed
 
 T0 = dt.datetime(2024, 5, 1, tzinfo=dt.UTC)
 SHOP = """
@@ -165,23 +167,24 @@ def test_schemas_the_job_cannot_read_are_refused_with_the_reason() -> None:
     assert "protoc could not compile" in str(found[3])
 
 
-def test_a_schema_importing_another_subjects_schema_reads_with_its_reference() -> None:
-    server = SchemaRegistryServer()
-    server.start()
-    try:
-        server.register("shop/money.proto", MONEY, PROTOBUF)
-        reference = {"name": "shop/money.proto", "subject": "shop/money.proto", "version": 1}
-        priced = server.register("prices-value", PRICED, PROTOBUF, [reference])
-        missing = {"name": "shop/tax.proto", "subject": "shop/tax.proto", "version": 1}
-        taxed = server.register("taxes-value", TAXED, PROTOBUF, [missing])
-        schemas = SchemaRegistry(server.url, timeout_s=5).schemas([priced, taxed])
-    finally:
-        server.stop()
+def test_a_schema_importing_another_subjects_schema_reads_with_its_reference(
+    schema_registry: ApicurioRegistry, caplog: pytest.LogCaptureFixture
+) -> None:
+    schema_registry.register("refs-money", MONEY, PROTOBUF)
+    reference = {"name": "shop/money.proto", "subject": "refs-money", "version": 1}
+    priced = schema_registry.register("refs-prices-value", PRICED, PROTOBUF, [reference])
+    schema_registry.register("refs-tax", TAX, PROTOBUF)
+    taxed = schema_registry.register(
+        "refs-taxes-value", TAXED, PROTOBUF, [{"name": "shop/tax.proto", "subject": "refs-tax", "version": 1}]
+    )
+    schema_registry.delete_version("refs-tax", 1)  # a version a schema references, gone
+    with caplog.at_level(logging.WARNING, logger="icesink.jobs.kafka.decode.registry"):
+        schemas = SchemaRegistry(schema_registry.url, timeout_s=5).schemas([priced, taxed])
     assert schemas[priced].references == (("shop/money.proto", MONEY),)
-    found = ProtobufValues().task_schemas(schemas)
-    compiled = found[priced]
+    assert taxed not in schemas  # Apicurio answers 404 for the id: its values are dead letters
+    assert f"no readable schema of id {taxed} (HTTP 404, error code 40402)" in caplog.text
+    compiled = ProtobufValues().task_schemas(schemas)[priced]
     assert isinstance(compiled, bytes)
-    assert "shop/tax.proto" in str(found[taxed])  # not in the registry: protoc says it is missing
 
     pool = descriptor_pool.DescriptorPool()
     for file in descriptor_pb2.FileDescriptorSet.FromString(compiled).file:
@@ -194,9 +197,15 @@ def test_a_schema_importing_another_subjects_schema_reads_with_its_reference() -
     assert [(r["sku"], r["amount"]) for r in rows] == [("a", {"currency": "EUR", "cents": 250})]
 
 
+def test_a_reference_the_registry_no_longer_holds_is_named_by_the_compiler() -> None:
+    found = ProtobufValues().task_schemas({3: RegisteredSchema(3, PROTOBUF, TAXED)})  # as Confluent's answers
+    assert "protoc could not compile" in str(found[3]) and "shop/tax.proto" in str(found[3])
+
+
 MONEY = 'syntax = "proto3"; package shop; message Money { string currency = 1; int64 cents = 2; }'
 PRICED = """syntax = "proto3"; package shop; import "shop/money.proto";
 message Price { string sku = 1; Money amount = 2; }"""
+TAX = 'syntax = "proto3"; package shop; message Tax { int64 cents = 1; }'
 TAXED = """syntax = "proto3"; package shop; import "shop/tax.proto";
 message Taxed { Tax tax = 1; }"""
 

@@ -1,11 +1,12 @@
-"""Values framed for a schema registry, without Spark: the framing, the registry client, the decoding pass."""
+"""Values framed for a schema registry, without Spark: the framing, the registry client (on Apicurio
+Registry, :mod:`tests.support.apicurio_registry`), the decoding pass."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
 import pickle
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -16,18 +17,12 @@ from icesink.jobs.kafka.decode.passes import DATA, REJECTED
 from icesink.jobs.kafka.decode.registry import AVRO, JSON, SchemaRegistry, SchemaRegistryError
 from icesink.jobs.kafka.decode.spec import DecodeSpec
 from icesink.jobs.kafka.decode.task import decode_function
-from tests.support.schema_registry import SchemaRegistryServer, framed
+from tests.support.apicurio_registry import ApicurioRegistry
+from tests.support.schema_registry import PasswordRegistry, framed
 from tests.support.silent_server import SilentServer
 
 T0 = dt.datetime(2024, 5, 1, tzinfo=dt.UTC)
-
-
-@pytest.fixture
-def registry() -> Iterator[SchemaRegistryServer]:
-    server = SchemaRegistryServer()
-    server.start()
-    yield server
-    server.stop()
+UNKNOWN_ID = 999_999  # more schemas than a test run registers
 
 
 def test_unframe_keeps_positions_and_names_each_bad_value() -> None:
@@ -43,18 +38,30 @@ def test_unframe_keeps_positions_and_names_each_bad_value() -> None:
     assert "unknown schema id 8" in reasons[4]
 
 
-def test_the_client_reads_each_id_once_and_leaves_unknown_ids_out(registry: SchemaRegistryServer) -> None:
-    avro_id = registry.register("orders-value", {"type": "record", "name": "r", "fields": []})
-    json_id = registry.register("users-value", {"type": "object"}, JSON)
-    client = SchemaRegistry(registry.url, timeout_s=5)
-    found = client.schemas([avro_id, json_id, 999, avro_id])
+def test_the_client_reads_each_id_once_and_leaves_unknown_ids_out(schema_registry: ApicurioRegistry) -> None:
+    avro_id = schema_registry.register("client-orders-value", {"type": "record", "name": "r", "fields": []})
+    users = {"type": "object", "properties": {"id": {"type": "integer"}}}  # Apicurio wants properties
+    json_id = schema_registry.register("client-users-value", users, JSON)
+    client = SchemaRegistry(schema_registry.url, timeout_s=5)
+    found = client.schemas([avro_id, json_id, UNKNOWN_ID, avro_id])
     assert {i: s.schema_type for i, s in found.items()} == {avro_id: AVRO, json_id: JSON}
-    assert json.loads(found[json_id].text) == {"type": "object"}
-    asked = registry.requests_by_id
+    assert json.loads(found[json_id].text) == users
+    asked = schema_registry.requests_by_id
     assert set(client.schemas([avro_id, json_id])) == {avro_id, json_id}
-    assert registry.requests_by_id == asked  # cached per id
-    client.schemas([999])
-    assert registry.requests_by_id == asked + 1  # an unknown id is asked again: it may be registered since
+    assert schema_registry.requests_by_id == asked  # cached per id
+    client.schemas([UNKNOWN_ID])
+    assert (
+        schema_registry.requests_by_id == asked + 1
+    )  # an unknown id is asked again: it may be registered since
+
+
+def test_an_unknown_id_is_a_404_with_confluents_error_code(schema_registry: ApicurioRegistry) -> None:
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.error import SchemaRegistryError as ClientError
+
+    with pytest.raises(ClientError) as caught:
+        SchemaRegistryClient({"url": schema_registry.url}).get_schema(UNKNOWN_ID)
+    assert (caught.value.http_status_code, caught.value.error_code) == (404, 40403)
 
 
 def test_a_silent_registry_fails_within_the_timeout_with_a_coded_error_naming_it() -> None:
@@ -68,7 +75,7 @@ def test_a_silent_registry_fails_within_the_timeout_with_a_coded_error_naming_it
 
 
 def test_basic_auth_credentials_reach_the_registry_and_a_refusal_is_a_coded_error() -> None:
-    server = SchemaRegistryServer(users={"job": "s3cret"})
+    server = PasswordRegistry(users={"job": "s3cret"})
     server.start()
     try:
         schema_id = server.add(json.dumps({"type": "object"}), JSON)
