@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from icesink.jobs import jvm_jars
-from icesink.jobs.fetch_jvm_jars import _stamp, artifact_of, fetch
+from icesink.jobs.fetch_jvm_jars import _stamp, artifact_of, build_application, fetch
 from icesink.jobs.jvm_jars import COMPLETE_MARKER, spark_kafka_folder, with_spark_kafka_jars
 
 
@@ -80,3 +80,18 @@ def test_a_complete_folder_of_the_same_pom_is_not_fetched_again(tmp_path: Path) 
     folder.mkdir()
     (folder / COMPLETE_MARKER).write_text(_stamp(pom, {"spark.version": "4.2.0"}))
     assert not fetch(pom, folder, {"spark.version": "4.2.0"})  # no mvn run (none may be on PATH)
+
+
+def test_an_application_built_from_the_same_pom_and_sources_is_not_built_again(tmp_path: Path) -> None:
+    pom = tmp_path / "pom.xml"
+    pom.write_text("<project/>")
+    source = tmp_path / "src" / "main" / "java" / "Bean.java"
+    source.parent.mkdir(parents=True)
+    source.write_text("class Bean {}")
+    folder = tmp_path / "app"
+    folder.mkdir()
+    built = _stamp(pom, {})
+    (folder / COMPLETE_MARKER).write_text(built)
+    assert not build_application(pom, folder)  # no mvn run (none may be on PATH)
+    source.write_text("class Bean { int changed; }")
+    assert _stamp(pom, {}) != built  # a changed source builds again
