@@ -11,19 +11,24 @@
   fails with ``ICESINK-KAFKA-DATA-LOSS`` naming the offsets lost, having read nothing;
   with ``failOnDataLoss=false`` it goes on from the low watermark. Either way each record
   read is the one produced at its offset, read once: nothing is invented, and nothing still
-  in Kafka is skipped.
+  in Kafka is skipped. The same holds for records deleted while a task reads its range: the
+  broker refuses the next fetch, and the offsets below the new low watermark are lost the
+  same way, the records fetched before kept.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pyspark.errors import StreamingQueryException
 
-from icesink.jobs.kafka.source import KafkaOffsetReader, KafkaSourceOptions
+from icesink.jobs.kafka.source import KafkaDataLossError, KafkaOffsetReader, KafkaSourceOptions
 from icesink.jobs.kafka.source.kafka import register_kafka_source
+from icesink.jobs.kafka.source.kafka_offsets import OffsetRange
+from icesink.jobs.kafka.source.kafka_range_reader import read_ranges
 from tests.support.kafka_broker import KafkaBroker
 from tests.support.kafka_source_runs import (
     Collector,
@@ -36,6 +41,7 @@ from tests.support.kafka_source_runs import (
 )
 
 PER_TRANSACTION = 5
+BIG_VALUE_BYTES = 100_000  # a record batch holds about ten such records; a fetch returns one batch
 
 
 @pytest.fixture(scope="module")
@@ -201,3 +207,42 @@ def test_a_new_partition_whose_first_records_were_deleted_is_data_loss(
     kept = {position: value for position, value in added.items() if position[1] >= 5}
     assert_exactly(collector.positions(), first | kept)
     assert values_of(collector) == first | kept
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False], ids=["fail", "go-on"])
+def test_records_deleted_while_a_task_reads_its_range_are_lost_as_fail_on_data_loss_says(
+    apache_kafka: KafkaBroker, topic_name: str, fail_on_data_loss: bool
+) -> None:
+    apache_kafka.create_topic(topic_name, partitions=1)
+    values = [bytes([n]) * BIG_VALUE_BYTES for n in range(60)]
+    apache_kafka.produce(topic_name, [(0, None, v) for v in values])
+    consumer_holds_one_batch = {
+        "kafka.max.partition.fetch.bytes": "1",
+        "kafka.queued.min.messages": "1",
+        "kafka.queued.max.messages.kbytes": "1",
+    }
+    options = KafkaSourceOptions.from_options(
+        source_options(
+            apache_kafka,
+            subscribe=topic_name,
+            failOnDataLoss=str(fail_on_data_loss).lower(),
+            **consumer_holds_one_batch,
+        )
+    )
+    batches = read_ranges(options, [OffsetRange(topic_name, 0, 0, 60)], batch_rows=1)
+    read = [next(batches)]  # the consumer has fetched the first record batch, not offset 40
+    assert apache_kafka.delete_records(topic_name, 0, 40) == 40
+
+    if fail_on_data_loss:
+        lost = rf"offsets \[\d+, 40\) of {re.escape(topic_name)}-0 were deleted before they were read"
+        with pytest.raises(KafkaDataLossError, match=lost):
+            read.extend(batches)
+    else:
+        read.extend(batches)
+
+    offsets = [o for batch in read for o in batch.column("offset").to_pylist()]
+    fetched = [o for o in offsets if o < 40]
+    assert fetched == list(range(len(fetched))) and fetched  # fetched before the deletion: kept, once
+    assert [o for o in offsets if o >= 40] == ([] if fail_on_data_loss else list(range(40, 60)))
+    read_values = [v for batch in read for v in batch.column("value").to_pylist()]
+    assert read_values == [values[o] for o in offsets]  # each record the one produced at its offset
