@@ -1,12 +1,13 @@
 """The Kafka-to-Iceberg job through SeaweedFS's REST catalog, its tables on S3, its state on S3.
 
-A real broker (Tansu) holds JSON messages over two partitions, a few of them malformed.
-The job (``icesink.jobs.kafka.job.main.run``, in this process, on the tests' Spark
-session) reads them with ``availableNow`` in several micro-batches, then once more after
-more messages arrive (resuming from its checkpoint). The table and its dead-letter table
-are read back through the catalog: every message exactly once in one of them, the
-columns, each snapshot's summary (operation, records, the sink's batch ids), every data
-file referenced and nothing else under the tables' locations, the state folder empty.
+Apache Kafka (the run's broker, fixture ``apache_kafka``) holds JSON messages over two
+partitions, a few of them malformed. The job (``icesink.jobs.kafka.job.main.run``, in this
+process, on the tests' Spark session) reads them with ``availableNow`` in several
+micro-batches, then once more after more messages arrive (resuming from its checkpoint).
+The table and its dead-letter table are read back through the catalog: every message
+exactly once in one of them, the columns, each snapshot's summary (operation, records,
+the sink's batch ids), every data file referenced and nothing else under the tables'
+locations, the state folder empty.
 The credentials (S3 keys, the catalog's OAuth2 credential) reach the job through
 environment references (``${env:NAME}``), not in its configuration, and no credential may
 appear in what the job logged.
@@ -19,7 +20,6 @@ import logging
 import os
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +29,9 @@ from pyiceberg.table import Table
 
 from icesink.jobs.kafka.job.main import run
 from icesink.jobs.kafka.job.validate import validate
+from tests.support.kafka_broker import KafkaBroker
 from tests.support.s3_tables import check_table_folders, keys_under
 from tests.support.seaweedfs import WAREHOUSE_BUCKET, SeaweedFS
-from tests.support.tansu import TansuBroker
 
 pytestmark = pytest.mark.deploy
 
@@ -42,19 +42,13 @@ MAX_OFFSETS = 1_000
 METADATA = ["_kafka_topic", "_kafka_partition", "_kafka_offset", "_kafka_timestamp"]
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TansuBroker]:
-    with TansuBroker(log_dir=tmp_path_factory.mktemp("tansu")) as started:
-        yield started
-
-
 def value_of(i: int) -> bytes:
     if i % MALFORMED_EVERY == MALFORMED_EVERY - 1:
         return b'{"id": %d, "name": "cut' % i
     return json.dumps({"id": i, "name": f"user-{i}", "amount": i / 4}).encode()
 
 
-def produce(broker: TansuBroker, topic: str, start: int, count: int) -> dict[tuple[int, int], int]:
+def produce(broker: KafkaBroker, topic: str, start: int, count: int) -> dict[tuple[int, int], int]:
     """Messages ``start..start+count-1``, message ``i`` to partition ``i % 2``; their positions."""
     ids = range(start, start + count)
     delivered = broker.produce(topic, [(i % PARTITIONS, None, value_of(i)) for i in ids], linger_ms=5)
@@ -68,7 +62,7 @@ SECRETS = {  # catalog property: the environment variable holding it
 }
 
 
-def job_config(seaweedfs: SeaweedFS, broker: TansuBroker, topic: str, tmp_path: Path) -> dict[str, Any]:
+def job_config(seaweedfs: SeaweedFS, broker: KafkaBroker, topic: str, tmp_path: Path) -> dict[str, Any]:
     """The job on the REST catalog and S3; its credentials as references to the environment."""
     namespace = f"kafka_{uuid.uuid4().hex[:8]}"
     properties = seaweedfs.rest_catalog_properties()
@@ -79,7 +73,7 @@ def job_config(seaweedfs: SeaweedFS, broker: TansuBroker, topic: str, tmp_path: 
             "topics": [topic],
             "starting-offsets": "earliest",
             "max-offsets-per-trigger": MAX_OFFSETS,
-            "source": "python",  # the session has Spark's connector too; Tansu is tested with this one
+            "source": "python",  # the session has Spark's connector too; this reads with icesink's
         },
         "sink": {
             "table": f"{namespace}.events",
@@ -106,7 +100,7 @@ def check_snapshots(table: Table, rows: int) -> None:
 def test_job_ingests_every_message_once_through_the_rest_catalog_onto_s3(
     spark: Any,
     seaweedfs: SeaweedFS,
-    broker: TansuBroker,
+    apache_kafka: KafkaBroker,
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
@@ -115,15 +109,15 @@ def test_job_ingests_every_message_once_through_the_rest_catalog_onto_s3(
     for key, variable in SECRETS.items():
         monkeypatch.setenv(variable, properties[key])
     topic = f"rest-s3-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-    broker.create_topic(topic, PARTITIONS)
-    produced = produce(broker, topic, 0, FIRST)
-    data = job_config(seaweedfs, broker, topic, tmp_path)
+    apache_kafka.create_topic(topic, PARTITIONS)
+    produced = produce(apache_kafka, topic, 0, FIRST)
+    data = job_config(seaweedfs, apache_kafka, topic, tmp_path)
     secrets = (seaweedfs.secret_key, seaweedfs.access_key)
     assert not any(secret in json.dumps(data) for secret in secrets)
     caplog.set_level(logging.DEBUG)
 
     assert run(validate(data), spark) == 0
-    produced |= produce(broker, topic, FIRST, SECOND)
+    produced |= produce(apache_kafka, topic, FIRST, SECOND)
     assert run(validate(data), spark) == 0  # resumes from the checkpoint
 
     sink = data["sink"]

@@ -13,8 +13,8 @@ from icesink.jobs.kafka.decode import DecodeOptions, DecodingSink, ValueDecoder,
 from icesink.jobs.kafka.decode.passes import PASS_COLUMNS
 from icesink.jobs.kafka.decoding_source import register_decoding_source
 from icesink.jobs.kafka.source.kafka import register_kafka_source
+from tests.support.kafka_broker import KafkaBroker
 from tests.support.processes import wait_until
-from tests.support.tansu import TansuBroker
 
 VALUES: list[bytes | None] = [
     *[json.dumps({"id": i, "name": f"n{i}", "tags": [i, i + 1]}).encode() for i in range(300)],
@@ -51,12 +51,12 @@ def decoded(decoder: ValueDecoder, batch_df: Any) -> tuple[list[dict[str, Any]],
     ids=["inferred", "fixed-schema"],
 )
 def test_decoding_in_the_source_gives_what_decoding_apart_gives(
-    spark: Any, kafka_broker: TansuBroker, topic_name: str, options: DecodeOptions
+    spark: Any, apache_kafka: KafkaBroker, topic_name: str, options: DecodeOptions
 ) -> None:
-    kafka_broker.create_topic(topic_name, partitions=3)
-    kafka_broker.produce(topic_name, [(i % 3, None, v) for i, v in enumerate(VALUES)], linger_ms=20)
+    apache_kafka.create_topic(topic_name, partitions=3)
+    apache_kafka.produce(topic_name, [(i % 3, None, v) for i, v in enumerate(VALUES)], linger_ms=20)
     decoder = ValueDecoder(options)
-    kafka = {"kafka.bootstrap.servers": kafka_broker.bootstrap_servers, "subscribe": topic_name}
+    kafka = {"kafka.bootstrap.servers": apache_kafka.bootstrap_servers, "subscribe": topic_name}
 
     raw = spark.read.format(register_kafka_source(spark)).options(**kafka).load()
     source = register_decoding_source(spark)
@@ -71,9 +71,9 @@ def test_decoding_in_the_source_gives_what_decoding_apart_gives(
 
 
 def test_a_debezium_stream_through_the_decoding_source_is_exactly_once(
-    spark: Any, kafka_broker: TansuBroker, topic_name: str, tmp_path: Path
+    spark: Any, apache_kafka: KafkaBroker, topic_name: str, tmp_path: Path
 ) -> None:
-    kafka_broker.create_topic(topic_name, partitions=2)
+    apache_kafka.create_topic(topic_name, partitions=2)
     events = [
         {
             "before": None,
@@ -83,7 +83,7 @@ def test_a_debezium_stream_through_the_decoding_source_is_exactly_once(
         }
         for i in range(50)
     ]
-    kafka_broker.produce(topic_name, [(i % 2, None, json.dumps(e).encode()) for i, e in enumerate(events)])
+    apache_kafka.produce(topic_name, [(i % 2, None, json.dumps(e).encode()) for i, e in enumerate(events)])
     decoder = ValueDecoder(DecodeOptions(format=ValueFormat.DEBEZIUM_JSON))
     seen: list[tuple[int, int, str]] = []
 
@@ -93,7 +93,7 @@ def test_a_debezium_stream_through_the_decoding_source_is_exactly_once(
         seen.extend((r["_kafka_partition"], r["_kafka_offset"], r["_op"]) for r in rows)
 
     options = {
-        "kafka.bootstrap.servers": kafka_broker.bootstrap_servers,
+        "kafka.bootstrap.servers": apache_kafka.bootstrap_servers,
         "subscribe": topic_name,
         "startingOffsets": "earliest",
         "maxOffsetsPerTrigger": "20",
@@ -114,14 +114,14 @@ def test_a_debezium_stream_through_the_decoding_source_is_exactly_once(
 
 
 def test_progress_metrics_count_the_kafka_records_not_the_rows_the_decoding_source_yields(
-    spark: Any, kafka_broker: TansuBroker, topic_name: str, catalog_options: dict[str, str], tmp_path: Path
+    spark: Any, apache_kafka: KafkaBroker, topic_name: str, catalog_options: dict[str, str], tmp_path: Path
 ) -> None:
-    kafka_broker.create_topic(topic_name, partitions=3)
-    kafka_broker.produce(topic_name, [(i % 3, None, v) for i, v in enumerate(VALUES)], linger_ms=20)
+    apache_kafka.create_topic(topic_name, partitions=3)
+    apache_kafka.produce(topic_name, [(i % 3, None, v) for i, v in enumerate(VALUES)], linger_ms=20)
     decoder = ValueDecoder(DecodeOptions())
     sink = IcebergSink.from_options({**catalog_options, "table": "db.events", "metrics.port": "0"})
     options = {
-        "kafka.bootstrap.servers": kafka_broker.bootstrap_servers,
+        "kafka.bootstrap.servers": apache_kafka.bootstrap_servers,
         "subscribe": topic_name,
         "startingOffsets": "earliest",
         "maxOffsetsPerTrigger": "120",  # three micro-batches, each a few rows of the decoding pass
@@ -159,9 +159,9 @@ def test_progress_metrics_count_the_kafka_records_not_the_rows_the_decoding_sour
     [(None, "needs the option 'decode.spec'"), ("{}", "option 'decode.spec' has value '{}', which is not")],
 )
 def test_the_decoding_source_without_a_good_spec_fails_at_load(
-    spark: Any, kafka_broker: TansuBroker, spec: str | None, expected: str
+    spark: Any, apache_kafka: KafkaBroker, spec: str | None, expected: str
 ) -> None:
-    options = {"kafka.bootstrap.servers": kafka_broker.bootstrap_servers, "subscribe": "t"}
+    options = {"kafka.bootstrap.servers": apache_kafka.bootstrap_servers, "subscribe": "t"}
     if spec is not None:
         options["decode.spec"] = spec
     with pytest.raises(Exception, match="ICESINK-CONFIG") as failure:

@@ -1,7 +1,9 @@
-"""The ``icesink-kafka`` source against a real broker (Tansu) and real local Spark.
+"""The ``icesink-kafka`` source against Apache Kafka and real local Spark.
 
 Every stream test checks the one property that matters for an exactly-once pipeline:
-each (partition, offset) arrives once, none is missing, none is extra.
+each (partition, offset) arrives once, none is missing, none is extra. Offsets that hold
+no record or are gone (transaction markers, aborted and open transactions, records deleted
+by DeleteRecords or retention) are in ``test_kafka_source_offsets.py``.
 """
 
 from __future__ import annotations
@@ -9,7 +11,6 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -37,10 +38,16 @@ from icesink.jobs.kafka.source.kafka_offsets import (
 )
 from icesink.jobs.kafka.source.kafka_range_reader import read_ranges
 from icesink.jobs.kafka.source.kafka_sample import SAMPLE_RECORDS, LatestRecords
-from tests.support.tansu import TansuBroker
-
-QUERY_TIMEOUT_S = 60
-Position = tuple[int, int]  # (partition, offset)
+from tests.support.kafka_broker import KafkaBroker
+from tests.support.kafka_source_runs import (
+    QUERY_TIMEOUT_S,
+    Collector,
+    assert_exactly,
+    produce_spread,
+    run_available_now,
+    source_options,
+    start_query,
+)
 
 
 @pytest.fixture(scope="module")
@@ -48,94 +55,21 @@ def kafka_format(spark: Any) -> str:
     return register_kafka_source(spark)
 
 
-class Collector:
-    """``foreachBatch`` target that keeps every micro-batch's rows on the driver.
-
-    Args:
-        fail_on_batch: A batch id whose first delivery raises (after collecting its rows),
-            to simulate a crash between reading and committing.
-    """
-
-    def __init__(self, fail_on_batch: int | None = None) -> None:
-        self.calls: list[tuple[int, list[Any]]] = []
-        self.schema: Any = None
-        self.fail_on_batch = fail_on_batch
-        self.failed_rows: list[Any] = []
-
-    def __call__(self, batch_df: Any, batch_id: int) -> None:
-        self.schema = batch_df.schema
-        rows = batch_df.collect()
-        if batch_id == self.fail_on_batch:
-            self.fail_on_batch = None
-            self.failed_rows = rows
-            raise RuntimeError("injected failure")
-        self.calls.append((batch_id, rows))
-
-    def rows(self) -> list[Any]:
-        return [row for _, rows in self.calls for row in rows]
-
-    def positions(self) -> list[Position]:
-        return [(row.partition, row.offset) for row in self.rows()]
-
-
-def source_options(broker: TansuBroker, **options: str) -> dict[str, str]:
-    return {"kafka.bootstrap.servers": broker.bootstrap_servers, **options}
-
-
-def start_query(
-    spark: Any, fmt: str, options: dict[str, str], checkpoint: Path, sink: Callable[..., None], **trigger: Any
-) -> Any:
-    stream = spark.readStream.format(fmt).options(**options).load()
-    writer = stream.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
-    return (writer.trigger(**trigger) if trigger else writer).start()
-
-
-def run_available_now(
-    spark: Any, fmt: str, options: dict[str, str], checkpoint: Path, sink: Collector
-) -> Any:
-    """Run a ``trigger(availableNow=True)`` query to its end; raise its failure, if any."""
-    query = start_query(spark, fmt, options, checkpoint, sink, availableNow=True)
-    try:
-        if not query.awaitTermination(QUERY_TIMEOUT_S):
-            pytest.fail(f"the AvailableNow query did not finish within {QUERY_TIMEOUT_S}s")
-    finally:
-        query.stop()
-    return query
-
-
-def produce_spread(
-    broker: TansuBroker, topic: str, counts: dict[int, int], **kw: Any
-) -> dict[Position, bytes]:
-    """Produce ``counts[p]`` records to each partition ``p``; return value by position."""
-    records = [(p, f"k{p}-{i}".encode(), f"v{p}-{i}".encode()) for p, n in counts.items() for i in range(n)]
-    delivered = broker.produce(topic, records, **kw)
-    return {pos: value for pos, (_, _, value) in zip(delivered, records, strict=True)}
-
-
-def assert_exactly(positions: list[Position], expected: set[Position] | dict[Position, Any]) -> None:
-    duplicates = [p for p, n in Counter(positions).items() if n > 1]
-    assert not duplicates, f"read more than once: {sorted(duplicates)[:10]}"
-    assert set(positions) == set(expected), (
-        f"missing {sorted(set(expected) - set(positions))[:10]}, "
-        f"extra {sorted(set(positions) - set(expected))[:10]}"
-    )
-
-
 # --- reading a stream ------------------------------------------------------------------
 
 
 def test_reads_every_message_exactly_once_with_spark_kafka_schema(
-    spark: Any, kafka_format: str, kafka_broker: TansuBroker, topic_name: str, tmp_path: Path
+    spark: Any, kafka_format: str, apache_kafka: KafkaBroker, topic_name: str, tmp_path: Path
 ) -> None:
-    kafka_broker.create_topic(topic_name, partitions=3)
+    apache_kafka.create_topic(topic_name, partitions=3)
     before = datetime.now(UTC) - timedelta(seconds=5)
-    expected = produce_spread(kafka_broker, topic_name, {0: 1000, 1: 700, 2: 300}, linger_ms=20)
+    expected = produce_spread(apache_kafka, topic_name, {0: 1000, 1: 700, 2: 300}, linger_ms=20)
     collector = Collector()
 
     run_available_now(
         spark,
         kafka_format,
-        source_options(kafka_broker, subscribe=topic_name, startingOffsets="earliest"),
+        source_options(apache_kafka, subscribe=topic_name, startingOffsets="earliest"),
         tmp_path / "checkpoint",
         collector,
     )
@@ -160,17 +94,17 @@ def test_reads_every_message_exactly_once_with_spark_kafka_schema(
 
 
 def test_starting_offsets_json_per_partition(
-    spark: Any, kafka_format: str, kafka_broker: TansuBroker, topic_name: str, tmp_path: Path
+    spark: Any, kafka_format: str, apache_kafka: KafkaBroker, topic_name: str, tmp_path: Path
 ) -> None:
-    kafka_broker.create_topic(topic_name, partitions=3)
-    produce_spread(kafka_broker, topic_name, {0: 30, 1: 30, 2: 30}, linger_ms=10)
+    apache_kafka.create_topic(topic_name, partitions=3)
+    produce_spread(apache_kafka, topic_name, {0: 30, 1: 30, 2: 30}, linger_ms=10)
     starting = {topic_name: {"0": 5, "1": -2, "2": -1}}
     collector = Collector()
 
     run_available_now(
         spark,
         kafka_format,
-        source_options(kafka_broker, subscribe=topic_name, startingOffsets=_json(starting)),
+        source_options(apache_kafka, subscribe=topic_name, startingOffsets=_json(starting)),
         tmp_path / "checkpoint",
         collector,
     )
@@ -179,16 +113,16 @@ def test_starting_offsets_json_per_partition(
 
 
 def test_starting_offsets_json_must_name_every_partition(
-    spark: Any, kafka_format: str, kafka_broker: TansuBroker, topic_name: str, tmp_path: Path
+    spark: Any, kafka_format: str, apache_kafka: KafkaBroker, topic_name: str, tmp_path: Path
 ) -> None:
-    kafka_broker.create_topic(topic_name, partitions=2)
+    apache_kafka.create_topic(topic_name, partitions=2)
     starting = {topic_name: {"0": -2}}
 
     with pytest.raises(StreamingQueryException, match="ICESINK-CONFIG") as failure:
         run_available_now(
             spark,
             kafka_format,
-            source_options(kafka_broker, subscribe=topic_name, startingOffsets=_json(starting)),
+            source_options(apache_kafka, subscribe=topic_name, startingOffsets=_json(starting)),
             tmp_path / "checkpoint",
             Collector(),
         )
@@ -196,22 +130,22 @@ def test_starting_offsets_json_must_name_every_partition(
 
 
 def test_starting_offsets_latest_reads_only_what_arrives_after_the_start(
-    spark: Any, kafka_format: str, kafka_broker: TansuBroker, topic_name: str, tmp_path: Path
+    spark: Any, kafka_format: str, apache_kafka: KafkaBroker, topic_name: str, tmp_path: Path
 ) -> None:
-    kafka_broker.create_topic(topic_name, partitions=2)
-    produce_spread(kafka_broker, topic_name, {0: 40, 1: 40}, linger_ms=10)
+    apache_kafka.create_topic(topic_name, partitions=2)
+    produce_spread(apache_kafka, topic_name, {0: 40, 1: 40}, linger_ms=10)
     collector = Collector()
     query = start_query(
         spark,
         kafka_format,
-        source_options(kafka_broker, subscribe=topic_name),  # startingOffsets defaults to latest
+        source_options(apache_kafka, subscribe=topic_name),  # startingOffsets defaults to latest
         tmp_path / "checkpoint",
         collector,
     )
     try:
         query.processAllAvailable()
         assert collector.positions() == []
-        produce_spread(kafka_broker, topic_name, {0: 15, 1: 5}, linger_ms=10)
+        produce_spread(apache_kafka, topic_name, {0: 15, 1: 5}, linger_ms=10)
         query.processAllAvailable()
     finally:
         query.stop()
@@ -220,17 +154,17 @@ def test_starting_offsets_latest_reads_only_what_arrives_after_the_start(
 
 
 def test_max_offsets_per_trigger_spreads_the_limit_over_several_micro_batches(
-    spark: Any, kafka_format: str, kafka_broker: TansuBroker, topic_name: str, tmp_path: Path
+    spark: Any, kafka_format: str, apache_kafka: KafkaBroker, topic_name: str, tmp_path: Path
 ) -> None:
-    kafka_broker.create_topic(topic_name, partitions=2)
-    expected = produce_spread(kafka_broker, topic_name, {0: 700, 1: 300}, linger_ms=20)
+    apache_kafka.create_topic(topic_name, partitions=2)
+    expected = produce_spread(apache_kafka, topic_name, {0: 700, 1: 300}, linger_ms=20)
     collector = Collector()
 
     run_available_now(
         spark,
         kafka_format,
         source_options(
-            kafka_broker, subscribe=topic_name, startingOffsets="earliest", maxOffsetsPerTrigger="250"
+            apache_kafka, subscribe=topic_name, startingOffsets="earliest", maxOffsetsPerTrigger="250"
         ),
         tmp_path / "checkpoint",
         collector,
@@ -246,12 +180,12 @@ def test_max_offsets_per_trigger_spreads_the_limit_over_several_micro_batches(
 
 
 def test_restart_after_a_failed_batch_replays_it_and_continues_without_gaps(
-    spark: Any, kafka_format: str, kafka_broker: TansuBroker, topic_name: str, tmp_path: Path
+    spark: Any, kafka_format: str, apache_kafka: KafkaBroker, topic_name: str, tmp_path: Path
 ) -> None:
-    kafka_broker.create_topic(topic_name, partitions=2)
-    first = produce_spread(kafka_broker, topic_name, {0: 150, 1: 150}, linger_ms=20)
+    apache_kafka.create_topic(topic_name, partitions=2)
+    first = produce_spread(apache_kafka, topic_name, {0: 150, 1: 150}, linger_ms=20)
     options = source_options(
-        kafka_broker, subscribe=topic_name, startingOffsets="earliest", maxOffsetsPerTrigger="100"
+        apache_kafka, subscribe=topic_name, startingOffsets="earliest", maxOffsetsPerTrigger="100"
     )
     checkpoint = tmp_path / "checkpoint"
     collector = Collector(fail_on_batch=1)
@@ -267,7 +201,7 @@ def test_restart_after_a_failed_batch_replays_it_and_continues_without_gaps(
     )
     assert_exactly(collector.positions(), first)
 
-    more = produce_spread(kafka_broker, topic_name, {0: 30, 1: 30}, linger_ms=20)
+    more = produce_spread(apache_kafka, topic_name, {0: 30, 1: 30}, linger_ms=20)
     before = len(collector.calls)
     run_available_now(spark, kafka_format, options, checkpoint, collector)
     assert_exactly([(r.partition, r.offset) for _, rows in collector.calls[before:] for r in rows], more)
@@ -275,17 +209,17 @@ def test_restart_after_a_failed_batch_replays_it_and_continues_without_gaps(
 
 
 def test_a_partition_added_to_the_topic_is_read_from_its_start(
-    spark: Any, kafka_format: str, kafka_broker: TansuBroker, topic_name: str, tmp_path: Path
+    spark: Any, kafka_format: str, apache_kafka: KafkaBroker, topic_name: str, tmp_path: Path
 ) -> None:
-    kafka_broker.create_topic(topic_name, partitions=2)
-    first = produce_spread(kafka_broker, topic_name, {0: 50, 1: 50}, linger_ms=10)
-    options = source_options(kafka_broker, subscribe=topic_name, startingOffsets="earliest")
+    apache_kafka.create_topic(topic_name, partitions=2)
+    first = produce_spread(apache_kafka, topic_name, {0: 50, 1: 50}, linger_ms=10)
+    options = source_options(apache_kafka, subscribe=topic_name, startingOffsets="earliest")
     collector = Collector()
     run_available_now(spark, kafka_format, options, tmp_path / "checkpoint", collector)
     assert_exactly(collector.positions(), first)
 
-    kafka_broker.add_partitions(topic_name, 3)
-    more = produce_spread(kafka_broker, topic_name, {2: 30, 0: 20}, linger_ms=10)
+    apache_kafka.add_partitions(topic_name, 3)
+    more = produce_spread(apache_kafka, topic_name, {2: 30, 0: 20}, linger_ms=10)
     before = len(collector.calls)
     run_available_now(spark, kafka_format, options, tmp_path / "checkpoint", collector)
 
@@ -294,22 +228,22 @@ def test_a_partition_added_to_the_topic_is_read_from_its_start(
 
 
 def test_subscribe_pattern_picks_up_a_new_matching_topic_while_running(
-    spark: Any, kafka_format: str, kafka_broker: TansuBroker, topic_name: str, tmp_path: Path
+    spark: Any, kafka_format: str, apache_kafka: KafkaBroker, topic_name: str, tmp_path: Path
 ) -> None:
     first, second, other = f"{topic_name}-a", f"{topic_name}-b", f"x{topic_name}-b"
-    kafka_broker.create_topic(first, partitions=2)
-    produce_spread(kafka_broker, first, {0: 20, 1: 20})
+    apache_kafka.create_topic(first, partitions=2)
+    produce_spread(apache_kafka, first, {0: 20, 1: 20})
     collector = Collector()
     options = source_options(
-        kafka_broker, subscribePattern=re.escape(topic_name) + r"-.*", startingOffsets="earliest"
+        apache_kafka, subscribePattern=re.escape(topic_name) + r"-.*", startingOffsets="earliest"
     )
     query = start_query(spark, kafka_format, options, tmp_path / "checkpoint", collector)
     try:
         query.processAllAvailable()
-        kafka_broker.create_topic(second, partitions=1)
-        kafka_broker.create_topic(other, partitions=1)
-        produce_spread(kafka_broker, second, {0: 25}, linger_ms=10)
-        produce_spread(kafka_broker, other, {0: 10})
+        apache_kafka.create_topic(second, partitions=1)
+        apache_kafka.create_topic(other, partitions=1)
+        produce_spread(apache_kafka, second, {0: 25}, linger_ms=10)
+        produce_spread(apache_kafka, other, {0: 10})
         query.processAllAvailable()
     finally:
         query.stop()
@@ -321,24 +255,24 @@ def test_subscribe_pattern_picks_up_a_new_matching_topic_while_running(
 
 
 def test_a_topic_created_during_a_batch_is_read_whole_by_the_next_batch(
-    spark: Any, kafka_format: str, kafka_broker: TansuBroker, topic_name: str, tmp_path: Path
+    spark: Any, kafka_format: str, apache_kafka: KafkaBroker, topic_name: str, tmp_path: Path
 ) -> None:
     """Each ``latestOffset`` lists the topics again: a new match is in the very next micro-batch."""
     first, second = f"{topic_name}-a", f"{topic_name}-b"
-    kafka_broker.create_topic(first, partitions=1)
-    produce_spread(kafka_broker, first, {0: 10})
+    apache_kafka.create_topic(first, partitions=1)
+    produce_spread(apache_kafka, first, {0: 10})
     created_in: list[int] = []
 
     def create_during_the_first_batch(batch_df: Any, batch_id: int) -> None:
         collector(batch_df, batch_id)
         if not created_in:  # the topic and all its records exist before the next latestOffset
             created_in.append(batch_id)
-            kafka_broker.create_topic(second, partitions=2)
-            produce_spread(kafka_broker, second, {0: 15, 1: 5}, linger_ms=10)
+            apache_kafka.create_topic(second, partitions=2)
+            produce_spread(apache_kafka, second, {0: 15, 1: 5}, linger_ms=10)
 
     collector = Collector()
     options = source_options(
-        kafka_broker, subscribePattern=re.escape(topic_name) + r"-.*", startingOffsets="earliest"
+        apache_kafka, subscribePattern=re.escape(topic_name) + r"-.*", startingOffsets="earliest"
     )
     query = start_query(spark, kafka_format, options, tmp_path / "checkpoint", create_during_the_first_batch)
     try:
@@ -356,18 +290,18 @@ def test_a_topic_created_during_a_batch_is_read_whole_by_the_next_batch(
     assert len(batches) == 2
 
 
-# --- Tansu's short high watermark ------------------------------------------------------
+# --- ranges inside the broker's record batches ---------------------------------------
 
 
-def test_end_offsets_are_found_beyond_a_short_high_watermark(
-    spark: Any, kafka_format: str, kafka_broker: TansuBroker, topic_name: str, tmp_path: Path
+def test_rate_limited_micro_batches_cut_the_brokers_record_batches_at_their_offsets(
+    spark: Any, kafka_format: str, apache_kafka: KafkaBroker, topic_name: str, tmp_path: Path
 ) -> None:
-    kafka_broker.create_topic(topic_name, partitions=1)
-    expected = produce_spread(kafka_broker, topic_name, {0: 2000}, linger_ms=100, batch_num_messages=500)
-    _, reported_high = kafka_broker.reported_watermarks(topic_name, 0)
-    assert reported_high < 2000, "the producer did not batch: this test would prove nothing"
+    apache_kafka.create_topic(topic_name, partitions=1)
+    # A long linger packs the records into a few record batches; a fetch returns whole ones.
+    expected = produce_spread(apache_kafka, topic_name, {0: 2000}, linger_ms=100)
+    assert apache_kafka.watermarks(topic_name, 0) == (0, 2000)
 
-    options = source_options(kafka_broker, subscribe=topic_name, startingOffsets="earliest")
+    options = source_options(apache_kafka, subscribe=topic_name, startingOffsets="earliest")
     reader = KafkaOffsetReader(KafkaSourceOptions.from_options(options, "stream"))
     try:
         assert reader.latest_offsets([(topic_name, 0)]) == {(topic_name, 0): 2000}
@@ -384,13 +318,13 @@ def test_end_offsets_are_found_beyond_a_short_high_watermark(
 
 
 def test_batch_read_returns_exactly_a_range_inside_record_batches(
-    spark: Any, kafka_format: str, kafka_broker: TansuBroker, topic_name: str
+    spark: Any, kafka_format: str, apache_kafka: KafkaBroker, topic_name: str
 ) -> None:
-    kafka_broker.create_topic(topic_name, partitions=1)
-    produce_spread(kafka_broker, topic_name, {0: 1000}, linger_ms=100, batch_num_messages=400)
+    apache_kafka.create_topic(topic_name, partitions=1)
+    produce_spread(apache_kafka, topic_name, {0: 1000}, linger_ms=100)
 
     def load(**options: str) -> Any:
-        return spark.read.format(kafka_format).options(**source_options(kafka_broker, **options)).load()
+        return spark.read.format(kafka_format).options(**source_options(apache_kafka, **options)).load()
 
     def offsets(df: Any) -> list[int]:
         return sorted(row.offset for row in df.select("offset").collect())
@@ -406,39 +340,14 @@ def test_batch_read_returns_exactly_a_range_inside_record_batches(
     assert offsets(everything) == list(range(1000))
 
 
-def test_transaction_markers_leave_offset_gaps_that_are_skipped(
-    spark: Any, kafka_format: str, kafka_broker: TansuBroker, topic_name: str, tmp_path: Path
-) -> None:
-    kafka_broker.create_topic(topic_name, partitions=1)
-    expected: dict[Position, bytes] = {}
-    for txn in range(3):  # each commit marker takes an offset: 5, 11 and 17
-        expected |= produce_spread(kafka_broker, topic_name, {0: 5}, transactional_id=f"{topic_name}-{txn}")
-    assert sorted(offset for _, offset in expected) == [*range(5), *range(6, 11), *range(12, 17)]
-    collector = Collector()
-
-    # Ranges of 4 offsets end on, start after and span the markers.
-    run_available_now(
-        spark,
-        kafka_format,
-        source_options(
-            kafka_broker, subscribe=topic_name, startingOffsets="earliest", maxOffsetsPerTrigger="4"
-        ),
-        tmp_path / "checkpoint",
-        collector,
-    )
-
-    assert_exactly(collector.positions(), expected)
-    assert len(collector.calls) == 5
-
-
 def test_many_topics_packed_into_few_tasks_are_read_exactly_once(
-    spark: Any, kafka_format: str, kafka_broker: TansuBroker, topic_name: str, tmp_path: Path
+    spark: Any, kafka_format: str, apache_kafka: KafkaBroker, topic_name: str, tmp_path: Path
 ) -> None:
     topics = [f"{topic_name}-{n}" for n in range(6)]
     expected: set[tuple[str, int, int]] = set()
     for n, topic in enumerate(topics):
-        kafka_broker.create_topic(topic, partitions=2)
-        delivered = produce_spread(kafka_broker, topic, {0: 40 + 10 * n, 1: 15})
+        apache_kafka.create_topic(topic, partitions=2)
+        delivered = produce_spread(apache_kafka, topic, {0: 40 + 10 * n, 1: 15})
         expected |= {(topic, partition, offset) for partition, offset in delivered}
     pattern = re.escape(topic_name) + r"-\d"
     seen: list[tuple[str, int, int]] = []
@@ -452,7 +361,7 @@ def test_many_topics_packed_into_few_tasks_are_read_exactly_once(
         )
 
     options = source_options(
-        kafka_broker, subscribePattern=pattern, startingOffsets="earliest", maxOffsetsPerTrigger="200"
+        apache_kafka, subscribePattern=pattern, startingOffsets="earliest", maxOffsetsPerTrigger="200"
     )
     query = start_query(
         spark, kafka_format, {**options, "maxPartitions": "3"}, tmp_path / "ck", sink, availableNow=True
@@ -475,12 +384,12 @@ def test_many_topics_packed_into_few_tasks_are_read_exactly_once(
 
 
 def test_one_consumer_reads_a_tasks_ranges_of_many_partitions_and_split_pieces_exactly(
-    kafka_broker: TansuBroker, topic_name: str
+    apache_kafka: KafkaBroker, topic_name: str
 ) -> None:
     topics = [f"{topic_name}-{n}" for n in range(3)]
     for topic in topics:
-        kafka_broker.create_topic(topic, partitions=2)
-        produce_spread(kafka_broker, topic, {0: 300, 1: 50}, linger_ms=50, batch_num_messages=70)
+        apache_kafka.create_topic(topic, partitions=2)
+        produce_spread(apache_kafka, topic, {0: 300, 1: 50}, linger_ms=50)
     ranges = [
         OffsetRange(topics[0], 0, 10, 150),  # two pieces of one partition: read in two rounds
         OffsetRange(topics[0], 0, 150, 290),
@@ -491,7 +400,7 @@ def test_one_consumer_reads_a_tasks_ranges_of_many_partitions_and_split_pieces_e
         OffsetRange(topics[2], 0, 295, 300),
     ]
     options = KafkaSourceOptions.from_options(
-        source_options(kafka_broker, subscribePattern=f"{topic_name}-.*")
+        source_options(apache_kafka, subscribePattern=f"{topic_name}-.*")
     )
 
     batches = list(read_ranges(options, ranges, batch_rows=64))
@@ -512,14 +421,14 @@ def test_one_consumer_reads_a_tasks_ranges_of_many_partitions_and_split_pieces_e
 
 
 def test_the_latest_records_of_new_topics_are_read_once_until_more_arrive(
-    kafka_broker: TansuBroker, topic_name: str
+    apache_kafka: KafkaBroker, topic_name: str
 ) -> None:
     full, empty = f"{topic_name}-full", f"{topic_name}-empty"
-    kafka_broker.create_topic(full, partitions=2)
-    kafka_broker.create_topic(empty)
-    produce_spread(kafka_broker, full, {0: 300, 1: 50}, linger_ms=50, batch_num_messages=70)
+    apache_kafka.create_topic(full, partitions=2)
+    apache_kafka.create_topic(empty)
+    produce_spread(apache_kafka, full, {0: 300, 1: 50}, linger_ms=50)
     options = KafkaSourceOptions.from_options(
-        source_options(kafka_broker, subscribePattern=f"{topic_name}-.*")
+        source_options(apache_kafka, subscribePattern=f"{topic_name}-.*")
     )
     latest = LatestRecords(options)
     try:
@@ -535,9 +444,9 @@ def test_the_latest_records_of_new_topics_are_read_once_until_more_arrive(
         ]
         assert sorted(read) == expected  # the last SAMPLE_RECORDS of each partition, at most
         assert latest.read(frozenset()) == {}  # nothing new since
-        kafka_broker.produce(empty, [(0, None, b"first")])
+        apache_kafka.produce(empty, [(0, None, b"first")])
         assert [b.num_rows for b in latest.read(frozenset())[empty]] == [1]
-        produce_spread(kafka_broker, full, {1: 1})
+        produce_spread(apache_kafka, full, {1: 1})
         assert latest.read({full}) == {}  # known: not read
         again = latest.read(frozenset())[full]
         assert {p for b in again for p in b["partition"].to_pylist()} == {1}  # the partition with news
@@ -550,17 +459,17 @@ def test_the_latest_records_of_new_topics_are_read_once_until_more_arrive(
 
 
 def test_offsets_going_back_fail_the_query_unless_fail_on_data_loss_is_false(
-    spark: Any, kafka_format: str, kafka_broker: TansuBroker, topic_name: str, tmp_path: Path
+    spark: Any, kafka_format: str, apache_kafka: KafkaBroker, topic_name: str, tmp_path: Path
 ) -> None:
-    kafka_broker.create_topic(topic_name, partitions=1)
-    produce_spread(kafka_broker, topic_name, {0: 50})
-    options = source_options(kafka_broker, subscribe=topic_name, startingOffsets="earliest")
+    apache_kafka.create_topic(topic_name, partitions=1)
+    produce_spread(apache_kafka, topic_name, {0: 50})
+    options = source_options(apache_kafka, subscribe=topic_name, startingOffsets="earliest")
     checkpoint = tmp_path / "checkpoint"
     collector = Collector()
     run_available_now(spark, kafka_format, options, checkpoint, collector)
-    kafka_broker.delete_topic(topic_name)  # Tansu cannot delete records; a recreated topic loses them too
-    kafka_broker.create_topic(topic_name, partitions=1)
-    produce_spread(kafka_broker, topic_name, {0: 10})
+    apache_kafka.delete_topic(topic_name)  # a recreated topic starts again at 0
+    apache_kafka.create_topic(topic_name, partitions=1)
+    produce_spread(apache_kafka, topic_name, {0: 10})
 
     with pytest.raises(StreamingQueryException, match="ICESINK-KAFKA-DATA-LOSS") as failure:
         run_available_now(spark, kafka_format, options, checkpoint, collector)
@@ -569,7 +478,7 @@ def test_offsets_going_back_fail_the_query_unless_fail_on_data_loss_is_false(
 
     lenient = {**options, "failOnDataLoss": "false"}
     run_available_now(spark, kafka_format, lenient, checkpoint, collector)
-    more = produce_spread(kafka_broker, topic_name, {0: 5})
+    more = produce_spread(apache_kafka, topic_name, {0: 5})
     before = len(collector.calls)
     run_available_now(spark, kafka_format, lenient, checkpoint, collector)
     assert_exactly([(r.partition, r.offset) for _, rows in collector.calls[before:] for r in rows], more)
@@ -605,9 +514,9 @@ def test_offsets_going_back_fail_the_query_unless_fail_on_data_loss_is_false(
     ],
 )
 def test_bad_options_fail_at_load_with_the_option_value_and_what_is_accepted(
-    spark: Any, kafka_format: str, kafka_broker: TansuBroker, options: dict[str, str | None], expected: str
+    spark: Any, kafka_format: str, apache_kafka: KafkaBroker, options: dict[str, str | None], expected: str
 ) -> None:
-    given = {**source_options(kafka_broker, subscribe="t"), **options}
+    given = {**source_options(apache_kafka, subscribe="t"), **options}
     given = {k: v for k, v in given.items() if v is not None}
 
     with pytest.raises(Exception, match="ICESINK-CONFIG") as failure:

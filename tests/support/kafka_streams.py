@@ -15,7 +15,7 @@ QUERY_TIMEOUT_S = 120
 
 
 class Broker(Protocol):
-    """A broker of the tests (Apache Kafka, or Tansu in the integration tests)."""
+    """A broker of the tests (Apache Kafka)."""
 
     @property
     def bootstrap_servers(self) -> str: ...

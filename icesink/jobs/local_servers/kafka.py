@@ -98,6 +98,7 @@ class KafkaBroker(ServerProcess):
             "offsets.topic.num.partitions": "4",
             "transaction.state.log.replication.factor": "1",
             "transaction.state.log.min.isr": "1",
+            "transaction.state.log.num.partitions": "4",  # Kafka's 50 make the first transaction slow
             "share.coordinator.state.topic.replication.factor": "1",
             "share.coordinator.state.topic.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",

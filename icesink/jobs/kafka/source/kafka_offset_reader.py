@@ -1,12 +1,12 @@
 """Driver-side Kafka queries: which partitions exist, and their earliest and latest offsets.
 
-The latest offset is not taken on trust from the broker. Tansu (the broker of the
-tests) reports the high watermark as the *base offset of the last record batch + 1*, so
-when a producer packed several records into that batch, the watermark is short of the
-real end. :meth:`KafkaOffsetReader.latest_offsets` therefore reads the tail: it fetches
-from ``watermark - 1`` (the start of the last batch on Tansu, the last record on Kafka)
-until the consumer reports the end of the partition, and takes the fetch position
-there as the end. A partition whose watermark has not moved since its last probe keeps
+The latest offset is not taken on trust from the broker. Tansu (a Kafka-protocol broker
+some of the benchmarks run on) reports the high watermark as the *base offset of the last
+record batch + 1*, so when a producer packed several records into that batch, the
+watermark is short of the real end. :meth:`KafkaOffsetReader.latest_offsets` therefore
+reads the tail: it fetches from ``watermark - 1`` (the start of the last batch on Tansu,
+the last record on Kafka) until the consumer reports the end of the partition, and takes
+the fetch position there as the end. A partition whose watermark has not moved since its last probe keeps
 its probed end for up to ``PROBED_END_TTL_S``, so an idle stream costs one small read
 per partition every few seconds; the expiry catches a topic deleted and recreated with
 the same watermark. On a broker with exact watermarks the probe reads one record.

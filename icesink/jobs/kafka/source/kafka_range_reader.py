@@ -8,6 +8,13 @@ partition's real end (Tansu's under-reported high watermark, a rate limit) is re
 to the record; the partition is then paused. A range also ends when the consumer's
 end-of-partition event shows the fetch position at or past ``end``, which covers ranges
 whose last offsets hold no record (compaction, transaction markers).
+
+Records may be deleted while a range is read (DeleteRecords, retention): the broker then
+refuses the next fetch as out of range. The reader asks for the partition's low watermark
+and treats the offsets below it as lost, exactly as at the range's start
+(:func:`resolve_read_start`: ``ICESINK-KAFKA-DATA-LOSS`` with ``failOnDataLoss``, otherwise a
+warning and the rest of the range from the low watermark); the records already fetched
+are kept, each once.
 """
 
 from __future__ import annotations
@@ -97,7 +104,7 @@ def read_ranges(
         for round_ranges in _rounds(ranges):
             readers = [reader for r in round_ranges if (reader := _start(consumer, options, r, batch_rows))]
             if readers:
-                yield from _consume(consumer, readers, options.poll_timeout_ms / 1000, batch_rows)
+                yield from _consume(consumer, readers, options, batch_rows)
     finally:
         consumer.close()
 
@@ -120,9 +127,17 @@ def _start(
     consumer: Any, options: KafkaSourceOptions, offset_range: OffsetRange, batch_rows: int
 ) -> _RangeReader | None:
     """The reader of ``offset_range`` from its first offset still in Kafka; ``None`` if none is."""
+    low = _low_watermark(consumer, offset_range.topic, offset_range.partition)
+    start = resolve_read_start(offset_range, low, fail_on_data_loss=options.fail_on_data_loss)
+    if start >= offset_range.end:
+        return None
+    return _RangeReader(offset_range, start, batch_rows)
+
+
+def _low_watermark(consumer: Any, topic: str, partition: int) -> int:
+    """The earliest offset of a partition still in Kafka, asked of the broker."""
     from confluent_kafka import KafkaException, TopicPartition
 
-    topic, partition = offset_range.topic, offset_range.partition
     try:
         low, _ = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=REQUEST_TIMEOUT_S)
     except KafkaException as e:
@@ -131,17 +146,40 @@ def _start(
             topic=topic,
             partition=partition,
         ) from e
-    start = resolve_read_start(offset_range, low, fail_on_data_loss=options.fail_on_data_loss)
-    if start >= offset_range.end:
-        return None
-    return _RangeReader(offset_range, start, batch_rows)
+    return int(low)
+
+
+def _skip_deleted(consumer: Any, reader: _RangeReader, fail_on_data_loss: bool) -> None:
+    """Go on from the low watermark after the broker refused ``reader``'s next offset as out of range.
+
+    Raises:
+        KafkaDataLossError: The offsets were deleted and ``fail_on_data_loss``.
+        KafkaSourceError: The offset is not below the low watermark (the partition was
+            truncated or recreated shorter): nothing to skip to.
+    """
+    from confluent_kafka import TopicPartition
+
+    refused, reader.refused = reader.refused, None
+    low = _low_watermark(consumer, reader.topic, reader.partition)
+    if low <= reader.expected:
+        raise KafkaSourceError(
+            f"reading {reader.topic}-{reader.partition} at offset {reader.expected} failed: {refused}",
+            topic=reader.topic,
+            partition=reader.partition,
+        )
+    rest = OffsetRange(reader.topic, reader.partition, reader.expected, reader.end)
+    reader.expected = resolve_read_start(rest, low, fail_on_data_loss=fail_on_data_loss)
+    if not reader.done:  # the partition stopped on the error: a seek is refused, a new assignment is not
+        consumer.incremental_unassign([TopicPartition(reader.topic, reader.partition)])
+        consumer.incremental_assign([TopicPartition(reader.topic, reader.partition, reader.expected)])
 
 
 def _consume(
-    consumer: Any, readers: list[_RangeReader], poll_timeout_s: float, batch_rows: int
+    consumer: Any, readers: list[_RangeReader], options: KafkaSourceOptions, batch_rows: int
 ) -> Iterator[pa.RecordBatch]:
     from confluent_kafka import TopicPartition
 
+    poll_timeout_s = options.poll_timeout_ms / 1000
     assigned = [TopicPartition(r.topic, r.partition, r.start) for r in readers]
     consumer.assign(assigned)
     consumer.resume(assigned)  # a partition paused in an earlier round stays paused through unassign
@@ -155,6 +193,8 @@ def _consume(
                 if reader is None:
                     continue  # prefetched past the end of a range already read
                 progressed |= reader.take(message)
+                if reader.refused is not None:
+                    _skip_deleted(consumer, reader, options.fail_on_data_loss)
                 if reader.full:
                     yield reader.flush()
                 if reader.done:
@@ -188,13 +228,15 @@ class _RangeReader:
 
     ``expected`` is the lowest offset that may still be taken and ``fetch_position`` a
     lower bound of the consumer's position in the partition (from end-of-partition
-    events); the range is read when either reaches its end.
+    events); the range is read when either reaches its end. ``refused`` holds the broker's
+    answer when it refused the next offset as out of range, until the caller acts on it.
     """
 
     def __init__(self, offset_range: OffsetRange, start: int, batch_rows: int) -> None:
         self.topic, self.partition, self.end = offset_range.topic, offset_range.partition, offset_range.end
         self.start = self.expected = self.fetch_position = start
         self.skipped = 0
+        self.refused: str | None = None
         self._batch_rows = batch_rows
         self._batch = _BatchBuilder(self.topic, self.partition)
 
@@ -216,6 +258,9 @@ class _RangeReader:
 
         error = message.error()
         if error is not None:
+            if error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+                self.refused = error.str()  # records deleted under the reader, most likely
+                return False
             if error.code() != KafkaError._PARTITION_EOF:
                 raise KafkaSourceError(
                     f"reading {self.topic}-{self.partition} at offset {self.expected} failed: {error.str()}",
