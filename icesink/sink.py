@@ -15,7 +15,7 @@
    letters       before the data
 9. commit      - appended, staged for the commit cadence, or a row  (:mod:`icesink.batch.commits`)
                  delta (upsert mode); exactly once by the ledger
-10. maintenance - compaction, snapshot expiry, orphan removal, in a (:mod:`icesink.batch.maintain`)
+10. maintenance - compaction, snapshot expiry, orphan removal, in a (:mod:`icesink.maintenance.after_commit`)
                  time budget
 
 The loop is the same for one table or many: a plan (:mod:`icesink.batch.plan`) prepares, splits
