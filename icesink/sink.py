@@ -1,7 +1,7 @@
 """The ``foreachBatch`` sink: one micro-batch, step by step, in the order the code runs.
 
-1. table       - load the table (create it on first use), its state  (:mod:`icesink.batch.states`)
-                 recovered from what a crashed run left
+1. table       - load the table (create it on first use), check its  (:mod:`icesink.batch.tables`)
+                 keys, recover its state from what a crashed run left
 2. replay      - the table has the batch already: skipped           (:mod:`icesink.batch.table_batch`)
 3. changes     - upsert mode: the last change per key; rows with a  (:mod:`icesink.batch.changes`)
                  null key or an unknown op set aside
@@ -15,12 +15,15 @@
    letters       before the data
 9. commit      - appended, staged for the commit cadence, or a row  (:mod:`icesink.batch.commits`)
                  delta (upsert mode); exactly once by the ledger
-10. maintenance - compaction, snapshot expiry, orphan removal, in a (:mod:`icesink.batch.maintain`)
+10. maintenance - compaction, snapshot expiry, orphan removal, in a (:mod:`icesink.maintenance.after_commit`)
                  time budget
 
-With ``route.by`` set, a batch goes to many tables: :mod:`icesink.batch.routed` runs the same
-steps for all of them at once (one route job, one projection, one write job), each table
-through the same :class:`~icesink.batch.table_batch.TableBatch` and commit kinds. Every step
+The loop is the same for one table or many: a plan (:mod:`icesink.batch.plan`) prepares, splits
+and writes, :mod:`icesink.batch.finish` commits. With ``route.by`` set, a batch goes to many
+tables: :mod:`icesink.batch.routed` runs the same steps for all of them at once (one route job,
+one projection, one write job); without, :mod:`icesink.batch.one_table` writes the one table.
+Either opens its tables through :mod:`icesink.batch.tables` and writes each through a
+:class:`~icesink.batch.table_batch.TableBatch` and the same commit kinds. Every step
 is timed and counted (:mod:`icesink.metrics`); the flush of staged batches when a query goes
 idle is :mod:`icesink.batch.idle`.
 """
@@ -45,6 +48,7 @@ from icesink.batch.plan import BatchPlan
 from icesink.batch.routed import RoutedStep
 from icesink.batch.source_write import SourceWrite
 from icesink.batch.states import SinkParts, TableStates
+from icesink.batch.tables import Tables
 from icesink.bounded_waits import server_errors
 from icesink.commit.state import state_location
 from icesink.config import SinkConfig
@@ -89,9 +93,11 @@ class IcebergSink:
         self._states = TableStates(self.metrics)  # per table and sink id: recovered once, staged batches
         parts = SinkParts(config, self.catalog, self.metrics, self._states)
         self._finish = Finish(parts)  # dead letters, commits
-        self._one = OneTablePlan(self._finish)
+        # The one table, or each routed table: opened, checked and evolved in one place
+        tables = Tables(parts, self._finish.config_for, (self._finish.dead_letters.table_name,))
+        self._one = OneTablePlan(self._finish, tables)
         label = config.table or route_label(config.route)  # route.by set: RoutedStep writes the batches
-        self._routed = RoutedStep(self._finish, label)
+        self._routed = RoutedStep(self._finish, label, tables)
         self._plan: BatchPlan[Any] = self._routed if config.route.enabled else self._one
         self._idle = IdleListeners(self)  # with a commit cadence: flush when a query idles or stops
         self._closed = False

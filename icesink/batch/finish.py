@@ -11,7 +11,7 @@ through one ``commitToTable``:
    deletes (:mod:`icesink.batch.staged_row_deltas`);
 3. the appended tables: appended, or staged for the commit cadence (:mod:`icesink.batch.commits`);
 4. the cadence of the sink id's other tables: what is due is committed;
-5. the committed tables' maintenance, in one time budget (:mod:`icesink.batch.maintain`).
+5. the committed tables' maintenance, in one time budget (:mod:`icesink.maintenance.after_commit`).
 
 :meth:`Finish.flush` commits what the table states it is given have staged: a query gone
 idle or stopped, an empty batch, ``close()``.
@@ -31,12 +31,12 @@ from icesink import failpoints
 from icesink.batch.changes import ChangeSplit
 from icesink.batch.commits import StagedCommits, Written, commits_for
 from icesink.batch.dead_letters import DeadLetterQueue
-from icesink.batch.maintain import BatchMaintenance
 from icesink.batch.row_deltas import RowDeltaCommits
 from icesink.batch.staged_row_deltas import StagedRowDeltaCommits
 from icesink.bounded_waits import server_errors
 from icesink.config import SinkConfig
 from icesink.destinations.table_options import TableOptions
+from icesink.maintenance.after_commit import BatchMaintenance
 from icesink.parallel import run_parallel
 from icesink.write.messages import RowCounts
 
@@ -115,7 +115,7 @@ class Finish:
         failpoints.hit("commit.after")
         now = {w.batch.name for w in written}  # 4.
         self.flush(lambda s: s.sink_id == key.sink_id and s.name not in now, due_only=True)
-        self.maintenance.after_commit([w.batch for w in written])  # 5.
+        self.maintenance.after_commit([w.batch.committed() for w in written])  # 5.
 
     def flush(
         self,

@@ -1,7 +1,8 @@
 """The one-table plan: a batch's rows to the sink's table, steps 1 to 7 of :mod:`icesink.sink`.
 
-A plan with one destination (:mod:`icesink.batch.plan`): the table is loaded (created on first
-use) and its table batch made, the batch is skipped when the table has it, and the rows are
+A plan with one destination (:mod:`icesink.batch.plan`): the table is opened as a routed
+sink opens each of its tables (:mod:`icesink.batch.tables`: loaded or created, checked, its table
+batch made), the batch is skipped when the table has it, and the rows are
 evolved for, normalized, shuffled by bucket (:mod:`icesink.route.router`) and written in one job
 (:mod:`icesink.batch.write_job`), by the source's tasks too when they can make them.
 """
@@ -16,7 +17,6 @@ from pyiceberg.table import Table
 from pyspark.sql import DataFrame
 from pyspark.sql import types as st
 
-from icesink import catalog as catalogs
 from icesink import failpoints
 from icesink.batch.arrow_source import ArrowSource, fusable
 from icesink.batch.changes import ChangeBatch, changed_keys
@@ -27,13 +27,13 @@ from icesink.batch.write_job import BatchWriter
 from icesink.metrics_server import is_exported
 from icesink.normalize import NormalizeOptions, check_normalizes, normalize
 from icesink.progress import watch_query
-from icesink.schema.coordinator import evolve_table
 from icesink.spark_session import query_id_of, sink_id_of
 from icesink.upsert.checks import UpsertChecks
 
 if TYPE_CHECKING:
     from icesink.batch.finish import Finish
     from icesink.batch.key import BatchKey
+    from icesink.batch.tables import Tables
 
 OneTableBatch = tuple[TableBatch, "ArrowSource | None"]  # the table batch, and how its rows may be made
 
@@ -43,13 +43,13 @@ class OneTablePlan:
 
     Args:
         finish: The sink's commits: its parts, dead letters and upsert split.
+        tables: Opens the sink's tables (the same as a routed sink's).
     """
 
-    def __init__(self, finish: Finish) -> None:
+    def __init__(self, finish: Finish, tables: Tables) -> None:
         self._config = config = finish.parts.config
-        self._catalog = finish.parts.catalog
         self._metrics = metrics = finish.parts.metrics
-        self._states = finish.states
+        self._tables = tables
         self._changes = finish.changes
         self.label = config.table
         self.upsert = UpsertChecks(config)  # write.mode=upsert: the table's keys; append: no keys
@@ -80,28 +80,16 @@ class OneTablePlan:
 
     def prepare_schema(self, schema: st.StructType) -> Table:
         """Before the stream starts: the table, created or evolved for rows of ``schema``."""
-        stored = self.upsert.stored_schema(schema)
-        table = evolve_table(
-            self._config, self._open(stored), stored, self._metrics, sink_id=None, batch_id=None
-        )
-        check_normalizes(stored, table.schema(), self.normalize_options)
-        return table
-
-    def _open(self, stored: st.StructType) -> Table:
-        """The table, loaded or created for rows of ``stored``, checked (upsert mode: before anything
-        is written)."""
-        table = catalogs.load_table(self._catalog, self.label)
-        if table is None:
-            with self._metrics.time_step(self.label, "schema"):
-                table = catalogs.create_table(self._catalog, self._config, stored)
-        self.upsert.check_table(table)
+        table = self._tables.prepare_table(self.label, schema)
+        check_normalizes(self.upsert.stored_schema(schema), table.schema(), self.normalize_options)
         return table
 
     def _table_batch(self, batch_df: DataFrame, key: BatchKey) -> TableBatch:
         """The sink's table batch of ``key``: the table loaded (created on first use) and checked,
         its state recovered from what a crashed run left on first use in this process."""
-        table = self._open(self.upsert.stored_schema(batch_df.schema))
-        return TableBatch.of(self._states, self.label, self._config, table, key, query_id_of(batch_df))
+        table, _ = self._tables.open(self.label, self._config, self.upsert.stored_schema(batch_df.schema))
+        assert table is not None  # only a routed template's tables are counted
+        return self._tables.batch_of(self.label, self._config, table, key, query_id_of(batch_df))
 
     def changes(self, batch_df: DataFrame, prepared: OneTableBatch) -> ChangeBatch:
         """3. upsert mode: the last change per key."""

@@ -5,9 +5,9 @@ destination table at once. Before them, the source's tasks may have written the 
 tables of earlier batches (:mod:`icesink.batch.source_write`): the batch is the rest. Step 1
 finds the batch's destination values and their non-null columns in ONE Spark job
 (:mod:`icesink.destinations.resolve`, :mod:`icesink.destinations.naming`); each table is then
-loaded or created with its own options, within ``route.max-tables``
-(:mod:`icesink.batch.routed_tables`), skipped when its ledger has the batch, and evolved with
-its own columns only. ONE projection normalizes the rows of every table
+loaded or created with its own options, within ``route.max-tables``, as a one-table sink
+opens its table (:mod:`icesink.batch.tables`), skipped when its ledger has the batch, and
+evolved with its own columns only. ONE projection normalizes the rows of every table
 (:mod:`icesink.destinations.projection`) and ONE write job writes them, each task splitting
 rows by table (:mod:`icesink.batch.routed_write`); upserted tables take ONE key job
 (:mod:`icesink.batch.routed_keys`) and ONE lookup job. Unroutable and refused rows are dead
@@ -40,10 +40,10 @@ from icesink.batch.commits import Written
 from icesink.batch.key import BatchKey
 from icesink.batch.plan import WrittenBatch
 from icesink.batch.routed_keys import routed_changed_keys
-from icesink.batch.routed_tables import PreparedTables, RoutedTables
 from icesink.batch.routed_write import RoutedWrites
 from icesink.batch.source_write import SourcePlanner, SourceWrite, record_source_files, source_targets
 from icesink.batch.table_batch import RoutedTarget
+from icesink.batch.tables import PreparedTables, Tables
 from icesink.destinations.destination_table import DestinationTable
 from icesink.destinations.naming import DestinationNames
 from icesink.destinations.projection import SKIPPED, ProjectionOptions, log_unroutable, project
@@ -73,9 +73,10 @@ class RoutedStep:
         finish: The sink's commits: its parts (metrics: each table under its own ``table`` label),
             dead letters, tables' options and commit kinds.
         label: What names the sink where no single table does (shared steps, unroutable rows).
+        tables: Opens the sink's tables (the same as a one-table sink's).
     """
 
-    def __init__(self, finish: Finish, label: str) -> None:
+    def __init__(self, finish: Finish, label: str, tables: Tables) -> None:
         parts = finish.parts
         self._config = config = parts.config
         self._states = parts.states
@@ -85,7 +86,7 @@ class RoutedStep:
         self.label = label
         self._names = DestinationNames(config.route, reserved=(dead_letter_table,))
         self._options = options = finish.options
-        self._tables = RoutedTables(parts, options, (dead_letter_table,))
+        self._tables = tables
         self._upserts = finish.changes
         self._writes = RoutedWrites(config.write.memory_budget_bytes, metrics, label)
         self._lock = threading.Lock()
@@ -122,7 +123,7 @@ class RoutedStep:
                     "the route.table-template makes a table name of)",
                 )
         prepare = [
-            functools.partial(self._tables.prepare_table, n, v, schemas[v])
+            functools.partial(self._tables.prepare_table, n, schemas[v], v)
             for v, n in tables_of.items()
             if v and n
         ]

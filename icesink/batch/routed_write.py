@@ -3,7 +3,7 @@
 Unless ``write.distribution-mode`` asks for a shuffle (:mod:`icesink.route.routed_shuffle`),
 routed writes are not shuffled. Either way each task splits its rows by table and computes
 their partition values itself (:mod:`icesink.write.routed_task`), so a routed table's partition
-spec must be computable from Arrow columns (:func:`~icesink.batch.routed_tables.check_keys_in_task`).
+spec must be computable from Arrow columns (:func:`~icesink.batch.tables.check_keys_in_task`).
 """
 
 from __future__ import annotations

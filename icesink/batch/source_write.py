@@ -60,8 +60,8 @@ from icesink.write.messages import DataFileMessage, RowCounts, files_of
 from icesink.write.source_task import TASK_PROPERTY, SourceTable, SourceWritePlan
 
 if TYPE_CHECKING:
-    from icesink.batch.routed_tables import RoutedTables
     from icesink.batch.states import SinkParts, TableStates
+    from icesink.batch.tables import Tables
 
 logger = logging.getLogger(__name__)
 
@@ -183,7 +183,7 @@ class SourcePlanner:
     """
 
     def __init__(
-        self, parts: SinkParts, config_for: Callable[[str], SinkConfig], tables: RoutedTables | None = None
+        self, parts: SinkParts, config_for: Callable[[str], SinkConfig], tables: Tables | None = None
     ) -> None:
         self._config = parts.config
         self._catalog = parts.catalog
@@ -228,7 +228,7 @@ class SourcePlanner:
         if self._config_for(name).upsert.enabled or self._tables is None:
             return False  # never planned: the rows are changes
         try:
-            self._tables.prepare_table(name, topic, schema)
+            self._tables.prepare_table(name, schema, topic)
         except SinkError as e:  # the routed step sends the rows where they belong, or fails the batch
             logger.warning("table %s is left to the batch's own rows: %s", name, e)
             return False

@@ -32,6 +32,7 @@ from icesink.commit import ledger
 from icesink.commit.recovery import AttemptLog, AttemptRecord, attempt_location
 from icesink.config import SinkConfig
 from icesink.log_context import batch_logger
+from icesink.maintenance.after_commit import CommittedTable
 from icesink.metrics import SinkMetrics
 from icesink.schema.coordinator import evolve_table
 from icesink.write.spec import WriteSpec
@@ -168,6 +169,20 @@ class TableBatch:
         """The folder of the attempt's files."""
         assert self.spec is not None, "begin() first"
         return self.spec.data_location
+
+    def committed(self) -> CommittedTable:
+        """The table as its maintenance after the commit sees it (:mod:`icesink.maintenance.after_commit`)."""
+        return CommittedTable(
+            self.name, self.key.sink_id, self.config, self.table, self.state.lock, self.kept_files
+        )
+
+    def kept_files(self) -> Callable[[str], bool]:
+        """Whether a file is one the sink still needs: of a staged batch, or under an attempt on record."""
+        staged = {f.path for f in self.state.staging.files}
+        folders = tuple(
+            f"{r.data_location.rstrip('/')}/" for r in self.attempts.open_attempts() if r.data_location
+        ) + tuple(f"{b.location.rstrip('/')}/" for b in self.state.staging.batches if b.location)
+        return lambda path: path in staged or path.startswith(folders)
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,12 @@
 """After the commits: each maintained table of the micro-batch gets its maintenance, within one budget.
 
-The tables a batch committed (one, or a routed batch's many) share ``maintenance.budget-s``;
-the one maintained longest ago goes first, so a budget too small for all of them reaches each
-in turn. Each table keeps its own :class:`~icesink.maintenance.scheduler.TableMaintenance`, per
-table and sink id, for the life of the sink. Orphan removal spares what the sink still needs:
-the files of its staged batches and of its batch attempts on record.
+The last step of a micro-batch (:mod:`icesink.batch.finish`). The tables a batch committed (one,
+or a routed batch's many) share ``maintenance.budget-s``; the one maintained longest ago goes
+first, so a budget too small for all of them reaches each in turn. Each table keeps its own
+:class:`~icesink.maintenance.scheduler.TableMaintenance`, per table and sink id, for the life of
+the sink. Orphan removal spares what the sink still needs, which the sink says
+(:attr:`CommittedTable.kept_files`): the files of its staged batches and of its batch attempts
+on record.
 
 Maintenance never fails a batch: the batch is committed by then. A failure is logged
 (``ICESINK-MAINTENANCE``), counted, and the work is tried again after the next batch.
@@ -14,20 +16,41 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+
+from pyiceberg.table import Table
 
 from icesink.config import SinkConfig
 from icesink.log_context import batch_logger
-from icesink.maintenance.scheduler import Budget, MaintenanceRun, TableMaintenance
+from icesink.maintenance.scheduler import Budget, KeepFiles, MaintenanceRun, TableMaintenance
 from icesink.metrics import SinkMetrics
 
-if TYPE_CHECKING:
-    from icesink.batch.table_batch import TableBatch
-
-__all__ = ["BatchMaintenance"]
+__all__ = ["BatchMaintenance", "CommittedTable"]
 
 logger = batch_logger(__name__)
+
+
+@dataclass(frozen=True)
+class CommittedTable:
+    """A table a micro-batch committed to, as its maintenance sees it.
+
+    Attributes:
+        name: The table's name (its metrics' ``table`` label).
+        sink_id: The sink id that committed.
+        config: The table's configuration (its ``maintenance`` and ``write`` sections).
+        table: The table as committed.
+        lock: Held while the table is maintained: no staged commit of the table meanwhile.
+        kept_files: Whether a file is one the sink still needs (built only when orphans are removed).
+    """
+
+    name: str
+    sink_id: str
+    config: SinkConfig
+    table: Table
+    lock: AbstractContextManager[object]
+    kept_files: KeepFiles
 
 
 class BatchMaintenance:
@@ -44,38 +67,36 @@ class BatchMaintenance:
         self._lock = threading.Lock()
         self._tables: dict[tuple[str, str], TableMaintenance] = {}
 
-    def after_commit(self, batches: Sequence[TableBatch]) -> None:
-        """Maintain the tables of ``batches`` whose configuration and properties say so, in one budget."""
-        chosen = [b for b in batches if b.config.maintenance.enabled_for(b.table.metadata.properties)]
+    def after_commit(self, tables: Sequence[CommittedTable]) -> None:
+        """Maintain the ``tables`` whose configuration and properties say so, in one budget."""
+        chosen = [t for t in tables if t.config.maintenance.enabled_for(t.table.metadata.properties)]
         if not chosen:
             return
         with self._lock:
-            states = [
-                self._tables.setdefault((b.name, b.key.sink_id), TableMaintenance(b.name)) for b in chosen
-            ]
+            states = [self._tables.setdefault((t.name, t.sink_id), TableMaintenance(t.name)) for t in chosen]
         budget = Budget(self._budget_s)
-        for state, batch in sorted(zip(states, chosen, strict=True), key=lambda p: p[0].last_run):
+        for state, committed in sorted(zip(states, chosen, strict=True), key=lambda p: p[0].last_run):
             if not budget.allows():
                 break
-            with batch.state.lock:  # no staged commit of the table meanwhile
-                self._maintain(state, batch, budget)
+            with committed.lock:  # no staged commit of the table meanwhile
+                self._maintain(state, committed, budget)
 
-    def _maintain(self, state: TableMaintenance, batch: TableBatch, budget: Budget) -> None:
+    def _maintain(self, state: TableMaintenance, committed: CommittedTable, budget: Budget) -> None:
         started = time.monotonic()
-        config = batch.config
-        target = config.write.target_file_size(batch.table.metadata.properties)
+        config = committed.config
+        target = config.write.target_file_size(committed.table.metadata.properties)
         try:
-            run = state.run(batch.table, config.maintenance, target, budget, lambda: _kept_files(batch))
+            run = state.run(committed.table, config.maintenance, target, budget, committed.kept_files)
         except Exception as e:  # the batch is committed: the stream goes on, the work is tried again
             logger.warning(
                 "ICESINK-MAINTENANCE: maintenance of %s failed, tried again after the next batch: %s",
-                batch.name,
+                committed.name,
                 e,
                 exc_info=True,
             )
-            self._metrics.record_maintenance(batch.name, "failed", time.monotonic() - started)
+            self._metrics.record_maintenance(committed.name, "failed", time.monotonic() - started)
             return
-        self._record(batch.name, run, time.monotonic() - started)
+        self._record(committed.name, run, time.monotonic() - started)
 
     def _record(self, name: str, run: MaintenanceRun, seconds: float) -> None:
         files = {
@@ -108,12 +129,3 @@ class BatchMaintenance:
                 run.conflicts,
                 run.pending,
             )
-
-
-def _kept_files(batch: TableBatch) -> Callable[[str], bool]:
-    """Whether a file is one the sink still needs: of a staged batch, or under an attempt on record."""
-    staged = {f.path for f in batch.state.staging.files}
-    folders = tuple(
-        f"{r.data_location.rstrip('/')}/" for r in batch.attempts.open_attempts() if r.data_location
-    ) + tuple(f"{b.location.rstrip('/')}/" for b in batch.state.staging.batches if b.location)
-    return lambda path: path in staged or path.startswith(folders)

@@ -1,16 +1,27 @@
-"""Step 2 of a routed batch: each destination's table loaded or created, checked, settled and evolved.
+"""The tables of a sink's batches, opened in one place: its one table, or each destination's.
 
-The one place routed tables are opened (the routed step's and the source's,
-:mod:`icesink.batch.source_write`): a template's table is created only within
-``route.max-tables`` and holds the rows of one destination value
-(:mod:`icesink.destinations.owners`). A value refused either way is a dead letter with its
-reason, never a failed batch.
+Every table the sink writes rows to is opened here, as Iceberg Kafka Connect's
+``writerForTable`` opens one table or many: the one-table plan's (:mod:`icesink.batch.one_table`),
+each table of a routed batch (:mod:`icesink.batch.routed`), the tables a source's tasks write
+(:mod:`icesink.batch.source_write`), and ``prepare()``'s. A table is
+
+1. loaded, or created for the columns the rows offer (:meth:`Tables.open`); a routed
+   template's table only within ``route.max-tables``, holding the rows of one destination value
+   (:mod:`icesink.destinations.owners`): a value refused either way is a dead letter with its
+   reason, never a failed batch;
+2. checked as the write mode asks, before anything is written (:mod:`icesink.upsert.checks`),
+   and its table batch made from its state, recovered once (:meth:`Tables.batch_of`);
+3. evolved for the batch's columns (:class:`~icesink.batch.table_batch.TableBatch`), or, before
+   the stream starts, for the stream's schema (:meth:`Tables.prepare_table`).
+
+Step 2 of a routed batch (:meth:`Tables.prepare`) does all three for every table of the batch
+on the catalog pool.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -22,7 +33,6 @@ from icesink.batch.table_batch import RoutedTarget, TableBatch
 from icesink.config import SinkConfig
 from icesink.destinations.owners import ROUTE_VALUE_PROPERTY, TableBudget, check_owner
 from icesink.destinations.resolve import DestinationValue
-from icesink.destinations.table_options import TableOptions
 from icesink.errors import ConfigError
 from icesink.parallel import run_parallel
 from icesink.schema.coordinator import evolve_table
@@ -57,32 +67,36 @@ class PreparedTables:
     refused: dict[str, str] = field(default_factory=dict)
 
 
-class RoutedTables:
-    """Opens, settles and evolves the tables of a routed sink's batches.
+class Tables:
+    """Opens, checks and evolves the tables of a sink's batches (see the module).
 
     Args:
-        parts: The routed sink's configuration, catalog, metrics and table states (each table recovered once).
-        options: Each table's configuration.
-        reserved: Tables no value may have (the dead-letter table).
+        parts: The sink's configuration, catalog, metrics and table states (each table recovered once).
+        config_for: Each table's configuration (a routed table's own options applied).
+        reserved: Tables no destination value may have (the dead-letter table).
     """
 
-    def __init__(self, parts: SinkParts, options: TableOptions, reserved: Sequence[str]) -> None:
+    def __init__(
+        self, parts: SinkParts, config_for: Callable[[str], SinkConfig], reserved: Sequence[str]
+    ) -> None:
         self._catalog = parts.catalog
         self._metrics = parts.metrics
-        self._options = options
+        self._config_for = config_for
         self._states = parts.states
-        self._owned = parts.config.route.tables is None  # template tables hold one value's rows each
-        self._budget = TableBudget(parts.config.route, parts.catalog, reserved)
+        route = parts.config.route
+        self._owned = route.enabled and route.tables is None  # template tables hold one value's rows each
+        self._budget = TableBudget(route, parts.catalog, reserved)
 
     def open(
         self,
         name: str,
         config: SinkConfig,
         offered: st.StructType,
-        values: Sequence[str],
+        values: Sequence[str] = (),
         loaded: _Loaded | None = None,
     ) -> tuple[Table | None, dict[str, str]]:
-        """Load or create table ``name`` for ``values``; the values refused -> why.
+        """Load or create table ``name`` for rows of ``offered``; routed: for ``values``, and the values
+        refused -> why.
 
         ``None`` when no value may have the table (it would pass ``route.max-tables``).
         ``loaded``: the table as :meth:`prepare` found it, a new one already counted.
@@ -92,11 +106,11 @@ class RoutedTables:
             if not (self._budget.reserve(name) if loaded is None else loaded.counted):
                 return None, {v: self._budget.refusal(v, name) for v in values}
             owner = {ROUTE_VALUE_PROPERTY: sorted(values)[0]} if self._owned else {}
-            properties = {**config.table_properties, **owner}
+            if owner:
+                config = config.model_copy(update={"table_properties": {**config.table_properties, **owner}})
             try:
-                table = catalogs.create_table(
-                    self._catalog, config.model_copy(update={"table_properties": properties}), offered
-                )
+                with self._metrics.time_step(name, "schema"):
+                    table = catalogs.create_table(self._catalog, config, offered)
             except BaseException:
                 self._budget.release(name)
                 raise
@@ -104,26 +118,36 @@ class RoutedTables:
             return table, {}
         return check_owner(table, name, values)
 
-    def prepare_table(self, name: str, value: str, schema: st.StructType) -> Table:
-        """Before a stream starts: table ``name`` of destination ``value``, created or evolved for
-        rows of ``schema``, checked as a batch would check it.
+    def batch_of(
+        self, name: str, config: SinkConfig, table: Table, key: BatchKey, query_id: str | None
+    ) -> TableBatch:
+        """The table batch of ``key`` on ``table``: its keys checked before anything is written (upserted:
+        v2, with its keys; appended: no keys, unless allowed), its state recovered on first use."""
+        UpsertChecks(config).check_table(table)
+        return TableBatch.of(self._states, name, config, table, key, query_id)
+
+    def prepare_table(self, name: str, schema: st.StructType, value: str | None = None) -> Table:
+        """Before a stream starts: table ``name`` (routed: of destination ``value``), created or evolved
+        for rows of ``schema``, checked as a batch would check it.
 
         Raises:
             ConfigError: The value may not have the table (another value owns it, or it would
                 pass ``route.max-tables``), or its partition spec cannot be routed.
         """
-        config = self._options.config_for(name)
-        stored = UpsertChecks(config).stored_schema(schema)
-        table, refused = self.open(name, config, stored, (value,))
+        config = self._config_for(name)
+        checks = UpsertChecks(config)
+        stored = checks.stored_schema(schema)
+        table, refused = self.open(name, config, stored, () if value is None else (value,))
         if table is None or refused:
             raise ConfigError(
-                f"destination value {value!r} cannot have table {name}: {refused.get(value, '')}",
+                f"destination value {value!r} cannot have table {name}: {refused.get(value or '', '')}",
                 table=name,
                 hint="route the value to a table of its own (route.tables), or raise route.max-tables",
             )
-        UpsertChecks(config).check_table(table)
+        checks.check_table(table)
         table = evolve_table(config, table, stored, self._metrics, sink_id=None, batch_id=None)
-        check_keys_in_task(table, name)
+        if value is not None:
+            check_keys_in_task(table, name)
         return table
 
     def prepare(
@@ -180,7 +204,7 @@ class RoutedTables:
         query_id: str | None,
     ) -> tuple[RoutedTarget | None, bool, dict[str, str]]:
         """Open one table, settle its crashed attempts, check its ledger, evolve it."""
-        config = self._options.config_for(name)
+        config = self._config_for(name)
         if config.upsert.enabled:  # the op and order columns describe a change: not stored
             columns = tuple(p for p in columns if schema.fields[p].name not in config.upsert.change_columns)
         offered = st.StructType([schema.fields[p] for p in columns])
@@ -190,9 +214,7 @@ class RoutedTables:
             return None, False, refused
         self._metrics.start_sink(name, key.sink_id)
         with self._metrics.time_step(name, "schema"):
-            batch = TableBatch.of(self._states, name, config, table, key, query_id)
-            # upserted: v2, with its keys; appended: no keys (unless allowed); before anything is written
-            UpsertChecks(config).check_table(table)
+            batch = self.batch_of(name, config, table, key, query_id)
             target = RoutedTarget(batch, columns, values)
             if batch.replayed(self._metrics):
                 return target, True, refused
