@@ -6,7 +6,8 @@ SparkSession of its configuration with Spark's Kafka source, the query until ``a
 has read everything), then, before the session stops, prints one line of JSON: the exit code
 and the CPU seconds of the process tree so far (this process, its JVM, Spark's Python workers:
 :func:`benchmarks._process_cpu.tree_cpu_seconds`), which is everything the run cost from the
-interpreter's start.
+interpreter's start, and the JVM's CPU by thread kind (:func:`benchmarks._process_cpu.jvm_thread_cpu_seconds`:
+JIT compilers, garbage collection, Spark's task threads, the rest).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import json
 import sys
 
-from benchmarks._process_cpu import job_cpu_seconds, tree_cpu_seconds
+from benchmarks._process_cpu import job_cpu_seconds, jvm_thread_cpu_seconds, tree_cpu_seconds
 
 RESULT_PREFIX = "kafka-job-result "
 """Starts the line holding the result, among whatever else the job prints."""
@@ -33,10 +34,10 @@ def main(argv: list[str]) -> int:
     try:
         code = run(config, spark)
         cpu = tree_cpu_seconds()
-        print(
-            RESULT_PREFIX + json.dumps({"code": code, "cpu_seconds": job_cpu_seconds(cpu), "cpu": cpu}),
-            flush=True,
-        )
+        jvm = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()  # type: ignore[union-attr]
+        result = {"code": code, "cpu_seconds": job_cpu_seconds(cpu), "cpu": cpu}
+        result["jvm_threads"] = jvm_thread_cpu_seconds(int(jvm))
+        print(RESULT_PREFIX + json.dumps(result), flush=True)
     finally:
         spark.stop()
     return 0
