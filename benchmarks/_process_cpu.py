@@ -115,7 +115,7 @@ class TreeCpuSampler:
 JVM_THREAD_KINDS = (
     ("jit", ("C1 CompilerThre", "C2 CompilerThre")),
     ("gc", ("GC Thread", "G1 ", "VM Thread", "VM Periodic")),
-    ("tasks", ("Executor task l",)),
+    ("tasks", ("Executor task",)),
 )
 """Thread kinds of a HotSpot JVM by the first 15 characters of their names (Linux's ``comm``)."""
 

@@ -133,33 +133,27 @@ def check_rows(catalog: Any, table: str, messages: int) -> None:
         )
 
 
-def job_run(root: Path, broker: Any, run: int, args: argparse.Namespace) -> dict[str, Any]:
-    """The Kafka job in a new process until it has committed every message: its figures."""
+def job_run(
+    root: Path,
+    broker: Any,
+    run: str,
+    args: argparse.Namespace,
+    checkout: Path = REPO_ROOT,
+    conf: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """The Kafka job in a new process until it has committed every message: its figures.
+
+    Args:
+        root: The run's folder (catalog, warehouse, checkpoints, logs).
+        broker: The broker holding the topic.
+        run: Names the run's table, checkpoint and log.
+        args: The benchmark's arguments (``messages``, ``job_batches``, ``master``, ``timeout_s``).
+        checkout: The checkout whose ``icesink`` (and run harness) the process imports.
+        conf: Spark settings beside the job's own.
+    """
     table = f"{NAMESPACE}.icesink_{run}"
-    kafka: dict[str, Any] = {
-        "bootstrap-servers": broker.bootstrap_servers,
-        "topics": [TOPIC],
-        "starting-offsets": "earliest",
-        "source": "jvm",
-    }
-    if args.job_batches > 1:
-        kafka["max-offsets-per-trigger"] = -(-args.messages // args.job_batches)
-    config = {
-        "kafka": kafka,
-        "value": {"metadata-columns": False},  # the values' fields only, as Connect writes them
-        "sink": {
-            "table": table,
-            "catalog.name": CATALOG,
-            "catalog.type": "sql",
-            "catalog.uri": f"sqlite:///{root}/catalog.db",
-            "catalog.warehouse": f"file://{root}/warehouse",
-            "metrics.port": 0,
-        },
-        "trigger": {"available-now": True},
-        "checkpoint-location": str(root / f"checkpoint-{run}"),
-        "spark": {"master": args.master, "conf": {"spark.ui.enabled": "false"}},
-    }
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYSPARK_PYTHON": sys.executable}
+    config = _job_config(root, broker, table, run, args, conf or {})
+    env = {**os.environ, "PYTHONPATH": str(checkout), "PYSPARK_PYTHON": sys.executable}
     command = [sys.executable, "-m", "benchmarks._kafka_job_process", json.dumps(config)]
     broker_before = _cpu_of(broker.pid)
     launched = time.time()
@@ -190,7 +184,36 @@ def job_run(root: Path, broker: Any, run: int, args: argparse.Namespace) -> dict
         **run_figures(commits, args.messages, launched, cpu),
         "broker_cpu_seconds": _cpu_of(broker.pid) - broker_before,
         "cpu_by_process": {kind: round(s, 1) for kind, s in own["cpu"].items()},
-        "jvm_cpu_by_thread": {kind: round(s, 1) for kind, s in own["jvm_threads"].items()},
+        "jvm_cpu_by_thread": {kind: round(s, 1) for kind, s in own.get("jvm_threads", {}).items()},
+    }
+
+
+def _job_config(
+    root: Path, broker: Any, table: str, run: str, args: argparse.Namespace, conf: dict[str, str]
+) -> dict[str, Any]:
+    """The job's configuration (its YAML file's mapping) for one run."""
+    kafka: dict[str, Any] = {
+        "bootstrap-servers": broker.bootstrap_servers,
+        "topics": [TOPIC],
+        "starting-offsets": "earliest",
+        "source": "jvm",
+    }
+    if args.job_batches > 1:
+        kafka["max-offsets-per-trigger"] = -(-args.messages // args.job_batches)
+    return {
+        "kafka": kafka,
+        "value": {"metadata-columns": False},  # the values' fields only, as Connect writes them
+        "sink": {
+            "table": table,
+            "catalog.name": CATALOG,
+            "catalog.type": "sql",
+            "catalog.uri": f"sqlite:///{root}/catalog.db",
+            "catalog.warehouse": f"file://{root}/warehouse",
+            "metrics.port": 0,
+        },
+        "trigger": {"available-now": True},
+        "checkpoint-location": str(root / f"checkpoint-{run}"),
+        "spark": {"master": args.master, "conf": {"spark.ui.enabled": "false", **conf}},
     }
 
 
@@ -258,7 +281,7 @@ def rounds(root: Path, broker: Any, jars: list[Path], args: argparse.Namespace) 
         for contender in order:
             load = os.getloadavg()[0]
             if contender == ICESINK:
-                result = job_run(root, broker, run, args)
+                result = job_run(root, broker, str(run), args)
             else:
                 result = connect_run(root, broker, jars, run, args)
             check_rows(catalog, result["table"], args.messages)
