@@ -158,7 +158,10 @@ def job_run(
     broker_before = _cpu_of(broker.pid)
     launched = time.time()
     with (root / f"job-{run}.log").open("w") as log:
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
+        # In the checkout: ``-m`` puts the working folder ahead of PYTHONPATH.
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=log, text=True, env=env, cwd=checkout
+        )
         cpu = TreeCpuSampler(process.pid).start()
         try:
             stdout, _ = process.communicate(timeout=args.timeout_s)
