@@ -13,15 +13,26 @@ and each time in a new process, into a table of its own in one SQLite catalog an
   ``--commit-interval-ms``, the table created from the first records), until the table's
   snapshot holds every message.
 
-The two take turns, the first of a round changing from round to round. Per run: seconds from
-the process's launch to the snapshot that holds the last message (its commit time), messages
-per second, and messages per CPU second of the run's process tree from its start to that
-moment (the job: its interpreter, its JVM, Spark's Python workers, each in the JSON line;
-Connect: its JVM); the broker's CPU is shown apart. Both tables are read back (pyiceberg):
-every run must hold each message's ``event_id`` once. The medians per contender and the
-median of the rounds' ratios follow, the last line the result as JSON.
+The job reads the topic in ``--job-batches`` micro-batches (``maxOffsetsPerTrigger``), so that
+it has a steady state to measure. The two take turns, the first of a round changing from round
+to round. A thread samples each run's process tree's CPU seconds from ``/proc``
+(:class:`benchmarks._process_cpu.TreeCpuSampler`: the job's interpreter, its JVM, Spark's
+Python workers; Connect's JVM), read at the commit times of the run's snapshots
+(:mod:`benchmarks._commit_windows`). Per run, two windows:
 
-    .venv/bin/python -m benchmarks.kafka_connect --messages 200000 --rounds 3
+- the whole run: from the process's launch to the commit of the snapshot holding the last
+  message: seconds, messages per second, messages per CPU second;
+- the steady state: from its first commit to that last one (the job's micro-batches after
+  the first, Connect's commits after the first): messages per second and per CPU second;
+  what the whole run cost beyond its messages at that steady cost is its start-up CPU.
+
+The broker's CPU is shown apart. Both tables are read back (pyiceberg): every run must hold
+each message's ``event_id`` once. The medians per contender, the median of the rounds'
+icesink / Connect ratios of each figure, and the message count at which a whole run would
+reach 2x Connect per CPU second follow (:mod:`benchmarks._kafka_connect_report`), the last
+line the result as JSON.
+
+    .venv/bin/python -m benchmarks.kafka_connect --messages 1000000 --rounds 3
 
 The first run fetches Kafka Connect and Iceberg's sink with ``mvn`` (``jvm/kafka-connect/pom.xml``)
 into ``--jars``. The figures: benchmarks/README.md, "The Kafka job against Iceberg's Kafka
@@ -34,7 +45,6 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -42,19 +52,21 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks._commit_windows import commits_of, run_figures
 from benchmarks._kafka_connect import (
     IcebergSinkSettings,
     KafkaConnect,
     default_jars_folder,
     fetch_connect_jars,
 )
+from benchmarks._kafka_connect_report import CONNECT, ICESINK, run_line, summarize, summary_lines
 from benchmarks._kafka_job_process import RESULT_PREFIX
 from benchmarks._kafka_messages import TOPIC, produce
+from benchmarks._process_cpu import TreeCpuSampler
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CATALOG = "default"
 NAMESPACE = "bench"
-ICESINK, CONNECT = "icesink", "connect"
 POLL_INTERVAL_S = 0.5
 
 
@@ -66,7 +78,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--master", default="local[2]", help="the job's Spark master")
-    parser.add_argument("--max-offsets-per-trigger", type=int, default=0, help="0: the job's default")
+    parser.add_argument(
+        "--job-batches",
+        type=int,
+        default=8,
+        help="the job's micro-batches (its maxOffsetsPerTrigger: messages / this); 1: one batch",
+    )
     parser.add_argument("--tasks", type=int, default=2, help="the Iceberg sink's tasks.max")
     parser.add_argument(
         "--commit-interval-ms", type=int, default=1000, help="iceberg.control.commit.interval-ms"
@@ -86,7 +103,7 @@ def catalog_of(root: Path) -> Any:
 
 
 def committed(catalog: Any, table: str) -> dict[str, Any] | None:
-    """The table's current snapshot: rows, commit time, data files and snapshots; ``None`` before one."""
+    """The table's current snapshot: rows, data files and snapshots; ``None`` before one."""
     from pyiceberg.exceptions import NoSuchTableError
 
     try:
@@ -99,7 +116,6 @@ def committed(catalog: Any, table: str) -> dict[str, Any] | None:
     summary = snapshot.summary
     return {
         "rows": int(summary["total-records"]),
-        "committed_at": snapshot.timestamp_ms / 1000,
         "data_files": int(summary["total-data-files"]),
         "snapshots": len(loaded.metadata.snapshots),
     }
@@ -117,18 +133,77 @@ def check_rows(catalog: Any, table: str, messages: int) -> None:
         )
 
 
-def job_run(root: Path, broker: Any, run: int, args: argparse.Namespace) -> dict[str, Any]:
-    """The Kafka job in a new process until it has committed every message: its figures."""
+def job_run(
+    root: Path,
+    broker: Any,
+    run: str,
+    args: argparse.Namespace,
+    checkout: Path = REPO_ROOT,
+    conf: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """The Kafka job in a new process until it has committed every message: its figures.
+
+    Args:
+        root: The run's folder (catalog, warehouse, checkpoints, logs).
+        broker: The broker holding the topic.
+        run: Names the run's table, checkpoint and log.
+        args: The benchmark's arguments (``messages``, ``job_batches``, ``master``, ``timeout_s``).
+        checkout: The checkout whose ``icesink`` (and run harness) the process imports.
+        conf: Spark settings beside the job's own.
+    """
     table = f"{NAMESPACE}.icesink_{run}"
+    config = _job_config(root, broker, table, run, args, conf or {})
+    env = {**os.environ, "PYTHONPATH": str(checkout), "PYSPARK_PYTHON": sys.executable}
+    command = [sys.executable, "-m", "benchmarks._kafka_job_process", json.dumps(config)]
+    broker_before = _cpu_of(broker.pid)
+    launched = time.time()
+    with (root / f"job-{run}.log").open("w") as log:
+        # In the checkout: ``-m`` puts the working folder ahead of PYTHONPATH.
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=log, text=True, env=env, cwd=checkout
+        )
+        cpu = TreeCpuSampler(process.pid).start()
+        try:
+            stdout, _ = process.communicate(timeout=args.timeout_s)
+        finally:
+            cpu.stop()
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    results = [
+        line.removeprefix(RESULT_PREFIX) for line in stdout.splitlines() if line.startswith(RESULT_PREFIX)
+    ]
+    if process.returncode != 0 or not results or json.loads(results[0])["code"] != 0:
+        raise RuntimeError(
+            f"the Kafka job's run {run} failed (exit {process.returncode}); see {root}/job-{run}.log"
+        )
+    commits = commits_of(catalog_of(root), table)
+    if not commits:
+        raise RuntimeError(f"the Kafka job's run {run} committed nothing to {table}")
+    own = json.loads(results[0])
+    return {
+        "contender": ICESINK,
+        "table": table,
+        **run_figures(commits, args.messages, launched, cpu),
+        "broker_cpu_seconds": _cpu_of(broker.pid) - broker_before,
+        "cpu_by_process": {kind: round(s, 1) for kind, s in own["cpu"].items()},
+        "jvm_cpu_by_thread": {kind: round(s, 1) for kind, s in own.get("jvm_threads", {}).items()},
+    }
+
+
+def _job_config(
+    root: Path, broker: Any, table: str, run: str, args: argparse.Namespace, conf: dict[str, str]
+) -> dict[str, Any]:
+    """The job's configuration (its YAML file's mapping) for one run."""
     kafka: dict[str, Any] = {
         "bootstrap-servers": broker.bootstrap_servers,
         "topics": [TOPIC],
         "starting-offsets": "earliest",
         "source": "jvm",
     }
-    if args.max_offsets_per_trigger:
-        kafka["max-offsets-per-trigger"] = args.max_offsets_per_trigger
-    config = {
+    if args.job_batches > 1:
+        kafka["max-offsets-per-trigger"] = -(-args.messages // args.job_batches)
+    return {
         "kafka": kafka,
         "value": {"metadata-columns": False},  # the values' fields only, as Connect writes them
         "sink": {
@@ -141,39 +216,8 @@ def job_run(root: Path, broker: Any, run: int, args: argparse.Namespace) -> dict
         },
         "trigger": {"available-now": True},
         "checkpoint-location": str(root / f"checkpoint-{run}"),
-        "spark": {"master": args.master, "conf": {"spark.ui.enabled": "false"}},
+        "spark": {"master": args.master, "conf": {"spark.ui.enabled": "false", **conf}},
     }
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYSPARK_PYTHON": sys.executable}
-    command = [sys.executable, "-m", "benchmarks._kafka_job_process", json.dumps(config)]
-    broker_before = _cpu_of(broker.pid)
-    launched = time.time()
-    with (root / f"job-{run}.log").open("w") as log:
-        done = subprocess.run(
-            command,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            text=True,
-            env=env,
-            timeout=args.timeout_s,
-            check=False,
-        )
-    results = [
-        line.removeprefix(RESULT_PREFIX)
-        for line in done.stdout.splitlines()
-        if line.startswith(RESULT_PREFIX)
-    ]
-    if done.returncode != 0 or not results or json.loads(results[0])["code"] != 0:
-        raise RuntimeError(
-            f"the Kafka job's run {run} failed (exit {done.returncode}); see {root}/job-{run}.log"
-        )
-    snapshot = committed(catalog_of(root), table)
-    if snapshot is None:
-        raise RuntimeError(f"the Kafka job's run {run} committed nothing to {table}")
-    cpu = json.loads(results[0])
-    figures = _figures(
-        ICESINK, table, launched, snapshot, cpu["cpu_seconds"], _cpu_of(broker.pid) - broker_before
-    )
-    return {**figures, "cpu_by_process": {kind: round(s, 1) for kind, s in cpu["cpu"].items()}}
 
 
 def connect_run(
@@ -199,12 +243,12 @@ def connect_run(
     broker_before = _cpu_of(broker.pid)
     launched = time.time()
     connect.start(attempts=1)
+    cpu = TreeCpuSampler(connect.pid).start()
     try:
         deadline = time.monotonic() + args.timeout_s
         while True:
             snapshot = committed(catalog, table)
             if snapshot is not None and snapshot["rows"] >= args.messages:
-                cpu_seconds = _cpu_of(connect.pid)
                 break
             failure = connect.failure()
             if failure is not None or time.monotonic() > deadline:
@@ -213,9 +257,15 @@ def connect_run(
                 )
             time.sleep(POLL_INTERVAL_S)
     finally:
+        cpu.stop()
         connect.stop()
-    figures = _figures(CONNECT, table, launched, snapshot, cpu_seconds, _cpu_of(broker.pid) - broker_before)
-    return {**figures, "ready_seconds": connect.start_seconds}
+    return {
+        "contender": CONNECT,
+        "table": table,
+        **run_figures(commits_of(catalog, table), args.messages, launched, cpu),
+        "broker_cpu_seconds": _cpu_of(broker.pid) - broker_before,
+        "ready_seconds": connect.start_seconds,
+    }
 
 
 def _cpu_of(pid: int) -> float:
@@ -223,26 +273,6 @@ def _cpu_of(pid: int) -> float:
 
     times = psutil.Process(pid).cpu_times()
     return float(times.user + times.system)
-
-
-def _figures(
-    contender: str,
-    table: str,
-    launched: float,
-    snapshot: dict[str, Any],
-    cpu_seconds: float,
-    broker_cpu: float,
-) -> dict[str, Any]:
-    return {
-        "contender": contender,
-        "table": table,
-        "seconds": snapshot["committed_at"] - launched,
-        "cpu_seconds": cpu_seconds,
-        "broker_cpu_seconds": broker_cpu,
-        "rows": snapshot["rows"],
-        "data_files": snapshot["data_files"],
-        "snapshots": snapshot["snapshots"],
-    }
 
 
 def rounds(root: Path, broker: Any, jars: list[Path], args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -254,47 +284,14 @@ def rounds(root: Path, broker: Any, jars: list[Path], args: argparse.Namespace) 
         for contender in order:
             load = os.getloadavg()[0]
             if contender == ICESINK:
-                result = job_run(root, broker, run, args)
+                result = job_run(root, broker, str(run), args)
             else:
                 result = connect_run(root, broker, jars, run, args)
             check_rows(catalog, result["table"], args.messages)
-            result.update(
-                round=run + 1,
-                load_average=load,
-                messages_per_s=args.messages / result["seconds"],
-                messages_per_cpu_s=args.messages / result["cpu_seconds"],
-            )
+            result.update(committed(catalog, result["table"]) or {}, round=run + 1, load_average=load)
             results.append(result)
-            print(
-                f"round {run + 1} ({contender}): {result['seconds']:.1f} s = {result['messages_per_s']:,.0f} "
-                f"messages/s; {result['cpu_seconds']:.1f} CPU s = {result['messages_per_cpu_s']:,.0f} "
-                f"messages per CPU second; {result['data_files']} files in {result['snapshots']} snapshots "
-                f"(broker {result['broker_cpu_seconds']:.1f} CPU s; load average {load:.1f})",
-                flush=True,
-            )
+            print(run_line(result), flush=True)
     return results
-
-
-def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
-    """Each contender's medians, and the medians of the rounds' icesink / Connect ratios."""
-    summary: dict[str, Any] = {}
-    for contender in (ICESINK, CONNECT):
-        mine = [r for r in results if r["contender"] == contender]
-        summary[contender] = {
-            "median_messages_per_s": round(statistics.median(r["messages_per_s"] for r in mine)),
-            "median_messages_per_cpu_s": round(statistics.median(r["messages_per_cpu_s"] for r in mine)),
-        }
-    ratios: dict[str, list[float]] = {"messages_per_s": [], "messages_per_cpu_s": []}
-    for number in sorted({r["round"] for r in results}):
-        pair = {r["contender"]: r for r in results if r["round"] == number}
-        for key, values in ratios.items():
-            values.append(pair[ICESINK][key] / pair[CONNECT][key])
-    for key, values in ratios.items():
-        summary[f"ratio_{key}"] = {
-            "median": round(statistics.median(values), 2),
-            "rounds": [round(v, 2) for v in values],
-        }
-    return summary
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -319,17 +316,14 @@ def main(argv: list[str] | None = None) -> int:
         broker.stop()
     shutil.rmtree(root)  # kept when a run failed, for its logs
     summary = summarize(results)
-    for contender in (ICESINK, CONNECT):
-        figures = summary[contender]
-        print(
-            f"median ({contender}): {figures['median_messages_per_s']:,} messages/s, "
-            f"{figures['median_messages_per_cpu_s']:,} messages per CPU second"
-        )
-    for key in ("messages_per_s", "messages_per_cpu_s"):
-        ratio = summary[f"ratio_{key}"]
-        print(f"icesink / Connect, {key}: {ratio['median']} (rounds {ratio['rounds']})")
+    print("\n".join(summary_lines(summary)))
     report = {"benchmark": "kafka_connect", "messages": args.messages, "partitions": args.partitions}
-    settings = {"master": args.master, "tasks": args.tasks, "commit_interval_ms": args.commit_interval_ms}
+    settings = {
+        "master": args.master,
+        "job_batches": args.job_batches,
+        "tasks": args.tasks,
+        "commit_interval_ms": args.commit_interval_ms,
+    }
     print(json.dumps({**report, **settings, "summary": summary, "runs": results}))
     return 0
 

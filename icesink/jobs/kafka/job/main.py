@@ -18,7 +18,7 @@ from icesink.jobs.kafka.job.cli import load_config
 from icesink.jobs.kafka.job.config import JobConfig
 from icesink.jobs.kafka.job.query import FAILED, run_query
 from icesink.jobs.kafka.job.stop import StopRequest
-from icesink.jobs.spark import get_spark
+from icesink.jobs.spark import get_spark, with_c1_only
 
 logger = logging.getLogger(__name__)
 
@@ -48,14 +48,21 @@ def run(config: JobConfig, spark: Any = None, metrics: SinkMetrics | None = None
     """
     if spark is not None:
         return _run(config, spark, metrics)
-    conf = dict(config.spark.conf)
-    if config.kafka.source == "jvm":
-        conf = with_spark_kafka_jars(conf)
-    spark = get_spark(config.spark.app_name, config.spark.master, conf)
+    spark = get_spark(config.spark.app_name, config.spark.master, session_conf(config))
     try:
         return _run(config, spark, metrics)
     finally:
         spark.stop()
+
+
+def session_conf(config: JobConfig) -> dict[str, str]:
+    """The Spark settings of the job's own session: ``spark.conf`` of ``config``, the jars of
+    Spark's Kafka connector for the JVM source, and a driver JVM that compiles with C1 only
+    (:func:`icesink.jobs.spark.with_c1_only`: a new job's start costs much less CPU)."""
+    conf = dict(config.spark.conf)
+    if config.kafka.source == "jvm":
+        conf = with_spark_kafka_jars(conf)
+    return with_c1_only(conf)
 
 
 def _run(config: JobConfig, spark: Any, metrics: SinkMetrics | None) -> int:
