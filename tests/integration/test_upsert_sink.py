@@ -109,6 +109,9 @@ def test_changes_through_the_sink_then_compaction(
     assert counters["icesink_deleted_keys_total"] == 6 + 3  # batch 1, batch 2 (6, 45 and 99)
     assert counters["icesink_delete_files_total"] >= 3
     assert counters["icesink_upserted_keys_total"] == 40 + 22 + 3 + 2
+    # The sink kept its key index from batch to batch: no blob read back, never rebuilt.
+    assert counters["icesink_key_index_entries_read_total"] == 0
+    assert counters["icesink_key_index_rebuilds_total"] == 0
     lookups = [
         s.value
         for m in sink.metrics.registry.collect()
