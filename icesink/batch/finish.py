@@ -105,8 +105,10 @@ class Finish:
             self.changes.count_rejected(changes)
         upserted = [w for w in written if w.batch.config.upsert.enabled]
         if upserted:  # 2.
-            for w, keys in zip(upserted, changed_keys(), strict=True):
-                w.keys = keys
+            with self.changes.timed((w.batch.name for w in upserted), "keys"):
+                keys = changed_keys()
+            for w, table_keys in zip(upserted, keys, strict=True):
+                w.keys = table_keys
             if self.stages:
                 self._staged_upserts.spark = spark
                 self._staged_upserts.commit(upserted)
