@@ -24,7 +24,7 @@ from benchmarks import _upsert_changes as model
 
 TABLE = "bench.items"
 #: The sink's timed steps of a batch (``icesink_step_duration_seconds``), each reported.
-STEPS = ("schema", "normalize", "route", "write", "lookup", "commit")
+STEPS = ("changes", "schema", "normalize", "route", "write", "keys", "lookup", "commit")
 #: (module, function) pairs whose calls are a batch's lookup; each found is timed.
 LOOKUP_ENTRY_POINTS = (
     ("icesink.batch.row_deltas", "run_table_lookups"),

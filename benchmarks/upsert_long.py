@@ -9,9 +9,9 @@ seeded batches of ``--changes`` random changes (70% updates, 20% inserts, 10% de
 would be: only the sink's call is timed.
 
 Per batch (:mod:`benchmarks._upsert_sink`): seconds, changes/s, the lookup's seconds, each
-timed step's (``icesink_step_duration_seconds``: schema, normalize, route, write, commit),
-maintenance's, the delete files it added, and the live data files and delete files in the
-table after it. Every ``--scan-every`` batches and after the last: a full scan with pyiceberg
+timed step's (``icesink_step_duration_seconds``: changes, schema, normalize, route, write,
+keys, commit), maintenance's, the delete files it added, and the live data files and delete
+files in the table after it. Every ``--scan-every`` batches and after the last: a full scan with pyiceberg
 and with DuckDB, each checked against the expected rows, and the same scans of the same rows
 written freshly compacted into a copy. ``--pyiceberg-batches N``: a second table of the same files takes
 batches 1..N+1 through pyiceberg's ``Table.upsert`` + ``Table.delete`` too (batch 1 warms

@@ -18,7 +18,7 @@ from icesink.metric_labels import (
 )
 
 #: Steps of a micro-batch timed in ``icesink_step_duration_seconds``.
-STEPS = ("normalize", "schema", "route", "write", "lookup", "commit")
+STEPS = ("changes", "normalize", "schema", "route", "write", "keys", "lookup", "commit")
 #: Phases of ``icesink_write_task_seconds_max``: receiving the rows, finishing the files after them.
 TASK_PHASES = ("input", "close")
 #: Outcomes of ``icesink_batches_total``.

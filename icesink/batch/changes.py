@@ -14,8 +14,9 @@ committed with the position deletes of the rows they replace or delete
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import pyarrow as pa
@@ -27,6 +28,7 @@ from icesink.config import SinkConfig
 from icesink.destinations.resolve import quoted
 from icesink.metrics import SinkMetrics
 from icesink.normalize import BAD_ROW_COLUMN, NormalizedBatch
+from icesink.spark_session import default_parallelism
 from icesink.type_mapping import iceberg_to_spark_type
 from icesink.upsert.changes import DELETE_OP, TRUNCATE_OP, UPSERT_OPS, last_changes_df
 from icesink.upsert.checks import UpsertChecks
@@ -109,6 +111,21 @@ class ChangeSplit:
         """
         if not upserted:
             return ChangeBatch(batch_df)
+        with self.timed(config.table for config in upserted.values()):
+            return self._split(batch_df, dest, upserted, only_upserted)
+
+    @contextlib.contextmanager
+    def timed(self, tables: Iterable[str], step: str = "changes") -> Iterator[None]:
+        """Time ``step`` for each of ``tables`` (one Spark job serves them all, as one lookup does):
+        ``changes``, the split, or ``keys``, the keys collected after the write."""
+        with contextlib.ExitStack() as timed:
+            for name in dict.fromkeys(tables):
+                timed.enter_context(self._metrics.time_step(name, step))
+            yield
+
+    def _split(
+        self, batch_df: DataFrame, dest: Column, upserted: Mapping[str, SinkConfig], only_upserted: bool
+    ) -> ChangeBatch:
         is_upserted = F.coalesce(dest.isin(sorted(upserted)), F.lit(False))
         groups: dict[tuple[str, ...], list[str]] = {}
         for value, config in sorted(upserted.items()):
@@ -123,7 +140,8 @@ class ChangeSplit:
         keyed = batch_df.where(is_upserted & valid).withColumn(_DEST, dest)
         if isinstance(partition, Column):  # tables of different key columns: the key as text
             keyed, partition = keyed.withColumn(_KEY, partition), [F.col(_KEY)]
-        changes = last_changes_df(keyed, [F.col(_DEST), *partition], order).drop(_DEST, _KEY).persist()
+        cores = default_parallelism(batch_df.sparkSession)
+        changes = last_changes_df(keyed, [F.col(_DEST), *partition], order, cores).drop(_DEST, _KEY).persist()
         is_delete = op == DELETE_OP if op is not None else F.lit(False)
         rows = changes.where(~is_delete)
         if not only_upserted:  # the appended tables' rows pass as they are

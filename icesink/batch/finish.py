@@ -72,6 +72,7 @@ class Finish:
         self._staged = self._commits if isinstance(self._commits, StagedCommits) else None
         self.stages = self._staged is not None  # a commit cadence: flushed when a query idles
         self._staged_upserts = StagedRowDeltaCommits(config.commit, metrics)
+        self._upserts = RowDeltaCommits(metrics)  # its key index stores kept from batch to batch
 
     def config_for(self, name: str) -> SinkConfig:
         """A table's configuration: a routed table's own options applied; the one table's is the sink's."""
@@ -104,13 +105,15 @@ class Finish:
             self.changes.count_rejected(changes)
         upserted = [w for w in written if w.batch.config.upsert.enabled]
         if upserted:  # 2.
-            for w, keys in zip(upserted, changed_keys(), strict=True):
-                w.keys = keys
+            with self.changes.timed((w.batch.name for w in upserted), "keys"):
+                keys = changed_keys()
+            for w, table_keys in zip(upserted, keys, strict=True):
+                w.keys = table_keys
             if self.stages:
                 self._staged_upserts.spark = spark
                 self._staged_upserts.commit(upserted)
             else:
-                RowDeltaCommits(self._metrics, spark).commit(upserted)
+                self._upserts.commit(upserted, spark)
         self._commits.commit([w for w in written if not w.batch.config.upsert.enabled])  # 3.
         failpoints.hit("commit.after")
         now = {w.batch.name for w in written}  # 4.

@@ -64,25 +64,28 @@ def _result(planned: PlannedLookup | None, ran: Iterator[LookupResult]) -> Looku
 class RowDeltaCommits:
     """Commits upserted table batches (see the module).
 
+    One per sink, for every batch: each table's key index store (the index of its last
+    snapshot and the blobs decoded) lives from one batch to the next, so a batch reads
+    only what changed since the last.
+
     Args:
         metrics: Where commits, upserted and deleted keys and delete files are recorded.
-        spark: The session the lookup jobs run on.
     """
 
-    def __init__(self, metrics: SinkMetrics, spark: SparkSession) -> None:
+    def __init__(self, metrics: SinkMetrics) -> None:
         self._metrics = metrics
-        self._spark = spark
         self._stores: dict[tuple[str, str], KeyIndexStore] = {}
         self._lock = threading.Lock()
 
-    def commit(self, written: Sequence[Written]) -> None:
+    def commit(self, written: Sequence[Written], spark: SparkSession) -> None:
+        """Look up and commit ``written`` (``spark``: the batch's session, where lookup jobs run)."""
         if not written:
             return
-        appliers = [self._applier(w) for w in written]
+        appliers = [self._applier(w, spark) for w in written]
         with contextlib.ExitStack() as timed:  # one lookup for every table: each table's step
             for name in dict.fromkeys(w.batch.name for w in written):
                 timed.enter_context(self._metrics.time_step(name, "lookup"))
-            firsts = self._look_up(appliers, written)
+            firsts = self._look_up(appliers, written, spark)
         run_parallel(
             [
                 functools.partial(self._apply, a, w, first)
@@ -91,7 +94,7 @@ class RowDeltaCommits:
         )
 
     def _look_up(
-        self, appliers: Sequence[UpsertApplier], written: Sequence[Written]
+        self, appliers: Sequence[UpsertApplier], written: Sequence[Written], spark: SparkSession
     ) -> list[tuple[PlannedLookup | None, LookupResult | None]]:
         """Each table's first lookup: planned (through its key index, done then), the rest in ONE job."""
         planned = run_parallel(
@@ -104,10 +107,10 @@ class RowDeltaCommits:
         )
         lookups = [(p.spec, list(p.plan.tasks)) for p in planned if p is not None and p.result is None]
         driver_max_files = min(w.batch.config.upsert.lookup_driver_max_files for w in written)
-        ran = iter(run_table_lookups(self._spark, lookups, driver_max_files) if lookups else [])
+        ran = iter(run_table_lookups(spark, lookups, driver_max_files) if lookups else [])
         return [(p, _result(p, ran)) for p in planned]
 
-    def _applier(self, written: Written) -> UpsertApplier:
+    def _applier(self, written: Written, spark: SparkSession) -> UpsertApplier:
         batch = written.batch
         config = batch.config
         spec = LookupSpec(
@@ -122,7 +125,7 @@ class RowDeltaCommits:
             batch.key.sink_id,
             config.commit,
             spec,
-            _table_lookups(self._spark, config.upsert.lookup_driver_max_files),
+            _table_lookups(spark, config.upsert.lookup_driver_max_files),
             index=key_index_store(
                 self._stores, self._lock, batch.name, batch.key.sink_id, batch.table, config.upsert
             ),

@@ -87,17 +87,28 @@ def change_set(
 
 
 def last_changes_df(
-    batch_df: DataFrame, key_columns: Sequence[str | Column], order_column: str | None = None
+    batch_df: DataFrame,
+    key_columns: Sequence[str | Column],
+    order_column: str | None = None,
+    partitions: int | None = None,
 ) -> DataFrame:
     """:func:`last_changes` in Spark: one row per key, the greatest order value, then the latest row.
 
     "Latest" is the row's place in the batch's partitions (partition, then position),
     the order in which the source delivered them.
+
+    ``partitions``: the Spark partitions the changes are shuffled to by key (``None``:
+    ``spark.sql.shuffle.partitions``, 200 by default). The result is cached by the sink
+    and read by the write and the key collection, each then running a task per partition
+    (adaptive execution does not coalesce the partitions of a cached plan): about the
+    cores, not 200 tasks of fixed cost each for 100,000 changes.
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    numbered = batch_df.withColumn(_ROW, F.monotonically_increasing_id())
+    numbered = batch_df.withColumn(_ROW, F.monotonically_increasing_id())  # before any shuffle
+    if partitions is not None:
+        numbered = numbered.repartition(partitions, *key_columns)  # the window's own shuffle
     ordering = [F.col(order_column).desc_nulls_last()] if order_column else []
     window = Window.partitionBy(*key_columns).orderBy(*ordering, F.col(_ROW).desc())
     return numbered.withColumn(_RANK, F.row_number().over(window)).where(F.col(_RANK) == 1).drop(_ROW, _RANK)

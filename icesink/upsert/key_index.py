@@ -33,7 +33,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyiceberg.io import FileIO
 
@@ -81,22 +83,45 @@ def is_index_path(path: str) -> bool:
     return path.rsplit("/", 1)[-1].startswith(FILE_PREFIX)
 
 
-def encode_blob(entries: pa.Table, key_columns: Sequence[str]) -> bytes:
-    """A partition's entries (key columns, ``file_path`` (null: deleted), ``pos``) as a blob, by key."""
-    paths = entries.column("file_path").cast(pa.string())
-    encoded = paths.combine_chunks().dictionary_encode() if len(paths) else pa.array([], pa.string())
-    if isinstance(encoded, pa.DictionaryArray):
-        files, ordinals = encoded.dictionary.to_pylist(), encoded.indices.cast(pa.int32())
-    else:
-        files, ordinals = [], pa.array([], pa.int32())
-    table = pa.table(
-        [*(entries.column(name) for name in key_columns), ordinals, entries.column("pos").cast(pa.int64())],
-        names=[*key_columns, "file", "pos"],
-    ).sort_by([(name, "ascending") for name in key_columns])
-    table = table.replace_schema_metadata({_FILES_METADATA: json.dumps(files).encode()})
+def encode_blob(entries: pa.Table, key_columns: Sequence[str]) -> tuple[bytes, pa.Table]:
+    """A partition's entries (key columns, ``file_path`` (null: deleted), ``pos``) as a blob, by key;
+    and the entries as :func:`decode_blob` reads them back (sorted, ``file_path`` dictionary-encoded).
+
+    ``file_path`` may come dictionary-encoded (a link read back, a whole partition): it is
+    never cast to strings, only its dictionary cut to the files still named.
+    """
+    paths = entries.column("file_path").combine_chunks()
+    if not pa.types.is_dictionary(paths.type):
+        paths = paths.cast(pa.string()).dictionary_encode()
+    ordinals, files = _used_files(paths)
+    order = pc.sort_indices(entries.select(list(key_columns)), [(n, "ascending") for n in key_columns])
+    keys = [entries.column(name).take(order) for name in key_columns]
+    ordinals, positions = ordinals.take(order), entries.column("pos").cast(pa.int64()).take(order)
+    table = pa.table([*keys, ordinals, positions], names=[*key_columns, "file", "pos"])
+    table = table.replace_schema_metadata({_FILES_METADATA: json.dumps(files.to_pylist()).encode()})
     sink = io.BytesIO()
-    pq.write_table(table, sink, compression="zstd")
-    return sink.getvalue()
+    integers = [n for n in key_columns if table.schema.field(n).type in (pa.int32(), pa.int64())]
+    pq.write_table(  # keys sorted: integers delta-encoded; only the file ordinals repeat
+        table,
+        sink,
+        compression="zstd",
+        use_dictionary=["file"],
+        column_encoding=dict.fromkeys(integers, "DELTA_BINARY_PACKED"),
+    )
+    decoded = pa.table(
+        [*keys, pa.DictionaryArray.from_arrays(ordinals, files), positions],
+        names=[*key_columns, "file_path", "pos"],
+    )
+    return sink.getvalue(), decoded
+
+
+def _used_files(paths: pa.DictionaryArray) -> tuple[pa.Array, pa.Array]:
+    """The ordinals of ``paths`` (int32, null: deleted) into a dictionary of only the files they name."""
+    indices = paths.indices.cast(pa.int32())
+    used = np.zeros(len(paths.dictionary), dtype=bool)
+    used[indices.drop_null().to_numpy()] = True
+    renumbered = pa.array(np.cumsum(used, dtype=np.int32) - 1)
+    return pc.take(renumbered, indices), paths.dictionary.cast(pa.string()).filter(pa.array(used))
 
 
 def decode_blob(payload: bytes, key_columns: Sequence[str]) -> pa.Table:

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -308,9 +309,10 @@ def read_data_file_keys(
         keys = parquet.read(columns=names, use_threads=False)
     keys = keys.rename_columns(key_schema.names).cast(key_schema)
     rows = keys.num_rows
-    return keys.append_column("file_path", pa.array([path] * rows, pa.string())).append_column(
-        "pos", pa.array(range(rows), pa.int64())
-    )
+    ordinals = pa.array(np.zeros(rows, np.int32))  # the path once, not once per row
+    paths = pa.DictionaryArray.from_arrays(ordinals, pa.array([path], pa.string()))
+    positions = pa.array(np.arange(rows, dtype=np.int64))
+    return keys.append_column("file_path", paths).append_column("pos", positions)
 
 
 def _in_threads(read: Callable[[str], pa.Table], paths: list[str]) -> list[pa.Table]:

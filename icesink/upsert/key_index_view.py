@@ -10,10 +10,13 @@ links newest first and stops for a key at the first link holding it.
 
 :meth:`KeyIndex.apply` takes what a snapshot changed (:class:`IndexStep`: data files added
 with their keys, data files removed, positions deleted) and adds one overlay per
-partition it touched, holding the new live entries of every key it touched.
-:meth:`KeyIndex.blobs` turns the overlays into one blob per partition: a delta, or a full
-blob when the chain would grow past its links or names a file the table no longer
-registers (expired with its snapshot).
+partition it touched, holding the new live entries of every key it touched; a partition
+whose files were rewritten (a compaction) or new to the index gets its whole state instead,
+computed at once (:mod:`icesink.upsert.key_index_entries`). :meth:`KeyIndex.blobs` turns
+the overlays into one blob per partition: a delta, or a full blob (:func:`full_blobs`:
+when the chain would grow past its links or names a file the table no longer registers,
+and a share of the longest chains in every commit, so that full blobs spread over the
+commits).
 """
 
 from __future__ import annotations
@@ -28,11 +31,21 @@ from pyiceberg.io import FileIO
 
 from icesink.upsert.candidates import KeyCandidates
 from icesink.upsert.key_index import BlobRef, Partition, encode_blob, read_blob
+from icesink.upsert.key_index_entries import (
+    anti_join,
+    as_entries,
+    at,
+    concat,
+    distinct,
+    entry_schema,
+    newest_entries,
+    partition_state,
+    semi_join,
+)
 
 # Most links of a partition's chain: the next change writes the partition's full blob.
 DEFAULT_MAX_LINKS = 8
 DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
-_POSITION_BITS = 40  # a data file's rows: positions below 2**40
 
 
 class LinkCache:
@@ -134,11 +147,11 @@ class KeyIndex:
         for link in reversed(self.links(partition)):
             if remaining.num_rows == 0:
                 break
-            hits = _semi_join(link, remaining, self.key_columns)
+            hits = semi_join(link, remaining, self.key_columns)
             if hits.num_rows:
-                found.append(_as_entries(hits.filter(pc.is_valid(hits.column("file_path"))), self.key_schema))
-                remaining = _anti_join(remaining, hits.select(self.key_columns), self.key_columns)
-        return _concat(found, self.key_schema)
+                found.append(as_entries(hits.filter(pc.is_valid(hits.column("file_path"))), self.key_schema))
+                remaining = anti_join(remaining, hits.select(self.key_columns), self.key_columns)
+        return concat(found, self.key_schema)
 
     def lookup(self, candidates: KeyCandidates) -> dict[Partition, pa.Table]:
         """The live entries of the candidates' keys, in each partition that may hold one."""
@@ -168,29 +181,34 @@ class KeyIndex:
             added = step.added.get(partition)
             removed = step.removed.get(partition, set())
             deleted = step.deleted.get(partition)
+            if removed or not (chain.refs or chain.overlays):
+                # files rewritten (a compaction), or a partition new to the index: its whole state, by number
+                state = partition_state(self.links(partition), self.key_schema, added, removed, deleted)
+                chains[partition] = Chain((), (state,))  # no link before it: written in full
+                continue
             touched = [added.select(names)] if added is not None else []
             for link in self.links(partition):
-                touched.append(_at(link, removed, deleted).select(names))
-            keys = _distinct(_concat([t.cast(self.key_schema) for t in touched], self.key_schema), names)
+                touched.append(at(link, removed, deleted).select(names))
+            keys = distinct(concat([t.cast(self.key_schema) for t in touched], self.key_schema), names)
             if keys.num_rows == 0:
                 continue
             entries = pa.concat_tables(
                 [
                     self.live(partition, keys),
-                    *([_as_entries(added, self.key_schema)] if added is not None else []),
+                    *([as_entries(added, self.key_schema)] if added is not None else []),
                 ]
             )
-            gone = _at(entries, removed, deleted)
+            gone = at(entries, removed, deleted)
             if gone.num_rows:
-                entries = _anti_join(entries, gone, [*names, "file_path", "pos"])
-            missing = _anti_join(keys, entries.select(names), names)
+                entries = anti_join(entries, gone, [*names, "file_path", "pos"])
+            missing = anti_join(keys, entries.select(names), names)
             tombstones = pa.table(
                 [
                     *missing.columns,
                     pa.nulls(missing.num_rows, pa.string()),
                     pa.nulls(missing.num_rows, pa.int64()),
                 ],
-                schema=_entry_schema(self.key_schema),
+                schema=entry_schema(self.key_schema),
             )
             chains[partition] = Chain(chain.refs, (*chain.overlays, pa.concat_tables([entries, tombstones])))
         return KeyIndex(snapshot_id, self.key_schema, chains, self._io, self.cache)
@@ -198,14 +216,14 @@ class KeyIndex:
     def _looked_up(self, added: pa.Table | None, replaced: pa.Table | None) -> pa.Table:
         """A partition's overlay after a batch whose lookup found ``replaced``: its added
         entries, and the keys it deleted that it did not add again as deleted."""
-        names, schema = self.key_columns, _entry_schema(self.key_schema)
-        entries = _as_entries(added, self.key_schema) if added is not None else schema.empty_table()
+        names, schema = self.key_columns, entry_schema(self.key_schema)
+        entries = as_entries(added, self.key_schema) if added is not None else schema.empty_table()
         gone = (
             replaced.select(names).cast(self.key_schema)
             if replaced is not None
             else self.key_schema.empty_table()
         )
-        missing = _anti_join(_distinct(gone, names), entries.select(names), names)
+        missing = anti_join(distinct(gone, names), entries.select(names), names)
         tombstones = pa.table(
             [
                 *missing.columns,
@@ -220,30 +238,28 @@ class KeyIndex:
         self, partition: Partition, keep_deleted: bool, links: Sequence[pa.Table] | None = None
     ) -> pa.Table:
         """The newest entries of each key of ``links`` (default: the partition's), deleted keys or not."""
-        names, seen, found = self.key_columns, None, []
-        for link in reversed(list(self.links(partition) if links is None else links)):
-            rows = link if seen is None else _anti_join(link, seen, names)
-            found.append(_as_entries(rows, self.key_schema))
-            keys = rows.select(names)
-            seen = keys if seen is None else pa.concat_tables([seen, keys])
-        table = _concat(found, self.key_schema)
-        return table if keep_deleted else table.filter(pc.is_valid(table.column("file_path")))
+        chosen = self.links(partition) if links is None else links
+        return newest_entries(chosen, self.key_schema, keep_deleted)
 
     def blobs(
         self, registered: Iterable[str], max_links: int = DEFAULT_MAX_LINKS
     ) -> tuple[list[bytes], dict[Partition, list[BlobRef | int]], dict[int, pa.Table]]:
         """The blobs a file for this view must hold, every partition's chain (its own blobs by
-        number) and the entries of each new blob (to keep decoded)."""
+        number) and the entries of each new blob (to keep decoded).
+
+        Which partitions get a full blob: :func:`full_blobs`.
+        """
         known = set(registered)
         blobs: list[bytes] = []
         tables: dict[int, pa.Table] = {}
         chains: dict[Partition, list[BlobRef | int]] = {}
+        full_ones = full_blobs(self.chains, known, max_links)
         for partition, chain in self.chains.items():
             stale = any(ref.path not in known for ref in chain.refs)
             if not chain.overlays and not stale:
                 chains[partition] = list(chain.refs)
                 continue
-            full = not chain.refs or stale or len(chain.refs) + 1 > max_links
+            full = partition in full_ones
             entries = (
                 self.merged(partition, keep_deleted=False)
                 if full
@@ -251,8 +267,8 @@ class KeyIndex:
             )
             if full and entries.num_rows == 0:
                 continue  # the partition holds no key any more
-            tables[len(blobs)] = entries
-            blobs.append(encode_blob(entries, self.key_columns))
+            payload, tables[len(blobs)] = encode_blob(entries, self.key_columns)
+            blobs.append(payload)
             chains[partition] = [len(blobs) - 1] if full else [*chain.refs, len(blobs) - 1]
         return blobs, chains, tables
 
@@ -263,88 +279,27 @@ class KeyIndex:
         )
 
 
-def _entry_schema(key_schema: pa.Schema) -> pa.Schema:
-    return pa.schema([*key_schema, pa.field("file_path", pa.string()), pa.field("pos", pa.int64())])
+def full_blobs(chains: dict[Partition, Chain], registered: set[str], max_links: int) -> set[Partition]:
+    """The partitions a commit writes in full: folds spread over the commits.
 
-
-def _as_entries(rows: pa.Table, key_schema: pa.Schema) -> pa.Table:
-    """``rows`` with a plain string ``file_path``, in the entry schema."""
-    return pa.table(
-        [
-            *(rows.column(n) for n in key_schema.names),
-            rows.column("file_path").cast(pa.string()),
-            rows.column("pos").cast(pa.int64()),
-        ],
-        schema=_entry_schema(key_schema),
+    A chain must be written in full when it has no blob yet, names a file the table no
+    longer registers, or would grow past ``max_links``. A stream that changes every
+    partition in every batch would otherwise fold them all in the same commit, one batch
+    in ``max_links`` paying for every partition's full blob. So each commit also folds,
+    longest chains first, up to its share, one in ``max_links`` of the partitions it
+    changes, among the chains at least a quarter that long: the folds of such a stream
+    spread evenly over the commits, and a partition changed seldom is not folded early.
+    """
+    changed = {p: c for p, c in chains.items() if c.overlays}
+    must = {
+        p
+        for p, c in chains.items()
+        if (c.overlays or any(r.path not in registered for r in c.refs))
+        and (not c.refs or any(r.path not in registered for r in c.refs) or len(c.refs) + 1 > max_links)
+    }
+    share = -(-len(changed) // max_links)
+    early = sorted(
+        (p for p, c in changed.items() if p not in must and 4 * len(c.refs) >= max_links),
+        key=lambda p: (-len(changed[p].refs), repr(p)),
     )
-
-
-def _concat(tables: list[pa.Table], key_schema: pa.Schema) -> pa.Table:
-    schema = key_schema if tables and tables[0].num_columns == len(key_schema) else _entry_schema(key_schema)
-    return pa.concat_tables(tables) if tables else schema.empty_table()
-
-
-def _distinct(keys: pa.Table, names: list[str]) -> pa.Table:
-    return keys.group_by(names, use_threads=False).aggregate([]).select(names)
-
-
-def _at(link: pa.Table, removed: set[str], deleted: pa.Table | None) -> pa.Table:
-    """Rows of ``link`` in a removed file or at a deleted position."""
-    if link.num_rows == 0 or (not removed and (deleted is None or deleted.num_rows == 0)):
-        return link.slice(0, 0)
-    return link.filter(_at_mask(link, removed, deleted))
-
-
-def _at_mask(link: pa.Table, removed: set[str], deleted: pa.Table | None) -> pa.Array:
-    """Which rows of ``link`` are in a removed file or at a deleted position.
-
-    Compared as numbers (the file's ordinal in the link's dictionary, shifted, plus the
-    position), never as strings: a full blob has a row per key of its partition.
-    """
-    paths = link.column("file_path").combine_chunks()
-    if not pa.types.is_dictionary(paths.type):
-        paths = paths.cast(pa.string()).dictionary_encode()  # an overlay: few rows
-    files, ordinals = paths.dictionary, paths.indices
-    mask = pc.take(pc.is_in(files, value_set=pa.array(sorted(removed), pa.string())), ordinals)
-    if deleted is not None and deleted.num_rows:
-        wanted = pc.index_in(deleted.column("file_path").combine_chunks().cast(pa.string()), value_set=files)
-        codes = _codes(wanted, deleted.column("pos").combine_chunks()).drop_null()
-        at_deleted = pc.is_in(_codes(ordinals, link.column("pos").combine_chunks()), value_set=codes)
-        mask = pc.or_(pc.fill_null(mask, False), pc.fill_null(at_deleted, False))
-    return pc.fill_null(mask, False)
-
-
-def _codes(ordinals: pa.Array, positions: pa.Array) -> pa.Array:
-    """A (file ordinal, position) pair as one number."""
-    return pc.add(pc.shift_left(ordinals.cast(pa.int64()), _POSITION_BITS), positions.cast(pa.int64()))
-
-
-def _semi_join(rows: pa.Table, keys: pa.Table, names: list[str]) -> pa.Table:
-    """Rows of ``rows`` whose ``names`` columns are a row of ``keys``."""
-    if rows.num_rows == 0 or keys.num_rows == 0:
-        return rows.slice(0, 0)
-    return rows.filter(_member(rows, keys, names))
-
-
-def _anti_join(rows: pa.Table, keys: pa.Table, names: list[str]) -> pa.Table:
-    """Rows of ``rows`` whose ``names`` columns are no row of ``keys``."""
-    if rows.num_rows == 0 or keys.num_rows == 0:
-        return rows
-    return rows.filter(pc.invert(_member(rows, keys, names)))
-
-
-def _member(rows: pa.Table, keys: pa.Table, names: list[str]) -> pa.Array:
-    """Which rows of ``rows`` have ``names`` columns equal to a row of ``keys``.
-
-    Joined on the named columns and a row number only: the other columns (a dictionary
-    ``file_path``) never enter the join.
-    """
-    if len(names) == 1:
-        values = keys.column(names[0]).combine_chunks()
-        return pc.fill_null(pc.is_in(rows.column(names[0]).combine_chunks(), value_set=values), False)
-    numbered = rows.select(names).append_column("__row", pa.array(range(rows.num_rows), pa.int64()))
-    wanted = _distinct(keys.select(names), names)
-    matched = numbered.join(wanted, keys=names, join_type="left semi", use_threads=False).column("__row")
-    mask = pa.array([False] * rows.num_rows, pa.bool_()).to_numpy(zero_copy_only=False)
-    mask[matched.to_numpy()] = True
-    return pa.array(mask)
+    return must | set(early[: max(0, share - len(must))])

@@ -109,6 +109,9 @@ def test_changes_through_the_sink_then_compaction(
     assert counters["icesink_deleted_keys_total"] == 6 + 3  # batch 1, batch 2 (6, 45 and 99)
     assert counters["icesink_delete_files_total"] >= 3
     assert counters["icesink_upserted_keys_total"] == 40 + 22 + 3 + 2
+    # The sink kept its key index from batch to batch: no blob read back, never rebuilt.
+    assert counters["icesink_key_index_entries_read_total"] == 0
+    assert counters["icesink_key_index_rebuilds_total"] == 0
     lookups = [
         s.value
         for m in sink.metrics.registry.collect()
@@ -116,6 +119,14 @@ def test_changes_through_the_sink_then_compaction(
         if s.name == "icesink_step_duration_seconds_count" and s.labels["step"] == "lookup"
     ]
     assert sum(lookups) == len(BATCHES)  # each batch's lookup timed as its step (the replay's skipped)
+    for step in ("changes", "keys"):  # the split and the keys' collection: timed once a batch each
+        timed = [
+            s.value
+            for m in sink.metrics.registry.collect()
+            for s in m.samples
+            if s.name == "icesink_step_duration_seconds_count" and s.labels["step"] == step
+        ]
+        assert sum(timed) == len(BATCHES), step
 
     report = compact(table, target_file_size_bytes=64 * 1024 * 1024)
     assert report.partitions >= 1 and report.removed_delete_files >= 3 and not report.given_up

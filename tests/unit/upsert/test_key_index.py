@@ -21,6 +21,7 @@ from icesink.upsert.key_index_update import KeyIndexStore
 from icesink.upsert.key_index_view import DEFAULT_MAX_LINKS
 from tests.support.duckdb_reader import read_iceberg_with_duckdb
 from tests.support.upserts import (
+    BUCKETS,
     CHANGE_BATCHES,
     UpsertDriver,
     changes,
@@ -189,17 +190,32 @@ def _chains(table: Table) -> dict[tuple[int, tuple[int, ...]], list[str]]:
     return {p: [ref.path for ref in chain] for p, chain in footer.chains.items()}
 
 
-def test_a_partition_changed_in_every_batch_gets_a_full_blob_every_few_batches(catalog: Catalog) -> None:
+def test_partitions_changed_in_every_batch_get_their_full_blobs_spread_over_the_commits(
+    catalog: Catalog,
+) -> None:
+    """Every partition changed by every batch: no chain grows past its most links, and the
+    full blobs are spread, a share of the partitions per commit, not all in one commit."""
     table = create_table(catalog)
     rng, state = random.Random(6), _empty()
     driver = UpsertDriver(table, index=_store(table))
-    lengths = []
-    for n in range(2 * DEFAULT_MAX_LINKS + 2):
-        _apply(driver, state, _random_batch(rng, n, keys=40, size=40))
-        lengths.append(max(len(c) for c in _chains(table).values()))
-    assert max(lengths) == DEFAULT_MAX_LINKS  # deltas, then a full blob once the chain is that long
-    assert lengths[:DEFAULT_MAX_LINKS] == list(range(1, DEFAULT_MAX_LINKS + 1))
+    lengths, full = [], []
+    for n in range(3 * DEFAULT_MAX_LINKS):
+        _apply(driver, state, _random_batch(rng, n, keys=400, size=400))  # every bucket, every batch
+        chains = _chains(table)
+        assert len(chains) == BUCKETS
+        newest = _index_files(table)[-1]
+        lengths.append(max(len(c) for c in chains.values()))
+        full.append(sum(1 for c in chains.values() if c == [newest]))  # a full blob written by this commit
+    share = -(-BUCKETS // DEFAULT_MAX_LINKS)
+    assert max(lengths) <= DEFAULT_MAX_LINKS
+    assert full[0] == BUCKETS  # the first commit: every partition new to the index, in full
+    assert max(full[1:]) == share  # then a share of them, batch after batch
+    assert sum(full[1:]) >= (len(full) - 1 - DEFAULT_MAX_LINKS) * share
     assert rows_of(table.scan().to_arrow()) == state
+    store = _store(table)  # a restarted sink reads the index the commits left
+    _apply(UpsertDriver(table, index=store, sink_id="s2"), state, _random_batch(rng, 99, keys=400))
+    assert rows_of(table.scan().to_arrow()) == state
+    assert store.take_counts().rebuilds == 0
 
 
 def test_links_of_expired_snapshots_are_written_again_not_rebuilt(catalog: Catalog) -> None:
@@ -232,17 +248,18 @@ def test_maintenance_deletes_the_index_files_no_index_names_and_keeps_the_rest(c
     def files() -> set[str]:
         return {p.name for p in folder.glob("icesink-key-index-*.stats")}
 
-    for n in range(3):  # every partition changed each time: chains of three links, one in each file
+    for n in range(2):  # every partition changed each time: chains of two links, one in each file
         _apply(driver, state, _random_batch(rng, n, size=60))
+    assert all(len(chain) == 2 for chain in _chains(table).values())
     written = files()
-    expire_snapshots(table, retain_last=1)  # the older two unregistered, still named by the newest
+    expire_snapshots(table, retain_last=1)  # the older one unregistered, still named by the newest
     assert files() == written
-    (third,) = {path.rsplit("/", 1)[-1] for path in _index_files(table)}
+    (second,) = {path.rsplit("/", 1)[-1] for path in _index_files(table)}
     _apply(driver, state, _random_batch(rng, 3, size=60))  # their partitions written again, in full
     (newest,) = {path.rsplit("/", 1)[-1] for chain in _chains(table).values() for path in chain}
-    expire_snapshots(table, retain_last=1)  # the third file's snapshot expired: nothing names it
-    assert files() == written - {third} | {newest}
-    remove_orphan_files(table, older_than=dt.timedelta(0))  # the first two: named by nothing left
+    expire_snapshots(table, retain_last=1)  # the second file's snapshot expired: nothing names it
+    assert files() == written - {second} | {newest}
+    remove_orphan_files(table, older_than=dt.timedelta(0))  # the first: named by nothing left
     assert files() == {newest}
     store = _store(table)  # a restarted sink reads what is left
     _apply(UpsertDriver(table, index=store, sink_id="s2"), state, _random_batch(rng, 9))

@@ -7,7 +7,7 @@ from pathlib import Path
 import pyarrow as pa
 from pyiceberg.io.pyarrow import PyArrowFileIO
 
-from icesink.upsert.key_index import read_blob, read_footer, write_index_file
+from icesink.upsert.key_index import decode_blob, encode_blob, read_blob, read_footer, write_index_file
 from icesink.upsert.key_index_view import IndexStep, KeyIndex, LinkCache
 
 KEYS = pa.schema([pa.field("tenant", pa.string()), pa.field("id", pa.int64())])
@@ -57,3 +57,21 @@ def test_changes_applied_to_a_two_column_key_are_looked_up_written_and_read_back
     assert {(r["tenant"], r["id"], r["file_path"], r["pos"]) for r in stored} == _live(rewritten)
     reread = KeyIndex(3, KEYS, {}, io, LinkCache()).written(3, dict(footer.chains))
     assert _live(reread) == _live(rewritten)
+
+
+def test_a_blob_of_dictionary_paths_keeps_only_the_files_it_names_and_reads_back_sorted() -> None:
+    files = pa.array(["gone", "f2", "f1", "also-gone"], pa.string())
+    paths = pa.DictionaryArray.from_arrays(pa.array([2, 1, None, 2], pa.int32()), files)  # None: deleted
+    entries = pa.table(
+        {"tenant": ["b", "a", "c", "a"], "id": [1, 2, 3, 1], "file_path": paths, "pos": [5, 6, 7, 8]}
+    )
+    payload, kept = encode_blob(entries, KEYS.names)
+    stored = decode_blob(payload, KEYS.names)
+    assert stored.to_pylist() == kept.to_pylist()
+    assert stored.to_pylist() == [
+        {"tenant": "a", "id": 1, "file_path": "f1", "pos": 8},
+        {"tenant": "a", "id": 2, "file_path": "f2", "pos": 6},
+        {"tenant": "b", "id": 1, "file_path": "f1", "pos": 5},
+        {"tenant": "c", "id": 3, "file_path": None, "pos": 7},
+    ]
+    assert sorted(stored.column("file_path").combine_chunks().dictionary.to_pylist()) == ["f1", "f2"]

@@ -66,6 +66,20 @@ def test_spark_variant_keeps_the_same_rows(spark: Any) -> None:
     assert [(r["id"], r["name"]) for r in rows] == [(1, "a"), (2, "b2")]
 
 
+def test_spark_variant_shuffled_to_few_partitions_keeps_the_latest_row_of_every_key(spark: Any) -> None:
+    """The changes cached in as many partitions as asked (not 200), the batch's own order
+    deciding among changes of equal order: the same rows as the Arrow variant."""
+    from icesink.upsert.changes import last_changes_df
+
+    batch = changes(*[(k % 7, f"n{k}", k, "u", k % 3) for k in range(60)])  # ties of seq: the latest wins
+    frame = spark.createDataFrame(batch.to_pandas()).repartition(3)  # rows in their batch order, by partition
+    ordered = pa.Table.from_pandas(frame.toPandas(), preserve_index=False)
+    last = last_changes_df(frame, ["id"], "seq", partitions=2)
+    assert last.rdd.getNumPartitions() == 2
+    rows = {(r["id"], r["name"]) for r in last.collect()}
+    assert rows == {(r["id"], r["name"]) for r in last_changes(ordered, ["id"], "seq").to_pylist()}
+
+
 def test_change_frames_match_the_arrow_change_set(spark: Any) -> None:
     from icesink.upsert.changes import change_frames
 
