@@ -50,6 +50,7 @@ class BatchWriter:
             table_name=batch.name,
             sink_id=key.sink_id,
             batch_id=key.batch_id,
+            memory_budget_bytes=batch.config.write.memory_budget_bytes,
         )
         return router.route(normalized.rows)
 

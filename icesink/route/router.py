@@ -33,14 +33,13 @@ files' too, and the first bucketed batch waits for the self-checks
 (:mod:`icesink.route.self_check_runs`); a failure fails it before any file is written.
 
 One rule skips the shuffle in ``bucket`` and ``hash`` mode: when the sink's previous
-non-empty batch wrote at most :data:`SINGLE_TASK_MAX_BYTES` of data files, and at most
-one target file size, the batch is coalesced into one task without a shuffle
-(``coalesce(1)``, a narrow dependency). One task then writes every value, one file each
-while under the target, which is as few files as the shuffle gives, for the price of one
-Python task instead of a shuffle stage and one task per bucket (per-task overhead is
-what small batches mostly pay for). A first batch (nothing known yet) is always
-shuffled. A batch much larger than the one before it is written by one task too, slower
-but with the same files; the batch after it is shuffled again. Below
+non-empty batch wrote at most :data:`SINGLE_TASK_MAX_BYTES` of data files and one target
+file size, or, on two cores, one task can hold it (:mod:`icesink.route.one_task`), the
+batch is coalesced into one task (``coalesce(1)``, a narrow dependency). It writes every
+value, one file each while under the target, as few files as the shuffle gives, for one
+Python task instead of a shuffle stage and one task per bucket. A first batch (nothing
+known yet) is always shuffled; a batch much larger than the one before it is written by
+one task too, slower but with the same files, and the next is shuffled again. Below
 :data:`DRIVER_MAX_BYTES` the driver writes the batch itself, without a Python task.
 
 A batch that is a single Spark partition (a source that read it in one task) is not
@@ -57,9 +56,10 @@ from pyiceberg.table import Table
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from icesink.config import DEFAULT_TARGET_FILE_SIZE_BYTES, DistributionMode
+from icesink.config import DEFAULT_MEMORY_BUDGET_BYTES, DEFAULT_TARGET_FILE_SIZE_BYTES, DistributionMode
 from icesink.log_context import batch_logger
 from icesink.route.hot_values import count_hot_values, salt_columns, spread
+from icesink.route.one_task import one_task_holds
 from icesink.route.routed import RoutedBatch, resolve_mode
 from icesink.route.self_check_runs import bucket_source_types, ensure_self_checks
 from icesink.route.shuffle import exact_repartition
@@ -71,6 +71,7 @@ from icesink.write.keys import arrow_key_functions
 from icesink.write.layout import BucketLayout
 
 logger = batch_logger(__name__)
+_ONE_TASK = "the previous batch was small, or one task holds it on two cores"
 
 PARTITION_COLUMN_PREFIX = "__icesink_partition_"
 SOURCE_PARTITION_COLUMN = "__icesink_source_partition"
@@ -118,6 +119,7 @@ class BucketRouter:
         batch_id: For logs.
         max_write_tasks: Most tasks that write a bucket shuffle; by default
             :data:`WRITE_TASKS_PER_CORE` per core of the Spark application.
+        memory_budget_bytes: A write task's memory budget (:mod:`icesink.route.one_task`).
     """
 
     def __init__(
@@ -133,8 +135,10 @@ class BucketRouter:
         sink_id: str | None = None,
         batch_id: int | None = None,
         max_write_tasks: int | None = None,
+        memory_budget_bytes: int = DEFAULT_MEMORY_BUDGET_BYTES,
     ) -> None:
         self._spec = spec
+        self._memory_budget = memory_budget_bytes
         self._max_write_tasks = max_write_tasks
         self._schema = schema
         self._history = history
@@ -164,6 +168,7 @@ class BucketRouter:
         table_name: str,
         sink_id: str,
         batch_id: int,
+        memory_budget_bytes: int = DEFAULT_MEMORY_BUDGET_BYTES,
     ) -> BucketRouter:
         """A router for ``table``'s current spec and schema, with the sink's history."""
         snapshot = table.current_snapshot()
@@ -178,6 +183,7 @@ class BucketRouter:
             table_name=table_name,
             sink_id=sink_id,
             batch_id=batch_id,
+            memory_budget_bytes=memory_budget_bytes,
         )
 
     def route(self, df: DataFrame) -> RoutedBatch:
@@ -192,10 +198,8 @@ class BucketRouter:
         keys_in_task = bool(self._spec.fields) and arrow_key_functions(self._spec, self._schema) is not None
         if self.mode is DistributionMode.NONE and keys_in_task:
             return RoutedBatch(df, n, self.mode, partition_values_in_task=True)
-        if keys_in_task and self._single_task_is_enough():
-            return self._unshuffled(
-                df.coalesce(1), n, "the previous batch was small", partition_values_in_task=True
-            )
+        if keys_in_task and self._single_task_is_enough(df):
+            return self._unshuffled(df.coalesce(1), n, _ONE_TASK, partition_values_in_task=True)
         if keys_in_task and self._last is not None and self._last.rows_in_one_partition:
             one_task = _with_source_partition(df).coalesce(1)  # its rows tell again where they were
             why = "the previous batch's rows came from one Spark partition"
@@ -213,8 +217,8 @@ class BucketRouter:
         routed = df.select("*", *aliased) if columns else df
         if not columns or self.mode is DistributionMode.NONE:
             return RoutedBatch(routed, n, self.mode)
-        if self._single_task_is_enough():
-            return self._unshuffled(routed.coalesce(1), n, "the previous batch was small")
+        if self._single_task_is_enough(df):
+            return self._unshuffled(routed.coalesce(1), n, _ONE_TASK)
         return self._shuffled(routed, n, [F.col(name) for name in names], in_task=False)
 
     def _shuffled(self, df: DataFrame, n: int, partition_columns: list[Column], in_task: bool) -> RoutedBatch:
@@ -295,14 +299,10 @@ class BucketRouter:
         self, df: DataFrame, n: int, why: str, *, partition_values_in_task: bool = False, told: bool = False
     ) -> RoutedBatch:
         """The batch written by one writer, without a shuffle: the driver when small, else one task."""
-        in_driver = self._driver_is_enough()
+        in_driver = self._last_batch_wrote_at_most(DRIVER_MAX_BYTES)
+        writer = "the driver" if in_driver else "one task"
         logger.info(
-            "batch %s of sink %s: %s; %s writes %s, no shuffle",
-            self._log[0],
-            self._log[1],
-            why,
-            "the driver" if in_driver else "one task",
-            self._log[2],
+            "batch %s of sink %s: %s; %s writes %s, no shuffle", *self._log[:2], why, writer, self._log[2]
         )
         return RoutedBatch(
             df,
@@ -324,11 +324,10 @@ class BucketRouter:
             columns.append(partition_value_column(field.transform, source, source_type))
         return columns
 
-    def _single_task_is_enough(self) -> bool:
-        return self._last_batch_wrote_at_most(SINGLE_TASK_MAX_BYTES)
-
-    def _driver_is_enough(self) -> bool:
-        return self._last_batch_wrote_at_most(DRIVER_MAX_BYTES)
+    def _single_task_is_enough(self, df: DataFrame) -> bool:
+        small = self._last_batch_wrote_at_most(SINGLE_TASK_MAX_BYTES)
+        cores = default_parallelism(df.sparkSession)
+        return small or one_task_holds(self._last, cores, self._memory_budget, self._target)
 
     def _hot_values(
         self, df: DataFrame, partition_columns: list[Column], first_extra: int

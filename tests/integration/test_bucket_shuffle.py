@@ -245,6 +245,31 @@ def test_a_batch_after_one_whose_rows_came_from_one_spark_partition_is_written_b
         assert (len({f.task for f in files}) > 1) is shuffled, (batch, {f.task for f in files})
 
 
+@pytest.mark.parametrize("budget_mib", [512, 1], ids=["held", "budget-too-small"])
+def test_on_two_cores_a_batch_one_task_holds_is_written_by_one_task(
+    spark: SparkSession, catalog_options: dict[str, str], monkeypatch: pytest.MonkeyPatch, budget_mib: int
+) -> None:
+    """Past the first batch, on ``local[2]``, one task writes the rows it can hold: the same files.
+
+    The small-batch line is set to nothing, so only the two-core rule can keep the shuffle
+    out; a budget of 1 MiB cannot hold the 12,000 rows (about 1.7 MB of Arrow), and the
+    shuffle stays.
+    """
+    monkeypatch.setattr(router, "SINGLE_TASK_MAX_BYTES", 0)
+    options = {"partition-by": PARTITION_BY, "write.fanout.memory-budget-bytes": str(budget_mib * 2**20)}
+    sink = sink_for(catalog_options, f"two_cores_{budget_mib}", **options)
+    sink(taxi_rows(spark, 0, TAXI_ROWS, partitions=TAXI_INPUT_PARTITIONS), 0)  # nothing known: shuffled
+    sink(taxi_rows(spark, TAXI_ROWS, TAXI_ROWS, partitions=TAXI_INPUT_PARTITIONS), 1)
+    table = sink.catalog.load_table(f"db.two_cores_{budget_mib}")
+    for batch, shuffled in [(0, True), (1, budget_mib == 1)]:
+        files = written(table, batch)
+        assert sum(f.records for f in files) == TAXI_ROWS
+        assert len(files) == len({f.partition for f in files}) == TAXI_VALUES  # one file per value
+        assert (len({f.task for f in files}) > 1) is shuffled, (batch, {f.task for f in files})
+    assert table.scan().to_arrow().num_rows == 2 * TAXI_ROWS
+    assert check_data_files(table) == 2 * TAXI_VALUES  # every row's partition value is its file's
+
+
 def assert_nothing_written(table: Table) -> None:
     """A batch that failed its self-checks: no snapshot, and no data file on disk."""
     assert table.current_snapshot() is None

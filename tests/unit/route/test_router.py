@@ -228,3 +228,22 @@ def test_a_batch_after_one_whose_rows_came_from_one_partition_is_written_by_one_
     small = BucketRouter(spec((2, BucketTransform(8))), SCHEMA, None, history=history_of({1}, 9000))
     routed = small.route(batch)
     assert routed.in_driver and not routed.source_partition_column
+
+
+def test_on_two_cores_a_batch_one_task_holds_is_written_by_one_task(spark: SparkSession) -> None:
+    """Above the small-batch line, under one target, rows a task holds: one task, not the shuffle."""
+    assert spark.sparkContext.defaultParallelism <= 2
+    message = DataFileMessage(
+        path="f", partition=(1,), spec_id=0, record_count=400_000, file_size_bytes=10**8
+    )
+    bucket8 = spec((2, BucketTransform(8)))
+    for row_bytes, budget, one_task in [(100, 2**30, True), (100, 2**26, False), (0, 2**30, False)]:
+        history = RoutingHistory()
+        history.record([message], input_row_bytes=row_bytes)  # 40 MB of Arrow rows (0: width unknown)
+        routed = BucketRouter(bucket8, SCHEMA, None, history=history, memory_budget_bytes=budget).route(
+            frame(spark)
+        )
+        assert routed.single_task is one_task, (row_bytes, budget)
+        assert routed.df.rdd.getNumPartitions() == (1 if one_task else min(9, 2 * 2))
+        assert not routed.in_driver and routed.partition_values_in_task
+        assert routed.df.count() == 400
