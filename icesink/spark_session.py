@@ -54,6 +54,14 @@ def default_parallelism(spark: SparkSession) -> int:
     return max(1, int(configured)) if configured else 1
 
 
+def local_cores(spark: SparkSession) -> int | None:
+    """The cores of a local-mode application (``local[N]``, all on this machine), else ``None``:
+    a cluster's executors, or a Spark Connect server's, may be machines of their own."""
+    if is_connect(spark) or not spark.sparkContext.master.startswith("local"):
+        return None
+    return max(1, spark.sparkContext.defaultParallelism)
+
+
 def num_partitions(df: DataFrame) -> int | None:
     """The number of Spark partitions of ``df`` (plans it), or ``None`` under Spark Connect."""
     if is_connect(df.sparkSession):

@@ -8,9 +8,11 @@ layout and a plain SparkSession").
 
 One write task keeps two cores busy by itself: its JVM thread reads the rows and hands
 them to Python as Arrow while its Python worker splits and encodes them, the fanout's
-close threads too (:mod:`icesink.write.task_fanout`). On an application of at most
-:data:`ONE_TASK_MAX_CORES` cores, one task therefore writes as fast as a shuffle's tasks
-and spends less CPU. It writes the same files when the previous batch wrote at most one
+close threads too (:mod:`icesink.write.task_fanout`). On a local-mode application of at
+most :data:`ONE_TASK_MAX_CORES` cores, one task therefore writes as fast as a shuffle's
+tasks and spends less CPU. Only in local mode: two cores of a cluster may be two
+executors of one core each, where one task's JVM thread and Python worker would share
+one core. It writes the same files when the previous batch wrote at most one
 target file size (every value then fits in one file, none is hot enough to be spread over
 tasks: :mod:`icesink.route.skew`) and the task holds every value's rows at once: the
 previous batch's rows, in Arrow, within :data:`ONE_TASK_BUDGET_SHARE` of a write task's
@@ -31,17 +33,18 @@ ONE_TASK_BUDGET_SHARE = 0.5
 
 
 def one_task_holds(
-    last: BatchProfile | None, cores: int, memory_budget_bytes: int, target_file_size_bytes: int
+    last: BatchProfile | None, cores: int | None, memory_budget_bytes: int, target_file_size_bytes: int
 ) -> bool:
     """Whether one write task is the cheaper writer of the next batch, as the module says.
 
     Args:
         last: What the sink's previous non-empty batch of the table wrote, if any.
-        cores: The tasks the application runs at once.
+        cores: The cores of a local-mode application; ``None`` for any other
+            (:func:`~icesink.spark_session.local_cores`).
         memory_budget_bytes: A write task's memory budget (``write.fanout.memory-budget-bytes``).
         target_file_size_bytes: The table's target data file size.
     """
-    if last is None or cores > ONE_TASK_MAX_CORES or last.input_row_bytes <= 0:
+    if last is None or cores is None or cores > ONE_TASK_MAX_CORES or last.input_row_bytes <= 0:
         return False  # nothing known of the rows' width (a first batch, or one the driver wrote)
     held = last.rows * last.input_row_bytes <= memory_budget_bytes * ONE_TASK_BUDGET_SHARE
     return held and last.file_bytes <= target_file_size_bytes

@@ -66,7 +66,7 @@ from icesink.route.shuffle import exact_repartition
 from icesink.route.skew import HotValue, RoutingHistory, table_bytes_per_row
 from icesink.route.transforms import partition_value_column
 from icesink.schema.names import field_path, spark_column_name
-from icesink.spark_session import default_parallelism, num_partitions
+from icesink.spark_session import default_parallelism, local_cores, num_partitions
 from icesink.write.keys import arrow_key_functions
 from icesink.write.layout import BucketLayout
 
@@ -326,7 +326,7 @@ class BucketRouter:
 
     def _single_task_is_enough(self, df: DataFrame) -> bool:
         small = self._last_batch_wrote_at_most(SINGLE_TASK_MAX_BYTES)
-        cores = default_parallelism(df.sparkSession)
+        cores = local_cores(df.sparkSession)
         return small or one_task_holds(self._last, cores, self._memory_budget, self._target)
 
     def _hot_values(

@@ -1,4 +1,4 @@
-"""When one write task beats a shuffle: two cores at most, rows a task holds, one target."""
+"""When one write task beats a shuffle: two local cores at most, rows a task holds, one target."""
 
 from __future__ import annotations
 
@@ -22,6 +22,10 @@ def test_on_two_cores_a_batch_one_task_holds_goes_to_one_task() -> None:
 
 def test_more_cores_keep_the_shuffle() -> None:
     assert not one_task_holds(batch(), 3, BUDGET, TARGET)
+
+
+def test_an_application_not_in_local_mode_keeps_the_shuffle() -> None:
+    assert not one_task_holds(batch(), None, BUDGET, TARGET)  # two 1-core executors may be two machines
 
 
 def test_rows_over_half_the_budget_keep_the_shuffle() -> None:
