@@ -83,8 +83,9 @@ class MaintenanceConfig(BaseModel):
         description="Share of a data file's rows deleted at which the sink rewrites it, however large "
         "(``maintenance.compact.delete-ratio-threshold``, default 0.3, Iceberg's "
         "``rewrite_data_files`` default): below it, a reader skips the deleted rows at less cost than "
-        "rewriting the file. A partition is examined once its delete files hold this share of the "
-        "rows of its largest data file.",
+        "rewriting the file. A partition is examined when it has small files to rewrite "
+        "(``maintenance.compact.min-small-files``), or delete files to merge that hold this share "
+        "of the rows of its largest data file.",
     )
     min_delete_files: int = Field(
         default=DEFAULT_MIN_DELETE_FILES,

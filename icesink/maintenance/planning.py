@@ -7,9 +7,9 @@ positions, its data files below the target size and its largest data file, and f
   :func:`~icesink.upsert.delete_merge.merge_deletes`), and
 - the partitions whose data files to rewrite (:func:`~icesink.upsert.compaction.compact_partition`):
   every file of those with ``maintenance.compact.min-delete-files`` delete files; only what pays
-  of those with ``maintenance.compact.min-small-files`` small files, or whose delete files hold
-  ``maintenance.compact.delete-ratio-threshold`` of the rows of their largest file. Most delete
-  files first: they cost readers most.
+  of those with ``maintenance.compact.min-small-files`` small files, or with delete files to
+  merge that hold ``maintenance.compact.delete-ratio-threshold`` of the rows of their largest
+  file. Most delete files first: they cost readers most.
 """
 
 from __future__ import annotations
@@ -65,7 +65,11 @@ def plan_partitions(table: Table, config: MaintenanceConfig, target_file_size_by
             if file.file_size_in_bytes < target_file_size_bytes:
                 small[values] += 1
     full = {p for p, n in deletes.items() if n >= config.min_delete_files}
-    worn = {p for p, n in positions.items() if n >= config.delete_ratio_threshold * max(largest[p], 1)}
+    worn = {  # examined with the merges: a stream of deletes alone adds no small file
+        p
+        for p, n in positions.items()
+        if deletes[p] > config.max_delete_files and n >= config.delete_ratio_threshold * max(largest[p], 1)
+    }
     chosen = full | worn | {p for p, n in small.items() if n >= config.min_small_files}
     order = sorted(chosen, key=lambda p: (-deletes[p], -small[p], repr(p)))
     return PartitionPlan(
