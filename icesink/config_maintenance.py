@@ -16,7 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field
 MAINTENANCE_PROPERTY = "icesink.maintenance.enabled"
 DEFAULT_BUDGET_S = 10.0
 DEFAULT_MIN_DELETE_FILES = 20
-DEFAULT_MIN_SMALL_FILES = 100
+DEFAULT_MIN_SMALL_FILES = 8
+DEFAULT_MAX_DELETE_FILES = 4
+DEFAULT_DELETE_RATIO_THRESHOLD = 0.3  # Iceberg's rewrite_data_files delete-ratio-threshold default
+DEFAULT_PARTITIONS_PER_BATCH = 2
 DEFAULT_MAX_SNAPSHOT_AGE_S = 5 * 24 * 3600.0  # Iceberg's history.expire.max-snapshot-age-ms default
 DEFAULT_MIN_SNAPSHOTS_TO_KEEP = 100
 DEFAULT_ORPHAN_OLDER_THAN_S = 24 * 3600.0
@@ -47,20 +50,59 @@ class MaintenanceConfig(BaseModel):
         "budget is spent; what is left continues after the next batch. At least one unit runs "
         "when one is due, so a started unit may overrun the budget by its own length.",
     )
-    min_delete_files: int = Field(
-        default=DEFAULT_MIN_DELETE_FILES,
+    max_delete_files: int = Field(
+        default=DEFAULT_MAX_DELETE_FILES,
         ge=1,
-        description="Position delete files in one partition that make the sink compact it "
-        "(``maintenance.compact.min-delete-files``, default 20): its data files are rewritten with "
-        "the deletes applied and the delete files dropped, in one ``replace`` snapshot. Upserted "
-        "tables gain a delete file per partition a batch changes, and every reader pays for each.",
+        description="Position delete files one partition may have before the sink merges them "
+        "(``maintenance.compact.max-delete-files``, default 4): past it, the smaller ones (or all, "
+        "when that is not enough to get back within it) are replaced by one file of their positions "
+        "sorted by path and position, in one ``replace`` snapshot for every partition due, without "
+        "reading or writing a data file; positions of data files no longer live are dropped. An "
+        "upserted partition gains a delete file per batch that changes it and every reader applies "
+        "each: 4 keeps a reader's delete files within a few per partition while a merge reads only "
+        "a few small files, and with keys spread over every partition merges come every few batches, "
+        "not every batch.",
     )
     min_small_files: int = Field(
         default=DEFAULT_MIN_SMALL_FILES,
         ge=2,
         description="Data files below the table's target file size in one partition that make the "
-        "sink compact it (``maintenance.compact.min-small-files``, default 100): they are rewritten "
-        "into files of the target size.",
+        "sink compact it (``maintenance.compact.min-small-files``, default 8). Only what pays is "
+        "rewritten, with its deletes applied: the small files from the smallest up while each is no "
+        "bigger than those chosen together (a large file waits until as many bytes came in smaller "
+        "ones, as an LSM store merges its runs), and files past "
+        "``maintenance.compact.delete-ratio-threshold``. Every reader opens each file: 8 keeps a "
+        "partition within a few more files than its compacted size, while each row is rewritten a "
+        "number of times that grows with the logarithm of the partition's size.",
+    )
+    delete_ratio_threshold: float = Field(
+        default=DEFAULT_DELETE_RATIO_THRESHOLD,
+        gt=0,
+        le=1,
+        allow_inf_nan=False,
+        description="Share of a data file's rows deleted at which the sink rewrites it, however large "
+        "(``maintenance.compact.delete-ratio-threshold``, default 0.3, Iceberg's "
+        "``rewrite_data_files`` default): below it, a reader skips the deleted rows at less cost than "
+        "rewriting the file. A partition is examined when it has small files to rewrite "
+        "(``maintenance.compact.min-small-files``), or delete files to merge that hold this share "
+        "of the rows of its largest data file.",
+    )
+    min_delete_files: int = Field(
+        default=DEFAULT_MIN_DELETE_FILES,
+        ge=1,
+        description="Position delete files in one partition that make the sink rewrite all its data "
+        "files (``maintenance.compact.min-delete-files``, default 20): with the deletes applied and "
+        "the delete files dropped, in one ``replace`` snapshot. Merges "
+        "(``maintenance.compact.max-delete-files``) keep partitions below it unless set above it.",
+    )
+    partitions_per_batch: int = Field(
+        default=DEFAULT_PARTITIONS_PER_BATCH,
+        ge=1,
+        description="Partitions whose data files the sink may rewrite after one micro-batch "
+        "(``maintenance.compact.partitions-per-batch``, default 2); the others due wait for the next "
+        "batches, most delete files first. Keys spread over every partition make them all due at "
+        "once: this spreads that work over the batches, so no batch pays for every partition. "
+        "Delete file merges are not counted: they read no data file.",
     )
     max_snapshot_age_s: float | None = Field(
         default=None,

@@ -21,9 +21,14 @@ MAINTENANCE_FILE_ACTIONS = (
     "rewritten",  # data files a compaction replaced
     "delete_removed",  # delete files a compaction dropped
     "written",  # data files a compaction wrote
+    "delete_merged",  # delete files a merge replaced
+    "delete_written",  # merged delete files written, by merges and by compactions
     "expired_deleted",  # files only expired snapshots reached, deleted
     "orphan_deleted",  # files no snapshot referenced, deleted
 )
+#: Kinds of ``icesink_maintenance_partitions_total``: partitions whose data files were rewritten,
+#: partitions whose delete files were merged.
+MAINTENANCE_PARTITION_KINDS = ("compacted", "merged")
 _MAINTENANCE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 
@@ -51,6 +56,13 @@ class MaintenanceFamilies:
             "icesink_maintenance_files_total",
             "Files maintenance rewrote, wrote or deleted, by action",
             ["table", "action"],
+            registry=r,
+        )
+        self.maintenance_partitions = BoundedCounter(
+            "icesink_maintenance_partitions_total",
+            "Partitions maintenance worked on, by kind (compacted: data files rewritten; merged: delete "
+            "files merged into one, no data file read)",
+            ["table", "kind"],
             registry=r,
         )
         self.snapshots_expired = BoundedCounter(
@@ -82,6 +94,8 @@ class MaintenanceFamilies:
             self.maintenance_runs.labels(table, outcome).inc(0)
         for action in MAINTENANCE_FILE_ACTIONS:
             self.maintenance_files.labels(table, action).inc(0)
+        for kind in MAINTENANCE_PARTITION_KINDS:
+            self.maintenance_partitions.labels(table, kind).inc(0)
         self.snapshots_expired.labels(table).inc(0)
         self.maintenance_conflicts.labels(table).inc(0)
         self.maintenance_duration.labels(table)
@@ -95,7 +109,8 @@ class MaintenanceFamilies:
         counts: Mapping[str, int] | None = None,
     ) -> None:
         """One maintenance run of ``table``: its outcome and time, the ``files`` per action, and
-        ``counts`` of ``snapshots_expired``, ``conflicts``, ``delete_files`` (live), ``pending``."""
+        ``counts`` of ``snapshots_expired``, ``conflicts``, ``delete_files`` (live), ``pending``, and
+        of partitions ``compacted`` and ``merged``."""
         self.maintenance_runs.labels(table, outcome).inc()
         self.maintenance_duration.labels(table).observe(seconds)
         for action, n in (files or {}).items():
@@ -104,6 +119,9 @@ class MaintenanceFamilies:
         counts = counts or {}
         if counts.get("snapshots_expired"):
             self.snapshots_expired.labels(table).inc(counts["snapshots_expired"])
+        for kind in MAINTENANCE_PARTITION_KINDS:
+            if counts.get(kind):
+                self.maintenance_partitions.labels(table, kind).inc(counts[kind])
         if counts.get("conflicts"):
             self.maintenance_conflicts.labels(table).inc(counts["conflicts"])
         if "delete_files" in counts:

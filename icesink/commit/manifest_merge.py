@@ -105,12 +105,15 @@ def _merge(
                     if own:
                         writer.delete(entry)
                 elif entry.status == ManifestEntryStatus.ADDED and own:
-                    # Read back from an unassigned manifest, it inherited no real sequence number.
+                    # Read back from an unassigned manifest, it inherited no real sequence number,
+                    # unless it was given one (a merged delete file keeps those it replaces).
+                    given = entry.sequence_number is not None and entry.sequence_number >= 0
+                    kept = entry.sequence_number if given else None
                     writer.add_entry(
                         ManifestEntry.from_args(
                             status=ManifestEntryStatus.ADDED,
                             snapshot_id=snapshot_id,
-                            sequence_number=None,
+                            sequence_number=kept,
                             file_sequence_number=None,
                             data_file=entry.data_file,
                         )

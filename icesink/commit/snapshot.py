@@ -116,6 +116,7 @@ class SnapshotProducer:
         self._added: list[DataFile] = []
         self._encoded: dict[str, EncodedEntry] = {}  # by file path
         self._removed: set[str] = set()
+        self._sequence_numbers: dict[str, int] = {}  # by file path: data sequence numbers kept
         self._added_manifests: list[ManifestFile] | None = None
         self.written: list[str] = []  # every manifest and manifest list written, for clean-up
         self._attempt = 0
@@ -124,14 +125,26 @@ class SnapshotProducer:
     def snapshot_id(self) -> int:
         return self._snapshot_id
 
-    def add_file(self, data_file: DataFile, encoded: EncodedEntry | None = None) -> None:
-        """Add a data file or a position delete file, with its entry if its write task encoded it."""
+    def add_file(
+        self,
+        data_file: DataFile,
+        encoded: EncodedEntry | None = None,
+        data_sequence_number: int | None = None,
+    ) -> None:
+        """Add a data file or a position delete file, with its entry if its write task encoded it.
+
+        ``data_sequence_number``: the file's, when it must keep an earlier one than the snapshot's
+        (a rewrite of delete files: see :mod:`icesink.upsert.delete_merge`); by default it inherits
+        the snapshot's.
+        """
         if data_file.content == DataFileContent.EQUALITY_DELETES:
             raise ValueError(f"equality delete files are not written: {data_file.file_path}")
         if self._operation == Operation.APPEND and data_file.content != DataFileContent.DATA:
             # Conflict checks skip appends: an append must never carry deletes.
             raise ValueError(f"an append adds data files only, not {data_file.file_path}")
         self._added.append(data_file)
+        if data_sequence_number is not None:
+            self._sequence_numbers[data_file.file_path] = data_sequence_number
         if encoded is not None:
             self._encoded[data_file.file_path] = encoded
         self._added_manifests = None
@@ -220,7 +233,7 @@ class SnapshotProducer:
                         ManifestEntry.from_args(
                             status=ManifestEntryStatus.ADDED,
                             snapshot_id=self._snapshot_id,
-                            sequence_number=None,
+                            sequence_number=self._sequence_numbers.get(data_file.file_path),
                             file_sequence_number=None,
                             data_file=data_file,
                         )

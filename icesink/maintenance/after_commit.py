@@ -103,6 +103,8 @@ class BatchMaintenance:
             "rewritten": run.rewritten_data_files,
             "delete_removed": run.removed_delete_files,
             "written": run.added_data_files,
+            "delete_merged": run.merged_delete_files,
+            "delete_written": run.written_delete_files + run.added_delete_files,
             "expired_deleted": run.expired_files,
             "orphan_deleted": run.orphan_files,
         }
@@ -111,11 +113,14 @@ class BatchMaintenance:
             "conflicts": run.conflicts,
             "delete_files": run.delete_files,
             "pending": run.pending,
+            "compacted": run.compacted_partitions,
+            "merged": run.merged_partitions,
         }
         self._metrics.record_maintenance(name, run.outcome, seconds, files, counts)
         if any(files.values()) or run.expired_snapshots or run.conflicts:
             logger.info(
                 "maintenance of %s: %s partitions compacted (%s data and %s delete files into %s), "
+                "%s partitions' delete files merged (%s into %s), "
                 "%s snapshots expired (%s files deleted), %s orphan files deleted, %s conflicts, "
                 "%s partitions left",
                 name,
@@ -123,6 +128,9 @@ class BatchMaintenance:
                 run.rewritten_data_files,
                 run.removed_delete_files,
                 run.added_data_files,
+                run.merged_partitions,
+                run.merged_delete_files,
+                run.written_delete_files,
                 run.expired_snapshots,
                 run.expired_files,
                 run.orphan_files,

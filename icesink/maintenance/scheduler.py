@@ -2,23 +2,31 @@
 
 After a micro-batch's commits the sink gives its tables a budget of ``maintenance.budget-s``
 (:class:`Budget`, shared by the tables of a routed batch). Each table's
-:class:`TableMaintenance` spends it one unit at a time, cheapest check first:
+:class:`TableMaintenance` spends it one unit at a time, cheapest first, so that reads and writes
+both stay flat over a long upsert stream, as in an LSM store:
 
 1. expire   - snapshots older than the retention, beyond the newest ones kept, and the files only
               they reached (:func:`~icesink.maintenance.operations.expire_snapshots`); due when the
               table's oldest snapshot is past the retention, read from the metadata in hand;
-2. compact  - one partition with enough delete files or small data files, rewritten in one
-              ``replace`` snapshot (:func:`~icesink.upsert.compaction.compact_partition`). The
-              partitions are planned (every manifest read) only when the snapshot summary's
-              totals grew by a threshold since the last plan; the plan is then worked through one
-              partition per unit, over as many batches as it takes;
-3. orphans  - every ``maintenance.orphan.interval-s``, files of the data folder no snapshot
+2. merge    - the delete files of every partition with more than
+              ``maintenance.compact.max-delete-files``, merged into one per partition in one
+              ``replace`` snapshot, no data file read (:func:`~icesink.upsert.delete_merge.merge_deletes`);
+3. compact  - a partition's data files rewritten where it pays, with their deletes applied, in
+              one ``replace`` snapshot (:func:`~icesink.upsert.compaction.compact_partition`), at
+              most ``maintenance.compact.partitions-per-batch`` partitions per batch: keys spread
+              over every partition make them all due at once, and the stream would pay for all of
+              them in one batch;
+4. orphans  - every ``maintenance.orphan.interval-s``, files of the data folder no snapshot
               references, older than ``maintenance.orphan.older-than-s`` and not kept by the
               sink (its staged batches, its attempts in flight).
 
+The partitions are planned (every manifest read, :func:`~icesink.maintenance.planning.plan_partitions`)
+only when the snapshot summary's totals grew by a threshold since the last plan; the plan is then
+worked through over as many batches as it takes.
+
 No unit starts once the budget is spent, but one always may when none ran yet, so every batch
 makes progress. A unit that loses a race with another commit gives way: the other commit stands,
-the compaction's files are deleted (:class:`~icesink.errors.RewriteConflictError`), and the unit is
+the unit's files are deleted (:class:`~icesink.errors.RewriteConflictError`), and the unit is
 tried again after the next batch. The replay marker is a table property, which none of this
 touches: a batch replayed after its snapshot expired is still recognised.
 
@@ -33,15 +41,16 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
 
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import Table
 
 from icesink.config_maintenance import MaintenanceConfig
 from icesink.errors import RewriteConflictError
-from icesink.maintenance.operations import expire_snapshots, partitions_to_compact, remove_orphan_files
+from icesink.maintenance.operations import expire_snapshots, remove_orphan_files
+from icesink.maintenance.planning import Partition, Rewrite, plan_partitions
 from icesink.upsert.compaction import compact_partition
+from icesink.upsert.delete_merge import merge_deletes
 
 logger = logging.getLogger(__name__)
 
@@ -79,11 +88,15 @@ class MaintenanceRun:
         rewritten_data_files: Data files the compactions removed.
         removed_delete_files: Delete files the compactions removed.
         added_data_files: Data files the compactions wrote.
+        added_delete_files: Delete files the compactions wrote (positions left on files not rewritten).
+        merged_partitions: Partitions whose delete files were merged.
+        merged_delete_files: Delete files the merges replaced.
+        written_delete_files: Delete files the merges wrote.
         expired_snapshots: Snapshots expired.
         expired_files: Files deleted because only expired snapshots reached them.
         orphan_files: Orphan files deleted.
         conflicts: Units that gave way to another commit.
-        pending: Partitions planned and still to compact.
+        pending: Partitions planned and still to compact (or to merge the delete files of).
         delete_files: Live delete files of the table afterwards.
     """
 
@@ -91,6 +104,10 @@ class MaintenanceRun:
     rewritten_data_files: int = 0
     removed_delete_files: int = 0
     added_data_files: int = 0
+    added_delete_files: int = 0
+    merged_partitions: int = 0
+    merged_delete_files: int = 0
+    written_delete_files: int = 0
     expired_snapshots: int = 0
     expired_files: int = 0
     orphan_files: int = 0
@@ -117,14 +134,15 @@ class TableMaintenance:
         self._clock = clock
         self._started = clock()
         self._orphans_at: float | None = None  # monotonic time of the last orphan removal
-        self._pending: list[tuple[Any, ...]] = []
+        self._pending: list[Rewrite] = []
+        self._merges: list[Partition] = []
         self._planned_totals = (0, 0)  # delete and data files at the last plan
         self.last_run = float("-inf")
 
     @property
     def pending(self) -> int:
-        """Partitions planned and still to compact."""
-        return len(self._pending)
+        """Partitions planned and still to compact or to merge the delete files of."""
+        return len(self._pending) + len(self._merges)
 
     def run(
         self, table: Table, config: MaintenanceConfig, target_file_size: int, budget: Budget, keep: KeepFiles
@@ -134,13 +152,21 @@ class TableMaintenance:
         run = MaintenanceRun()
         if budget.allows():
             run = self._expire(table, config, budget, run)
-        while budget.allows() and self._compaction_due(table, config, target_file_size):
+        self._plan(table, config, target_file_size)
+        if budget.allows() and self._merges:
+            run = self._merge(table, config, budget, run)
+        compacted = 0
+        while (
+            not run.conflicts
+            and budget.allows()
+            and self._pending
+            and compacted < config.partitions_per_batch
+        ):
             run = self._compact_next(table, config, target_file_size, budget, run)
-            if run.conflicts:
-                break  # the stream's commit won: the partition is tried again after the next batch
+            compacted += 1  # a conflict stops here: the partition is tried again after the next batch
         if budget.allows() and self._orphans_due(config):
             run = self._remove_orphans(table, config, budget, keep, run)
-        return replace(run, pending=len(self._pending), delete_files=_totals(table)[0])
+        return replace(run, pending=self.pending, delete_files=_totals(table)[0])
 
     def _expire(
         self, table: Table, config: MaintenanceConfig, budget: Budget, run: MaintenanceRun
@@ -164,25 +190,50 @@ class TableMaintenance:
             run, expired_snapshots=report.expired_snapshots, expired_files=len(report.deleted_files)
         )
 
-    def _compaction_due(self, table: Table, config: MaintenanceConfig, target_file_size: int) -> bool:
-        """Whether a partition waits; plans again when the table's totals grew by a threshold."""
-        if self._pending:
-            return True
+    def _plan(self, table: Table, config: MaintenanceConfig, target_file_size: int) -> None:
+        """Plan again when the table's totals grew by a threshold since the last plan or unit.
+
+        Partitions still waiting keep their place, so that none waits behind newer ones forever.
+        """
         if table.metadata.format_version != 2:
-            return False  # compaction writes format v2's replace snapshots
+            return  # rewrites write format v2's replace snapshots
         deletes, data = _totals(table)
         planned_deletes, planned_data = self._planned_totals
         if (
-            deletes - planned_deletes < config.min_delete_files
+            deletes - planned_deletes < min(config.max_delete_files, config.min_delete_files)
             and data - planned_data < config.min_small_files
         ):
-            return False
+            return
         self._planned_totals = (deletes, data)
-        self._pending = partitions_to_compact(
-            table, target_file_size, config.min_small_files, config.min_delete_files
+        plan = plan_partitions(table, config, target_file_size)
+        due = {r.partition: r for r in plan.rewrites}
+        waiting = [due.pop(r.partition) for r in self._pending if r.partition in due]
+        self._merges, self._pending = plan.merges, waiting + [r for r in plan.rewrites if r.partition in due]
+        if self.pending:
+            logger.info(
+                "%s partitions of %s to merge the delete files of, %s to compact",
+                len(self._merges),
+                self.name,
+                len(self._pending),
+            )
+
+    def _merge(
+        self, table: Table, config: MaintenanceConfig, budget: Budget, run: MaintenanceRun
+    ) -> MaintenanceRun:
+        budget.spent()
+        try:
+            result = merge_deletes(table, self._merges, config.max_delete_files)
+        except RewriteConflictError as e:
+            logger.info("delete file merge of %s gave way to another commit: %s", self.name, e)
+            return replace(run, conflicts=run.conflicts + 1)
+        self._merges = []
+        self._planned_totals = _totals(table)
+        return replace(
+            run,
+            merged_partitions=result.partitions,
+            merged_delete_files=result.replaced_delete_files,
+            written_delete_files=result.written_delete_files,
         )
-        logger.info("%s partitions of %s to compact", len(self._pending), self.name)
-        return bool(self._pending)
 
     def _compact_next(
         self,
@@ -192,21 +243,24 @@ class TableMaintenance:
         budget: Budget,
         run: MaintenanceRun,
     ) -> MaintenanceRun:
-        partition = self._pending.pop(0)
+        rewrite = self._pending.pop(0)
         budget.spent()
+        ratio = None if rewrite.full else config.delete_ratio_threshold
         try:
-            result = compact_partition(table, partition, target_file_size)
+            result = compact_partition(table, rewrite.partition, target_file_size, 2, ratio)
         except RewriteConflictError as e:
-            self._pending.insert(0, partition)
+            self._pending.insert(0, rewrite)
             logger.info(
-                "compaction of partition %s of %s gave way to another commit: %s", partition, self.name, e
+                "compaction of partition %s of %s gave way to another commit: %s",
+                rewrite.partition,
+                self.name,
+                e,
             )
             return replace(run, conflicts=run.conflicts + 1)
         except BaseException:
-            self._pending.append(partition)  # a failure: tried again after the next batch, last
+            self._pending.append(rewrite)  # a failure: tried again after the next batch, last
             raise
-        if not self._pending:
-            self._planned_totals = _totals(table)  # the next plan once as many more files came
+        self._planned_totals = _totals(table)  # the next plan once as many more files came
         if result.snapshot_id is None:
             return run
         return replace(
@@ -215,6 +269,7 @@ class TableMaintenance:
             rewritten_data_files=run.rewritten_data_files + result.rewritten_data_files,
             removed_delete_files=run.removed_delete_files + result.removed_delete_files,
             added_data_files=run.added_data_files + result.added_data_files,
+            added_delete_files=run.added_delete_files + result.added_delete_files,
         )
 
     def _orphans_due(self, config: MaintenanceConfig) -> bool:

@@ -1,44 +1,51 @@
-"""Compaction of one partition: its data files rewritten with their deletes applied, in one snapshot.
+"""Compaction of one partition: data files rewritten with their deletes applied, in one snapshot.
 
 Streaming upserts leave many small data files and position delete files behind; every
-reader pays for both. :func:`compact_partition` reads the live rows of every data file
+reader pays for both. :func:`compact_partition` reads the live rows of the chosen data files
 of a partition (position deletes applied, with pyiceberg's reader), writes them with the
-sink's rolling writer into files of the target size, and commits one ``replace``
-snapshot that adds those files and removes the old data files and every delete file of
-the partition: the new files get the snapshot's sequence number, higher than any
-existing delete file's, so none of those can apply to them any more.
+sink's rolling writer into files of the target size, and commits one ``replace`` snapshot
+that adds those files, removes the rewritten ones and replaces every delete file of the
+partition by one holding the positions still live on the data files left alone
+(:func:`~icesink.upsert.delete_merge.merged_deletes`; none when every data file was rewritten).
+The new data files get the snapshot's sequence number, higher than any delete file's, so no
+delete file can apply to them.
+
+Which data files are rewritten (:func:`files_to_rewrite`): every one (``compact()``, or a
+partition past ``maintenance.compact.min-delete-files``), or, LSM-style, only where it pays:
+the small files, smallest first, while each is no bigger than those chosen together (a large
+file waits until as many bytes came in smaller ones), and any file whose share of deleted rows
+reached ``maintenance.compact.delete-ratio-threshold``. Each row is then rewritten a number of
+times that grows with the logarithm of the partition's size, not with the batches since the
+last compaction.
 
 Safe to run while a stream writes: before committing, the snapshots committed since the
-compaction started are checked (:mod:`icesink.upsert.validate`). If one removed a file being
-rewritten, or added position deletes to one (an upsert changed rows the rewrite copied),
-committing would lose that change: the compaction gives up cleanly instead, deleting
-its new files, with a retryable :class:`~icesink.errors.RewriteConflictError`. Concurrent
-appends (new files of the same partition) are kept as they are.
+compaction started are checked (:mod:`icesink.upsert.rewrite_files`). If one removed a file being
+rewritten, or added position deletes to one (an upsert changed rows the rewrite copied), or
+removed a delete file being replaced, committing would lose that change: the compaction gives
+up cleanly instead, deleting its new files, with a retryable
+:class:`~icesink.errors.RewriteConflictError`. Concurrent appends (new files of the same
+partition) and new delete files are kept as they are.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io.pyarrow import ArrowScan
-from pyiceberg.manifest import DataFileContent, ManifestEntry
+from pyiceberg.manifest import ManifestEntry
 from pyiceberg.table import FileScanTask, Table
 from pyiceberg.table.delete_file_index import DeleteFileIndex
 from pyiceberg.table.snapshots import Operation
 
-from icesink import failpoints
-from icesink._pyiceberg import commit_table_updates
 from icesink.commit.snapshot import SnapshotProducer, require_format_v2
-from icesink.errors import RewriteConflictError, UpsertError
-from icesink.upsert.validate import conflicting_data_files
+from icesink.errors import UpsertError
+from icesink.upsert.delete_merge import MergedDeletes, add_merged, merged_deletes, read_positions
+from icesink.upsert.rewrite_files import commit_rewrite, delete_written, partition_files, table_name
 from icesink.write.manifest_entry import data_file_from_message, encoded_entry
 from icesink.write.messages import DataFileMessage
 from icesink.write.spec import WriteSpec
@@ -47,8 +54,6 @@ from icesink.write.task import DataTaskWriter
 logger = logging.getLogger(__name__)
 
 DEFAULT_TARGET_FILE_SIZE_BYTES = 512 * 1024 * 1024
-# Attempts when the catalog refuses the commit because another writer committed first.
-COMMIT_ATTEMPTS = 4
 SUMMARY_COMPACTION = "icesink.compaction"
 
 
@@ -62,6 +67,7 @@ class CompactionResult:
         removed_delete_files: Delete files removed.
         added_data_files: New data files.
         rows: Live rows rewritten.
+        added_delete_files: Merged delete files added (the positions left on data files not rewritten).
     """
 
     snapshot_id: int | None
@@ -69,6 +75,7 @@ class CompactionResult:
     removed_delete_files: int = 0
     added_data_files: int = 0
     rows: int = 0
+    added_delete_files: int = 0
 
 
 def compact_partition(
@@ -76,15 +83,18 @@ def compact_partition(
     partition: tuple[Any, ...],
     target_file_size_bytes: int = DEFAULT_TARGET_FILE_SIZE_BYTES,
     min_files: int = 2,
+    delete_ratio_threshold: float | None = None,
 ) -> CompactionResult:
-    """Rewrite the data files of ``partition`` (Iceberg representation, default spec) with deletes applied.
+    """Rewrite data files of ``partition`` (Iceberg representation, default spec) with deletes applied.
 
     Args:
         table: The table (format v2).
         partition: The partition's values, in spec order (e.g. ``(3,)`` for bucket 3).
         target_file_size_bytes: Size at which the new files roll.
         min_files: Compact only when the partition has at least this many data files
-            or any delete file.
+            or any delete file (and, choosing, when at least this many are chosen).
+        delete_ratio_threshold: ``None``: every data file is rewritten. Otherwise only where it
+            pays (:func:`files_to_rewrite`), a file with this share of its rows deleted among them.
 
     Raises:
         RewriteConflictError: A concurrent commit changed files being rewritten (retryable).
@@ -94,55 +104,90 @@ def compact_partition(
     start = table.current_snapshot()
     if start is None:
         return CompactionResult(None)
-    data_entries, delete_entries, index = _partition_files(table, partition)
-    if not data_entries or (len(data_entries) < min_files and not delete_entries):
+    files = partition_files(table, partition)
+    if not files.data or (len(files.data) < min_files and not files.deletes):
         return CompactionResult(None)
-    rows, new_files = _rewrite(table, partition, data_entries, index, target_file_size_bytes)
-    rewritten = {e.data_file.file_path for e in data_entries}
+    positions = read_positions(table, files.deletes) if delete_ratio_threshold is not None else None
+    chosen = files.data
+    if positions is not None and delete_ratio_threshold is not None:
+        chosen = files_to_rewrite(
+            files.data, positions, target_file_size_bytes, delete_ratio_threshold, min_files
+        )
+        if not chosen:
+            return CompactionResult(None)
+    rows, new_files = _rewrite(table, partition, chosen, files.index, target_file_size_bytes)
+    rewritten = {e.data_file.file_path for e in chosen}
+    left = {e.data_file.file_path for e in files.data} - rewritten
+    merged = merged_deletes(table, partition, files.deletes, left, positions) if files.deletes else None
+    snapshot_id = _commit(table, partition, start.snapshot_id, (rewritten, new_files), merged)
+    logger.info(
+        "compacted partition %s of %s: %s of %s data, %s delete files into %s files (%s rows), snapshot %s",
+        partition,
+        table_name(table),
+        len(chosen),
+        len(files.data),
+        len(files.deletes),
+        len(new_files),
+        rows,
+        snapshot_id,
+    )
+    added_deletes = int(merged is not None and merged.message is not None)
+    return CompactionResult(snapshot_id, len(chosen), len(files.deletes), len(new_files), rows, added_deletes)
+
+
+def _commit(
+    table: Table,
+    partition: tuple[Any, ...],
+    start_id: int,
+    files: tuple[set[str], list[DataFileMessage]],
+    merged: MergedDeletes | None,
+) -> int:
+    """Commit the rewritten data ``files`` (the paths removed, the files written) and the deletes
+    ``merged`` in place of the partition's, in one ``replace`` snapshot."""
+    rewritten, new_files = files
     producer = SnapshotProducer(
         table, Operation.REPLACE, snapshot_properties={SUMMARY_COMPACTION: str(partition)}
     )
     for message in new_files:
         producer.add_file(data_file_from_message(message), encoded_entry(message))
-    for path in rewritten | {e.data_file.file_path for e in delete_entries}:
+    for path in rewritten:
         producer.remove_path(path)
-    snapshot_id = _commit(table, producer, start.snapshot_id, rewritten, new_files)
-    logger.info(
-        "compacted partition %s of %s: %s data and %s delete files into %s files (%s rows), snapshot %s",
-        partition,
-        _name(table),
-        len(data_entries),
-        len(delete_entries),
-        len(new_files),
-        rows,
-        snapshot_id,
+    add_merged(producer, [merged] if merged else [])
+    written = new_files + ([merged.message] if merged and merged.message else [])
+    return commit_rewrite(table, producer, start_id, rewritten, written)
+
+
+def files_to_rewrite(
+    data: list[ManifestEntry],
+    positions: pa.Table,
+    target_file_size_bytes: int,
+    delete_ratio_threshold: float,
+    min_files: int,
+) -> list[ManifestEntry]:
+    """The data files worth rewriting (see the module); none when fewer than ``min_files`` small ones
+    and none past the delete ratio."""
+    counts = positions.group_by("file_path", use_threads=False).aggregate([("pos", "count")])
+    deleted = dict(
+        zip(counts.column("file_path").to_pylist(), counts.column("pos_count").to_pylist(), strict=True)
     )
-    return CompactionResult(snapshot_id, len(data_entries), len(delete_entries), len(new_files), rows)
-
-
-def _partition_files(
-    table: Table, partition: tuple[Any, ...]
-) -> tuple[list[ManifestEntry], list[ManifestEntry], DeleteFileIndex]:
-    """Live data and delete entries of the partition (default spec), and the deletes indexed."""
-    spec_id = table.metadata.default_spec_id
-    snapshot = table.current_snapshot()
-    assert snapshot is not None
-    data: list[ManifestEntry] = []
-    deletes: list[ManifestEntry] = []
-    index = DeleteFileIndex()
-    for manifest in snapshot.manifests(table.io):
-        if manifest.partition_spec_id != spec_id:
-            continue
-        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-            values = tuple(entry.data_file.partition[i] for i in range(len(entry.data_file.partition)))
-            if values != tuple(partition):
-                continue
-            if entry.data_file.content == DataFileContent.DATA:
-                data.append(entry)
-            else:
-                deletes.append(entry)
-                index.add_delete_file(entry, partition_key=entry.data_file.partition)
-    return data, deletes, index
+    worn = [
+        e
+        for e in data
+        if deleted.get(e.data_file.file_path, 0) >= delete_ratio_threshold * e.data_file.record_count
+    ]
+    small = sorted(
+        (e for e in data if e.data_file.file_size_in_bytes < target_file_size_bytes and e not in worn),
+        key=lambda e: (e.data_file.file_size_in_bytes, e.data_file.file_path),
+    )
+    chosen, size = small[:2], sum(e.data_file.file_size_in_bytes for e in small[:2])
+    for entry in small[2:]:
+        if entry.data_file.file_size_in_bytes > size:
+            break
+        chosen.append(entry)
+        size += entry.data_file.file_size_in_bytes
+    if len(chosen) < min_files and not worn:
+        return []
+    return worn + chosen
 
 
 def _rewrite(
@@ -162,9 +207,9 @@ def _rewrite(
     rows = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue()).to_table(scan_tasks)
     new_files = _write(table, rows, target_file_size_bytes)
     if any(m.partition != tuple(partition) for m in new_files):
-        _delete(table, new_files)
+        delete_written(table, new_files)
         raise UpsertError(
-            f"rewritten rows of partition {partition} do not all belong to it", table=_name(table)
+            f"rewritten rows of partition {partition} do not all belong to it", table=table_name(table)
         )
     return rows.num_rows, new_files
 
@@ -174,7 +219,7 @@ def _write(table: Table, rows: pa.Table, target_file_size_bytes: int) -> list[Da
     if rows.num_rows == 0:
         return []
     spec = WriteSpec(
-        table=_name(table),
+        table=table_name(table),
         schema=table.schema(),
         partition_spec=table.spec(),
         data_location=table.metadata.properties.get(
@@ -191,52 +236,3 @@ def _write(table: Table, rows: pa.Table, target_file_size_bytes: int) -> list[Da
         partition_values_in_task=bool(table.spec().fields),
     )
     return DataTaskWriter(spec, task_id=0, attempt=0).write_all(iter(rows.to_batches()))
-
-
-def _commit(
-    table: Table,
-    producer: SnapshotProducer,
-    start_id: int,
-    rewritten: set[str],
-    new_files: list[DataFileMessage],
-) -> int:
-    """Validate and commit; on a conflict delete everything written and raise."""
-    failpoints.hit("maintenance.commit")
-    for attempt in range(COMMIT_ATTEMPTS):
-        table.refresh()
-        conflicting = conflicting_data_files(table.metadata, table.io, start_id, rewritten)
-        try:
-            if conflicting:
-                raise RewriteConflictError(
-                    f"{len(conflicting)} data files being rewritten were removed or got new deletes since "
-                    f"snapshot {start_id}: {sorted(conflicting)[:5]}",
-                    table=_name(table),
-                    hint="run the compaction again: it plans from the current snapshot",
-                )
-            pending = producer.build(table.metadata)
-        except (RewriteConflictError, UpsertError) as e:
-            producer.clean_up()
-            _delete(table, new_files)
-            if isinstance(e, RewriteConflictError):
-                raise
-            raise RewriteConflictError(str(e), table=_name(table)) from e
-        try:
-            commit_table_updates(table, pending.updates, pending.requirements)
-        except CommitFailedException:
-            time.sleep(0.05 * 2**attempt)
-            continue
-        producer.clean_up(keep=pending.files)
-        return producer.snapshot_id
-    producer.clean_up()
-    _delete(table, new_files)
-    raise RewriteConflictError(f"commit refused {COMMIT_ATTEMPTS} times by the catalog", table=_name(table))
-
-
-def _delete(table: Table, files: list[DataFileMessage]) -> None:
-    for message in files:
-        with contextlib.suppress(FileNotFoundError):
-            table.io.delete(message.path)
-
-
-def _name(table: Table) -> str:
-    return ".".join(table.name())

@@ -7,7 +7,8 @@
 2. caught up from what every snapshot committed since added or removed (read from the
    manifests those snapshots wrote): the key columns of the data files added, the data
    files removed (a compaction by icesink or Iceberg Java: the rewritten files come back as
-   added), the positions of the position delete files added (other writers' deletes).
+   added), the positions of the position delete files added (other writers' deletes), but
+   not those a ``replace`` adds: they merge positions already deleted, at no cost to the index.
    The same catch-up covers icesink's own batches when their commit could not carry the
    index (another writer committed first);
 3. rebuilt from the current snapshot's data files and position deletes when there is
@@ -38,7 +39,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.table.delete_file_index import DeleteFileIndex
 from pyiceberg.table.metadata import TableMetadata
-from pyiceberg.table.snapshots import Snapshot
+from pyiceberg.table.snapshots import Operation, Snapshot
 
 from icesink.config_upsert import UpsertConfig
 from icesink.errors import UpsertError
@@ -193,6 +194,8 @@ class KeyIndexStore:
         removed: list[DataFile] = []
         delete_files: list[DataFile] = []
         for snapshot in snapshots:
+            # A replace's delete files merge positions already deleted (icesink.upsert.delete_merge).
+            merged = snapshot.summary is not None and snapshot.summary.operation == Operation.REPLACE
             for manifest in snapshot.manifests(self.io):
                 if manifest.added_snapshot_id != snapshot.snapshot_id:
                     continue
@@ -206,7 +209,7 @@ class KeyIndexStore:
                             added.append(data_file)
                         elif entry.status == ManifestEntryStatus.DELETED:
                             removed.append(data_file)
-                    elif entry.status == ManifestEntryStatus.ADDED:
+                    elif entry.status == ManifestEntryStatus.ADDED and not merged:
                         delete_files.append(data_file)
         self._counts.catchup_files += len(added) + len(delete_files)
         step = IndexStep()

@@ -10,7 +10,9 @@ they are committed on top of a newer snapshot, every snapshot committed since is
   of the same file, maybe the same keys: file-level, as Iceberg Java's check)
 
 (:func:`conflicting_data_files`; snapshots whose operation is ``append`` add data files
-only and are skipped there), and for
+only and are skipped there; the delete files a ``replace`` adds restate deletes already
+committed, merged into fewer files (:mod:`icesink.upsert.delete_merge`), and are not
+conflicts), and for
 
 - a data file added holding a row of one of the batch's keys (another upserting sink,
   an appending one, another engine): the lookup did not see that row, so committing
@@ -86,6 +88,7 @@ def conflicting_data_files(
     for snapshot in snapshots:
         if snapshot.summary is not None and snapshot.summary.operation == Operation.APPEND:
             continue
+        rewrite = snapshot.summary is not None and snapshot.summary.operation == Operation.REPLACE
         for manifest in snapshot.manifests(io):
             if manifest.added_snapshot_id != snapshot.snapshot_id:
                 continue  # carried over unchanged from an earlier snapshot
@@ -97,7 +100,7 @@ def conflicting_data_files(
                     for e in own
                     if e.status == ManifestEntryStatus.DELETED and e.data_file.file_path in wanted
                 }
-            else:
+            elif not rewrite:
                 found |= {
                     path for e in own if e.status == ManifestEntryStatus.ADDED for path in _targets(e, wanted)
                 }

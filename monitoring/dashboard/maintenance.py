@@ -42,8 +42,11 @@ def with_maintenance(board: dash.Dashboard) -> dash.Dashboard:
             "Files rewritten and deleted by maintenance",
             "short",
             "Data files compactions replaced (rewritten) and wrote (written), delete files they "
-            "dropped, files deleted because only expired snapshots reached them, orphan files deleted.",
+            "dropped, delete files merges replaced (delete_merged) and merged delete files written "
+            "(delete_written), files deleted because only expired snapshots reached them, orphan files "
+            "deleted; partitions compacted and partitions whose delete files were merged.",
             (f"sum by (action) ({increase('icesink_maintenance_files_total', T)})", "{{action}}"),
+            (f"sum by (kind) ({increase('icesink_maintenance_partitions_total', T)})", "{{kind}}"),
             (f"sum ({increase('icesink_snapshots_expired_total', T)})", "snapshots expired"),
             (f"sum ({increase('icesink_maintenance_conflicts_total', T)})", "conflicts"),
         )
@@ -52,9 +55,9 @@ def with_maintenance(board: dash.Dashboard) -> dash.Dashboard:
         graph(
             "Live delete files and partitions to compact",
             "short",
-            "Delete files in each table's current snapshot (every reader applies each; compaction "
-            "drops them past maintenance.compact.min-delete-files per partition), and partitions "
-            "planned for compaction and not yet done.",
+            "Delete files in each table's current snapshot (every reader applies each; merged into "
+            "one past maintenance.compact.max-delete-files per partition), and partitions planned "
+            "for compaction or a merge and not yet done.",
             (f"max by (table) ({gauge('icesink_live_delete_files', T)})", "{{table}} delete files"),
             (
                 f"max by (table) ({gauge('icesink_compaction_pending_partitions', T)})",

@@ -42,6 +42,50 @@ def _sample(sink: IcebergSink, name: str, **labels: str) -> float:
     return sink.metrics.registry.get_sample_value(name, labels) or 0.0
 
 
+def _delete_files_per_partition(table: Table) -> dict[int, int]:
+    snapshot = table.current_snapshot()
+    assert snapshot is not None
+    counts: dict[int, int] = {}
+    for m in snapshot.manifests(table.io):
+        for e in m.fetch_manifest_entry(table.io, discard_deleted=True):
+            if e.data_file.content != DataFileContent.DATA:
+                counts[e.data_file.partition[0]] = counts.get(e.data_file.partition[0], 0) + 1
+    return counts
+
+
+def test_a_long_upsert_stream_keeps_its_delete_files_merged(
+    spark: SparkSession, catalog_options: dict[str, str]
+) -> None:
+    options = upsert_options(
+        catalog_options,
+        **{
+            "maintenance.compact.max-delete-files": "2",
+            "maintenance.compact.min-small-files": "3",
+            "maintenance.compact.partitions-per-batch": "1",
+        },
+    )
+    sink = IcebergSink.from_options(options)
+    state: State = {}
+    most = []
+    for batch_id in range(12):  # every other key changes: files keep most of their rows
+        batch = changes(
+            *[
+                (i, f"v{batch_id}-{i}", batch_id, "c" if batch_id == 0 else "u", batch_id)
+                for i in range(batch_id % 2, 40, 2)
+            ]
+        )
+        sink(spark.createDataFrame(batch), batch_id)
+        expected_state(state, batch)
+        most.append(max(_delete_files_per_partition(sink.catalog.load_table("db.items")).values(), default=0))
+
+    table = sink.catalog.load_table("db.items")
+    assert_reads(table, state)
+    assert max(most) <= 2, most
+    assert _sample(sink, "icesink_maintenance_partitions_total", table="db.items", kind="merged") > 0
+    assert _sample(sink, "icesink_maintenance_files_total", table="db.items", action="delete_merged") > 0
+    assert _sample(sink, "icesink_maintenance_partitions_total", table="db.items", kind="compacted") > 0
+
+
 def test_an_upsert_stream_is_compacted_in_stream_and_replays_stay_skipped(
     spark: SparkSession, catalog_options: dict[str, str]
 ) -> None:
@@ -49,6 +93,7 @@ def test_an_upsert_stream_is_compacted_in_stream_and_replays_stay_skipped(
         catalog_options,
         **{
             "maintenance.compact.min-delete-files": "2",
+            "maintenance.compact.partitions-per-batch": "4",
             "maintenance.expire.max-snapshot-age-s": "0",
             "maintenance.expire.min-snapshots-to-keep": "2",
         },

@@ -35,6 +35,7 @@ from tests.support.upserts import (
 State = dict[int, tuple[str | None, int | None]]
 TARGET = 64 * 1024 * 1024
 KEEP_NOTHING = lambda: lambda path: False  # noqa: E731
+NO_REWRITES = {"max_delete_files": 1000, "min_delete_files": 1000, "min_small_files": 1000}
 
 
 @pytest.fixture(autouse=True)
@@ -82,7 +83,7 @@ def _check_readable(table: Table, state: State, duckdb: bool = True) -> None:
 def test_partitions_past_the_delete_file_threshold_are_compacted(tmp_path: Path) -> None:
     table, _, state = _upserts(tmp_path, 4)  # 3 delete files per bucket
     before = rows_of(table.scan().to_arrow())
-    config = MaintenanceConfig(min_delete_files=3)
+    config = MaintenanceConfig(min_delete_files=3, partitions_per_batch=BUCKETS)
 
     run = TableMaintenance("db.items").run(table, config, TARGET, Budget(60), KEEP_NOTHING)
 
@@ -94,21 +95,31 @@ def test_partitions_past_the_delete_file_threshold_are_compacted(tmp_path: Path)
 
 
 def test_below_the_thresholds_nothing_is_touched(tmp_path: Path) -> None:
-    table, _, state = _upserts(tmp_path, 3)  # 2 delete files per bucket, 12 snapshots at most
-    snapshots = len(table.snapshots())
+    table, driver, state = _upserts(tmp_path, 1)
+    for n in range(1, 3):  # new keys and a few changes: delete files, few rows deleted
+        batch = changes(
+            *[(i, f"v{n}-{i}", n, "c", n) for i in range(40 * n, 40 * n + 40)], (n, "x", n, "u", n)
+        )
+        driver.apply(batch)
+        expected_state(state, batch)
+    table.refresh()
+    snapshots, deletes = len(table.snapshots()), sum(_delete_files(table).values())
 
     run = TableMaintenance("db.items").run(table, MaintenanceConfig(), TARGET, Budget(60), KEEP_NOTHING)
 
     table.refresh()
-    assert run.compacted_partitions == 0 and run.expired_snapshots == 0 and run.orphan_files == 0
-    assert len(table.snapshots()) == snapshots
-    assert sum(_delete_files(table).values()) == 2 * BUCKETS
+    assert run.compacted_partitions == 0 and run.merged_partitions == 0 and run.expired_snapshots == 0
+    assert len(table.snapshots()) == snapshots and deletes > 0
+    assert sum(_delete_files(table).values()) == deletes
     _check_readable(table, state)
 
 
 def test_work_past_the_budget_continues_after_the_next_batches(tmp_path: Path) -> None:
     table, driver, state = _upserts(tmp_path, 4)
-    maintenance, config = TableMaintenance("db.items"), MaintenanceConfig(min_delete_files=3)
+    maintenance, config = (
+        TableMaintenance("db.items"),
+        MaintenanceConfig(min_delete_files=3, partitions_per_batch=BUCKETS),
+    )
     left = []
     for n in range(BUCKETS):
         run = maintenance.run(table, config, TARGET, Budget(0), KEEP_NOTHING)  # one unit per batch
@@ -125,7 +136,10 @@ def test_work_past_the_budget_continues_after_the_next_batches(tmp_path: Path) -
 
 def test_a_concurrent_commit_wins_and_the_compaction_is_tried_again(tmp_path: Path) -> None:
     table, driver, state = _upserts(tmp_path, 4)
-    maintenance, config = TableMaintenance("db.items"), MaintenanceConfig(min_delete_files=3)
+    maintenance, config = (
+        TableMaintenance("db.items"),
+        MaintenanceConfig(min_delete_files=3, partitions_per_batch=BUCKETS),
+    )
     key = next(i for i in range(40) if bucket_of(i) == 0)  # bucket 0 is compacted first (sorted)
     concurrent = changes((key, "stream", 99, "u", 99))
 
@@ -147,7 +161,7 @@ def test_a_concurrent_commit_wins_and_the_compaction_is_tried_again(tmp_path: Pa
 
 def test_a_crash_in_the_middle_of_a_compaction_loses_nothing(tmp_path: Path) -> None:
     table, _, state = _upserts(tmp_path, 4)
-    config = MaintenanceConfig(min_delete_files=3)
+    config = MaintenanceConfig(min_delete_files=3, partitions_per_batch=BUCKETS)
     failpoints.arm("maintenance.commit", "raise")
     with pytest.raises(failpoints.InjectedFault):
         TableMaintenance("db.items").run(table, config, TARGET, Budget(60), KEEP_NOTHING)
@@ -162,7 +176,7 @@ def test_a_crash_in_the_middle_of_a_compaction_loses_nothing(tmp_path: Path) -> 
 def test_snapshots_expire_by_policy_and_replays_are_still_recognised(tmp_path: Path) -> None:
     table, _, state = _upserts(tmp_path, 4)
     assert len(table.snapshots()) == 4
-    config = MaintenanceConfig(max_snapshot_age_s=0, min_snapshots_to_keep=2)
+    config = MaintenanceConfig(max_snapshot_age_s=0, min_snapshots_to_keep=2, **NO_REWRITES)
 
     run = TableMaintenance("db.items").run(table, config, TARGET, Budget(60), KEEP_NOTHING)
 
@@ -176,7 +190,7 @@ def test_snapshots_expire_by_policy_and_replays_are_still_recognised(tmp_path: P
 
 def test_recent_snapshots_are_kept_by_default(tmp_path: Path) -> None:
     table, _, _ = _upserts(tmp_path, 4)
-    config = MaintenanceConfig(min_snapshots_to_keep=1)  # 5 days of history kept
+    config = MaintenanceConfig(min_snapshots_to_keep=1, **NO_REWRITES)  # 5 days of history kept
     run = TableMaintenance("db.items").run(table, config, TARGET, Budget(60), KEEP_NOTHING)
     table.refresh()
     assert run.expired_snapshots == 0 and len(table.snapshots()) == 4

@@ -1,0 +1,167 @@
+"""Position delete files merged: a partition's deletes in one file, no data file rewritten.
+
+An upsert batch adds a position delete file to every partition it changes, and every reader
+applies each one. :func:`merge_deletes` replaces a partition's delete files by one, in one
+``replace`` snapshot for all the partitions it is given (what Iceberg Java's
+``rewrite_position_delete_files`` does): their positions read, those of data files no longer
+live (dangling, after a rewrite of their files) dropped, the rest sorted by path and position
+(:class:`~icesink.write.position_deletes.PositionDeleteWriter`). No data file is read or written.
+
+Sequence numbers (Iceberg's spec): a position delete file applies to the data files whose data
+sequence number is at most its own. The merged file takes the largest data sequence number of the
+files it replaces, not the snapshot's new one: it then applies to exactly the data files one of
+them applied to, never to a data file committed after them (a compaction's output among them).
+Its file sequence number is the snapshot's, as for any file added.
+
+Which files are merged is tiered, as an LSM store merges its runs (:func:`deletes_to_merge`):
+from the smallest up, while each is no bigger than those chosen together, so a large merged file
+is not rewritten for every few new ones, unless leaving it would keep the partition over its limit.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyiceberg.manifest import ManifestEntry
+from pyiceberg.table import Table
+from pyiceberg.table.snapshots import Operation
+
+from icesink.commit.snapshot import SnapshotProducer, require_format_v2
+from icesink.upsert.rewrite_files import commit_rewrite, files_by_partition
+from icesink.write.manifest_entry import data_file_from_message
+from icesink.write.messages import DataFileMessage
+from icesink.write.position_deletes import POSITION_DELETE_SCHEMA, PositionDeleteWriter
+
+SUMMARY_DELETE_MERGE = "icesink.delete-merge"
+
+
+@dataclass(frozen=True)
+class MergedDeletes:
+    """One partition's delete files merged into one (not yet committed).
+
+    Attributes:
+        replaced: The delete files it replaces.
+        message: The merged file (``None``: every position was dangling; no file written).
+        data_sequence_number: The largest data sequence number of ``replaced``: the merged file's.
+    """
+
+    replaced: tuple[ManifestEntry, ...]
+    message: DataFileMessage | None
+    data_sequence_number: int
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """What :func:`merge_deletes` did.
+
+    Attributes:
+        snapshot_id: The ``replace`` snapshot (``None``: nothing to merge).
+        partitions: Partitions whose delete files were merged.
+        replaced_delete_files: Delete files removed.
+        written_delete_files: Merged delete files added.
+    """
+
+    snapshot_id: int | None
+    partitions: int = 0
+    replaced_delete_files: int = 0
+    written_delete_files: int = 0
+
+
+def deletes_to_merge(deletes: list[ManifestEntry], max_delete_files: int) -> list[ManifestEntry]:
+    """A partition's delete files to merge once it has more than ``max_delete_files`` (see the module)."""
+    if len(deletes) <= max_delete_files:
+        return []
+    ordered = sorted(deletes, key=lambda e: (e.data_file.file_size_in_bytes, e.data_file.file_path))
+    chosen, size = ordered[:2], sum(e.data_file.file_size_in_bytes for e in ordered[:2])
+    for entry in ordered[2:]:
+        if entry.data_file.file_size_in_bytes > size:
+            break
+        chosen.append(entry)
+        size += entry.data_file.file_size_in_bytes
+    return ordered if len(deletes) - len(chosen) + 1 > max_delete_files else chosen
+
+
+def merge_deletes(
+    table: Table, partitions: Collection[tuple[Any, ...]], max_delete_files: int
+) -> MergeResult:
+    """Merge the delete files of each of ``partitions`` with more than ``max_delete_files``, in one snapshot.
+
+    Raises:
+        RewriteConflictError: A concurrent commit removed a delete file being merged (retryable).
+    """
+    require_format_v2(table)
+    table.refresh()
+    start = table.current_snapshot()
+    if start is None:
+        return MergeResult(None)
+    merges = []
+    for partition, files in files_by_partition(table, set(partitions)).items():
+        chosen = deletes_to_merge(files.deletes, max_delete_files)
+        if chosen:
+            live = {e.data_file.file_path for e in files.data}
+            merges.append(merged_deletes(table, partition, chosen, live))
+    if not merges:
+        return MergeResult(None)
+    producer = SnapshotProducer(
+        table, Operation.REPLACE, snapshot_properties={SUMMARY_DELETE_MERGE: str(len(merges))}
+    )
+    add_merged(producer, merges)
+    written = [m.message for m in merges if m.message is not None]
+    snapshot_id = commit_rewrite(table, producer, start.snapshot_id, set(), written)
+    return MergeResult(snapshot_id, len(merges), sum(len(m.replaced) for m in merges), len(written))
+
+
+def add_merged(producer: SnapshotProducer, merges: list[MergedDeletes]) -> None:
+    """Remove the replaced delete files and add the merged ones at their data sequence numbers."""
+    for merge in merges:
+        for entry in merge.replaced:
+            producer.remove_path(entry.data_file.file_path)
+        if merge.message is not None:
+            producer.add_file(
+                data_file_from_message(merge.message), data_sequence_number=merge.data_sequence_number
+            )
+
+
+def merged_deletes(
+    table: Table,
+    partition: tuple[Any, ...],
+    deletes: list[ManifestEntry],
+    live: set[str],
+    positions: pa.Table | None = None,
+) -> MergedDeletes:
+    """The positions of ``deletes`` (``positions``, when read already) on the ``live`` data files,
+    written into one delete file."""
+    sequence_number = max(e.sequence_number or 0 for e in deletes)
+    if not live:
+        return MergedDeletes(tuple(deletes), None, sequence_number)
+    rows = read_positions(table, deletes) if positions is None else positions
+    rows = rows.filter(pc.is_in(rows.column("file_path"), value_set=pa.array(sorted(live), pa.string())))
+    if rows.num_rows == 0:
+        return MergedDeletes(tuple(deletes), None, sequence_number)
+    location = table.metadata.properties.get("write.data.path", f"{table.location().rstrip('/')}/data")
+    writer = PositionDeleteWriter(
+        table.io,
+        f"{location.rstrip('/')}/merged-deletes-{uuid.uuid4().hex}.parquet",
+        tuple(partition),
+        table.metadata.default_spec_id,
+        table.metadata.properties.get("write.parquet.compression-codec", "zstd"),
+    )
+    for batch in rows.to_batches():
+        writer.write(batch)
+    writer.close()
+    return MergedDeletes(tuple(deletes), writer.result(), sequence_number)
+
+
+def read_positions(table: Table, deletes: list[ManifestEntry]) -> pa.Table:
+    """Every position of the delete files ``deletes`` (``file_path``, ``pos``)."""
+    tables = [POSITION_DELETE_SCHEMA.empty_table()]
+    for entry in deletes:
+        with table.io.new_input(entry.data_file.file_path).open() as stream:
+            tables.append(pq.read_table(stream, columns=["file_path", "pos"]).cast(POSITION_DELETE_SCHEMA))
+    return pa.concat_tables(tables)
