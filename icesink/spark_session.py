@@ -57,7 +57,7 @@ def default_parallelism(spark: SparkSession) -> int:
 def local_cores(spark: SparkSession) -> int | None:
     """The cores of a local-mode application (``local[N]``, all on this machine), else ``None``:
     a cluster's executors, or a Spark Connect server's, may be machines of their own."""
-    if is_connect(spark) or not spark.sparkContext.master.startswith("local"):
+    if is_connect(spark) or not (spark.sparkContext.master or "").startswith("local"):
         return None
     return max(1, spark.sparkContext.defaultParallelism)
 
