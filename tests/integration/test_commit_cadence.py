@@ -34,6 +34,7 @@ def cadence_options(catalog_options: dict[str, str]) -> dict[str, str]:
         "table": "db.cadence",
         "partition-by": "bucket(4, id)",
         "commit.target-bytes": "40000",
+        "maintenance.enabled": "false",  # every snapshot a commit of batches: no compaction's among them
     }
 
 

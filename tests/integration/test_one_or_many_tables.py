@@ -132,7 +132,8 @@ def test_killed_while_batches_are_staged_then_restarted_writes_each_row_once(
     tmp_path: Path, warehouse: Path, catalog_options: dict[str, str], shape: Shape
 ) -> None:
     ids = _write_input(tmp_path / "input")
-    options = shape.options(catalog_options, **{"commit.max-batches": "4"})
+    # Maintenance off: every snapshot read back is a commit of batches (no compaction's).
+    options = shape.options(catalog_options, **{"commit.max-batches": "4", "maintenance.enabled": "false"})
     del options["sink-id"]  # the query's id, as a streaming job has it
     common = job_arguments(tmp_path / "input", tmp_path / "ck", options)
     killed = run_job(*common, "--crash-at", "after-stage", "--crash-batch", "6")
