@@ -42,6 +42,7 @@ from icesink import failpoints
 from icesink._pyiceberg import list_files_with_mtime
 from icesink.errors import RewriteConflictError
 from icesink.maintenance.index_files import orphaned_index_files, unused_index_files
+from icesink.maintenance.planning import live_files
 from icesink.upsert.compaction import DEFAULT_TARGET_FILE_SIZE_BYTES, CompactionResult, compact_partition
 
 logger = logging.getLogger(__name__)
@@ -284,16 +285,11 @@ def partitions_to_compact(
         return []
     small: Counter[tuple[Any, ...]] = Counter()
     deletes: Counter[tuple[Any, ...]] = Counter()
-    for manifest in snapshot.manifests(table.io):
-        if manifest.partition_spec_id != table.metadata.default_spec_id:
-            continue
-        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-            file = entry.data_file
-            values = tuple(file.partition[i] for i in range(len(file.partition)))
-            if file.content != DataFileContent.DATA:
-                deletes[values] += 1
-            elif file.file_size_in_bytes < target_file_size_bytes:
-                small[values] += 1
+    for values, file in live_files(table, snapshot):
+        if file.content != DataFileContent.DATA:
+            deletes[values] += 1
+        elif file.file_size_in_bytes < target_file_size_bytes:
+            small[values] += 1
     chosen = {p for p, n in deletes.items() if n >= min_delete_files} | {
         p for p, n in small.items() if n >= min_files
     }

@@ -15,11 +15,13 @@ positions, its data files below the target size and its largest data file, and f
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyiceberg.manifest import DataFileContent
+from pyiceberg.manifest import DataFile, DataFileContent
 from pyiceberg.table import Table
+from pyiceberg.table.snapshots import Snapshot
 
 from icesink.config_maintenance import MaintenanceConfig
 
@@ -42,6 +44,17 @@ class PartitionPlan:
     rewrites: list[Rewrite] = field(default_factory=list)
 
 
+def live_files(table: Table, snapshot: Snapshot) -> Iterator[tuple[Partition, DataFile]]:
+    """Every live file (data and delete) of ``snapshot`` in the table's default spec, with its
+    partition values."""
+    for manifest in snapshot.manifests(table.io):
+        if manifest.partition_spec_id != table.metadata.default_spec_id:
+            continue
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+            file = entry.data_file
+            yield tuple(file.partition[i] for i in range(len(file.partition))), file
+
+
 def plan_partitions(table: Table, config: MaintenanceConfig, target_file_size_bytes: int) -> PartitionPlan:
     """The partitions to merge the delete files of, and to rewrite (see the module)."""
     snapshot = table.current_snapshot()
@@ -51,19 +64,14 @@ def plan_partitions(table: Table, config: MaintenanceConfig, target_file_size_by
     deletes: Counter[Partition] = Counter()
     positions: Counter[Partition] = Counter()
     largest: Counter[Partition] = Counter()  # rows of the largest data file
-    for manifest in snapshot.manifests(table.io):
-        if manifest.partition_spec_id != table.metadata.default_spec_id:
+    for values, file in live_files(table, snapshot):
+        if file.content != DataFileContent.DATA:
+            deletes[values] += 1
+            positions[values] += file.record_count
             continue
-        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-            file = entry.data_file
-            values = tuple(file.partition[i] for i in range(len(file.partition)))
-            if file.content != DataFileContent.DATA:
-                deletes[values] += 1
-                positions[values] += file.record_count
-                continue
-            largest[values] = max(largest[values], file.record_count)
-            if file.file_size_in_bytes < target_file_size_bytes:
-                small[values] += 1
+        largest[values] = max(largest[values], file.record_count)
+        if file.file_size_in_bytes < target_file_size_bytes:
+            small[values] += 1
     full = {p for p, n in deletes.items() if n >= config.min_delete_files}
     worn = {  # examined with the merges: a stream of deletes alone adds no small file
         p
