@@ -45,7 +45,13 @@ from pyiceberg.table.snapshots import Operation
 from icesink.commit.snapshot import SnapshotProducer, require_format_v2
 from icesink.errors import UpsertError
 from icesink.upsert.delete_merge import MergedDeletes, add_merged, merged_deletes, read_positions
-from icesink.upsert.rewrite_files import commit_rewrite, delete_written, partition_files, table_name
+from icesink.upsert.rewrite_files import (
+    commit_rewrite,
+    delete_written,
+    partition_files,
+    smallest_tier,
+    table_name,
+)
 from icesink.write.manifest_entry import data_file_from_message, encoded_entry
 from icesink.write.messages import DataFileMessage
 from icesink.write.spec import WriteSpec
@@ -175,16 +181,9 @@ def files_to_rewrite(
         for e in data
         if deleted.get(e.data_file.file_path, 0) >= delete_ratio_threshold * e.data_file.record_count
     ]
-    small = sorted(
-        (e for e in data if e.data_file.file_size_in_bytes < target_file_size_bytes and e not in worn),
-        key=lambda e: (e.data_file.file_size_in_bytes, e.data_file.file_path),
+    chosen = smallest_tier(
+        [e for e in data if e.data_file.file_size_in_bytes < target_file_size_bytes and e not in worn]
     )
-    chosen, size = small[:2], sum(e.data_file.file_size_in_bytes for e in small[:2])
-    for entry in small[2:]:
-        if entry.data_file.file_size_in_bytes > size:
-            break
-        chosen.append(entry)
-        size += entry.data_file.file_size_in_bytes
     if len(chosen) < min_files and not worn:
         return []
     return worn + chosen

@@ -33,7 +33,7 @@ from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation
 
 from icesink.commit.snapshot import SnapshotProducer, require_format_v2
-from icesink.upsert.rewrite_files import commit_rewrite, files_by_partition
+from icesink.upsert.rewrite_files import by_size, commit_rewrite, files_by_partition, smallest_tier
 from icesink.write.manifest_entry import data_file_from_message
 from icesink.write.messages import DataFileMessage
 from icesink.write.position_deletes import POSITION_DELETE_SCHEMA, PositionDeleteWriter
@@ -77,14 +77,8 @@ def deletes_to_merge(deletes: list[ManifestEntry], max_delete_files: int) -> lis
     """A partition's delete files to merge once it has more than ``max_delete_files`` (see the module)."""
     if len(deletes) <= max_delete_files:
         return []
-    ordered = sorted(deletes, key=lambda e: (e.data_file.file_size_in_bytes, e.data_file.file_path))
-    chosen, size = ordered[:2], sum(e.data_file.file_size_in_bytes for e in ordered[:2])
-    for entry in ordered[2:]:
-        if entry.data_file.file_size_in_bytes > size:
-            break
-        chosen.append(entry)
-        size += entry.data_file.file_size_in_bytes
-    return ordered if len(deletes) - len(chosen) + 1 > max_delete_files else chosen
+    chosen = smallest_tier(deletes)
+    return sorted(deletes, key=by_size) if len(deletes) - len(chosen) + 1 > max_delete_files else chosen
 
 
 def merge_deletes(

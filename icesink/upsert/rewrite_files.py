@@ -139,3 +139,22 @@ def delete_written(table: Table, files: list[DataFileMessage]) -> None:
 
 def table_name(table: Table) -> str:
     return ".".join(table.name())
+
+
+def by_size(entry: ManifestEntry) -> tuple[int, str]:
+    """Sort key of files smallest first (their paths break ties, so the order is stable)."""
+    return entry.data_file.file_size_in_bytes, entry.data_file.file_path
+
+
+def smallest_tier(entries: list[ManifestEntry]) -> list[ManifestEntry]:
+    """``entries`` smallest first, as long as each is no bigger than those taken before it (at least
+    two): files of a similar size rewritten together, so no file is rewritten again and again with
+    a few small ones (a size-tiered pick, as log-structured stores merge)."""
+    ordered = sorted(entries, key=by_size)
+    chosen, size = ordered[:2], sum(e.data_file.file_size_in_bytes for e in ordered[:2])
+    for entry in ordered[2:]:
+        if entry.data_file.file_size_in_bytes > size:
+            break
+        chosen.append(entry)
+        size += entry.data_file.file_size_in_bytes
+    return chosen
