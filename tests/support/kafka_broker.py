@@ -120,10 +120,8 @@ class KafkaBroker(kafka.KafkaBroker):
             consumer.close()
         return records
 
-    def produce_transaction(
-        self, topic: str, records: Iterable[Record], transactional_id: str, *, commit: bool
-    ) -> None:
-        """Produce ``records`` in one transaction, then commit it or abort it."""
+    def _in_transaction(self, topic: str, records: Iterable[Record], transactional_id: str) -> Producer:
+        """A producer of ``transactional_id`` with ``records`` produced in its transaction, still open."""
         producer = Producer(
             {"bootstrap.servers": self.bootstrap_servers, "transactional.id": transactional_id}
         )
@@ -131,6 +129,13 @@ class KafkaBroker(kafka.KafkaBroker):
         producer.begin_transaction()
         for partition, key, value in records:
             producer.produce(topic, value=value, key=key, partition=-1 if partition is None else partition)
+        return producer
+
+    def produce_transaction(
+        self, topic: str, records: Iterable[Record], transactional_id: str, *, commit: bool
+    ) -> None:
+        """Produce ``records`` in one transaction, then commit it or abort it."""
+        producer = self._in_transaction(topic, records, transactional_id)
         if commit:
             producer.commit_transaction(REQUEST_TIMEOUT_S)
         else:
@@ -145,13 +150,7 @@ class KafkaBroker(kafka.KafkaBroker):
 
         The transaction is committed when the block ends, aborted if it raises.
         """
-        producer = Producer(
-            {"bootstrap.servers": self.bootstrap_servers, "transactional.id": transactional_id}
-        )
-        producer.init_transactions(REQUEST_TIMEOUT_S)
-        producer.begin_transaction()
-        for partition, key, value in records:
-            producer.produce(topic, value=value, key=key, partition=-1 if partition is None else partition)
+        producer = self._in_transaction(topic, records, transactional_id)
         producer.flush(REQUEST_TIMEOUT_S)
         try:
             yield
