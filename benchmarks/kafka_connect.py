@@ -42,6 +42,7 @@ Connect sink".
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -49,6 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -294,27 +296,36 @@ def rounds(root: Path, broker: Any, jars: list[Path], args: argparse.Namespace) 
     return results
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+@contextlib.contextmanager
+def broker_with_messages(prefix: str, messages: int, partitions: int) -> Iterator[tuple[Path, Any]]:
+    """A work folder (its SQLite catalog's namespace made) and a broker holding ``messages`` JSON
+    messages over ``partitions``; the broker stopped after, the folder removed unless a run failed
+    (it keeps the runs' logs)."""
     from icesink.jobs.local_servers.kafka import KafkaBroker
 
-    started = time.perf_counter()
-    jars = fetch_connect_jars(args.jars)
-    fetch_s = time.perf_counter() - started
-    print(f"Kafka Connect and Iceberg's sink: {len(jars)} jars in {args.jars} ({fetch_s:.1f} s)", flush=True)
-    root = Path(tempfile.mkdtemp(prefix="icesink-kafka-connect-"))
+    root = Path(tempfile.mkdtemp(prefix=prefix))
     (root / "warehouse").mkdir()
     (root / "kafka").mkdir()
     catalog_of(root).create_namespace(NAMESPACE)
     broker = KafkaBroker(root / "kafka")
     broker.start()
     try:
-        produce_s = produce(broker, args.messages, args.partitions)  # type: ignore[arg-type]
-        print(f"produced {args.messages:,} messages of ~1 KB in {produce_s:.1f} s", flush=True)
-        results = rounds(root, broker, jars, args)
+        produce_s = produce(broker, messages, partitions)  # type: ignore[arg-type]
+        print(f"produced {messages:,} messages of ~1 KB in {produce_s:.1f} s", flush=True)
+        yield root, broker
     finally:
         broker.stop()
-    shutil.rmtree(root)  # kept when a run failed, for its logs
+    shutil.rmtree(root)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    started = time.perf_counter()
+    jars = fetch_connect_jars(args.jars)
+    fetch_s = time.perf_counter() - started
+    print(f"Kafka Connect and Iceberg's sink: {len(jars)} jars in {args.jars} ({fetch_s:.1f} s)", flush=True)
+    with broker_with_messages("icesink-kafka-connect-", args.messages, args.partitions) as (root, broker):
+        results = rounds(root, broker, jars, args)
     summary = summarize(results)
     print("\n".join(summary_lines(summary)))
     report = {"benchmark": "kafka_connect", "messages": args.messages, "partitions": args.partitions}

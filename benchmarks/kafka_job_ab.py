@@ -21,14 +21,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks._kafka_messages import produce
-from benchmarks.kafka_connect import NAMESPACE, REPO_ROOT, catalog_of, check_rows, job_run
+from benchmarks.kafka_connect import (
+    REPO_ROOT,
+    broker_with_messages,
+    catalog_of,
+    check_rows,
+    job_run,
+)
 
 FIGURES = (
     "first_commit_cpu_seconds",
@@ -118,21 +121,8 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from icesink.jobs.local_servers.kafka import KafkaBroker
-
-    root = Path(tempfile.mkdtemp(prefix="icesink-kafka-job-ab-"))
-    (root / "warehouse").mkdir()
-    (root / "kafka").mkdir()
-    catalog_of(root).create_namespace(NAMESPACE)
-    broker = KafkaBroker(root / "kafka")
-    broker.start()
-    try:
-        produce_s = produce(broker, args.messages, args.partitions)  # type: ignore[arg-type]
-        print(f"produced {args.messages:,} messages of ~1 KB in {produce_s:.1f} s", flush=True)
+    with broker_with_messages("icesink-kafka-job-ab-", args.messages, args.partitions) as (root, broker):
         results = rounds(root, broker, args)
-    finally:
-        broker.stop()
-    shutil.rmtree(root)  # kept when a run failed, for its logs
     summary = summarize(results)
     for key in FIGURES:
         ratio = summary.get(f"b_over_a_{key}")
