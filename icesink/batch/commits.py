@@ -9,7 +9,8 @@
 * :class:`~icesink.batch.staged_row_deltas.StagedRowDeltaCommits` - upserts with the commit
   cadence: each batch staged with its position deletes, the staged batches in one row delta.
 
-The two staged kinds share :class:`Cadence` (the policy, staging on the pool, what is due).
+The two staged kinds share :class:`Cadence` (the policy, staging under the table state's lock on
+the pool, what is due): each says only what it stages.
 All take the written table batches of one micro-batch, one or many tables, and commit each
 table on its own with its own exactly-once ledger (:mod:`icesink.commit.ledger`), on the sink's
 catalog thread pool. :func:`record_committed` is the one place a commit is counted and logged.
@@ -165,6 +166,33 @@ class Cadence:
         run_parallel([functools.partial(self._stage_and_commit, w) for w in written])
 
     def _stage_and_commit(self, written: Written) -> None:
+        """Stage one table batch under its state's lock, end its attempt, and commit what is due
+        (an empty batch is a boundary: what is staged before it is committed with it)."""
+        batch, files = written.batch, written.files
+        state, key = batch.state, batch.key
+        failpoints.hit("stage")  # the files written, their staging and commit not begun
+        with state.lock:
+            staged = self.stage(written)
+            if staged is not None:
+                state.staging.stage(staged)  # durable before foreachBatch returns
+                self._metrics.record_staged(batch.name, key.sink_id, state.staging.files)
+            batch.end()  # the staged record now accounts for the files
+            if staged is None:
+                _record_empty(self._metrics, batch)
+            if self.policy.due(state.staging) or (staged is None and state.staging.batches):
+                self.commit_staged(batch.table, batch.config, state, last_batch_id=key.batch_id)
+            elif staged is not None:
+                logger.info(
+                    "batch %s of sink %s staged (%s files, %s bytes staged in all) for %s",
+                    key.batch_id,
+                    key.sink_id,
+                    len(files),
+                    state.staging.size_bytes,
+                    batch.name,
+                )
+
+    def stage(self, written: Written) -> StagedBatch | None:
+        """What one table batch stages, made under its state's lock; ``None``: nothing (an empty batch)."""
         raise NotImplementedError
 
     def commit_due(
@@ -196,30 +224,12 @@ class Cadence:
 class StagedCommits(Cadence):
     """The commit cadence of one sink configuration (see the module)."""
 
-    def _stage_and_commit(self, written: Written) -> None:
+    def stage(self, written: Written) -> StagedBatch | None:
+        """The table batch's data files, as they are, or ``None`` when it has none."""
         batch, files = written.batch, written.files
-        state, key = batch.state, batch.key
-        failpoints.hit("stage")
-        if files:
-            staged = StagedBatch(key.batch_id, key.attempt, tuple(files), location=batch.location)
-            state.staging.stage(staged)  # durable before foreachBatch returns
-            self._metrics.record_staged(batch.name, key.sink_id, state.staging.files)
-        batch.end()  # the staged record now accounts for the files
         if not files:
-            _record_empty(self._metrics, batch)
-        if self.policy.due(state.staging) or (
-            not files and state.staging.batches
-        ):  # an empty batch: a boundary
-            self.commit_staged(batch.table, batch.config, state, last_batch_id=key.batch_id)
-        elif files:
-            logger.info(
-                "batch %s of sink %s staged (%s files, %s bytes staged in all) for %s",
-                key.batch_id,
-                key.sink_id,
-                len(files),
-                state.staging.size_bytes,
-                batch.name,
-            )
+            return None
+        return StagedBatch(batch.key.batch_id, batch.key.attempt, tuple(files), location=batch.location)
 
     def commit_staged(
         self, table: Table, config: SinkConfig, state: TableState, last_batch_id: int | None = None
