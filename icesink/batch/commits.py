@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import pyarrow as pa
 from pyiceberg.table import Table
+from pyspark.sql import DataFrame
 
 from icesink import failpoints
 from icesink.commit.committer import CommitOutcome, Committer
@@ -35,13 +36,21 @@ from icesink.config import CommitConfig, SinkConfig
 from icesink.log_context import batch_logger
 from icesink.metrics import SinkMetrics
 from icesink.parallel import run_parallel
-from icesink.write.messages import DataFileMessage
+from icesink.write.messages import DataFileMessage, RowCounts
 
 if TYPE_CHECKING:
     from icesink.batch.states import TableState
     from icesink.batch.table_batch import TableBatch
 
-__all__ = ["AppendCommits", "Commits", "StagedCommits", "Written", "commits_for", "record_committed"]
+__all__ = [
+    "AppendCommits",
+    "Commits",
+    "StagedCommits",
+    "Written",
+    "WrittenBatch",
+    "commits_for",
+    "record_committed",
+]
 
 logger = batch_logger(__name__)
 
@@ -59,6 +68,23 @@ class Written:
     batch: TableBatch
     files: list[DataFileMessage]
     keys: pa.Table | None = None
+
+
+@dataclass(frozen=True)
+class WrittenBatch:
+    """What a plan's write (:mod:`icesink.batch.plan`) leaves for the batch's commits.
+
+    Attributes:
+        written: Every table batch written, with its files.
+        counts: The rows the write received and the bad ones among them.
+        bad_rows: Builds the bad rows' dead letters (called only when there are some).
+        changed_keys: Builds the keys of the upserted table batches of ``written``, in order.
+    """
+
+    written: list[Written]
+    counts: RowCounts
+    bad_rows: Callable[[], DataFrame]
+    changed_keys: Callable[[], Sequence[pa.Table]]
 
 
 class Commits(Protocol):
