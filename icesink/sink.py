@@ -195,10 +195,7 @@ class IcebergSink:
             try:
                 done = plan.write(batches, changes)  # 4. schema, 5. normalize, 6. distribute, 7. write
                 # 8. dead letters, committed before the data; 9. commit (icesink.batch.finish)
-                spark = batch_df.sparkSession
-                self._finish.finish(
-                    key, done.written, done.counts, changes, done.bad_rows, done.changed_keys, spark
-                )
+                self._finish.finish(key, done, changes, batch_df.sparkSession)
             finally:
                 changes.release()
 

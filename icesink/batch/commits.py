@@ -9,7 +9,8 @@
 * :class:`~icesink.batch.staged_row_deltas.StagedRowDeltaCommits` - upserts with the commit
   cadence: each batch staged with its position deletes, the staged batches in one row delta.
 
-The two staged kinds share :class:`Cadence` (the policy, staging on the pool, what is due).
+The two staged kinds share :class:`Cadence` (the policy, staging under the table state's lock on
+the pool, what is due): each says only what it stages.
 All take the written table batches of one micro-batch, one or many tables, and commit each
 table on its own with its own exactly-once ledger (:mod:`icesink.commit.ledger`), on the sink's
 catalog thread pool. :func:`record_committed` is the one place a commit is counted and logged.
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import pyarrow as pa
 from pyiceberg.table import Table
+from pyspark.sql import DataFrame
 
 from icesink import failpoints
 from icesink.commit.committer import CommitOutcome, Committer
@@ -34,13 +36,21 @@ from icesink.config import CommitConfig, SinkConfig
 from icesink.log_context import batch_logger
 from icesink.metrics import SinkMetrics
 from icesink.parallel import run_parallel
-from icesink.write.messages import DataFileMessage
+from icesink.write.messages import DataFileMessage, RowCounts
 
 if TYPE_CHECKING:
     from icesink.batch.states import TableState
     from icesink.batch.table_batch import TableBatch
 
-__all__ = ["AppendCommits", "Commits", "StagedCommits", "Written", "commits_for", "record_committed"]
+__all__ = [
+    "AppendCommits",
+    "Commits",
+    "StagedCommits",
+    "Written",
+    "WrittenBatch",
+    "commits_for",
+    "record_committed",
+]
 
 logger = batch_logger(__name__)
 
@@ -58,6 +68,23 @@ class Written:
     batch: TableBatch
     files: list[DataFileMessage]
     keys: pa.Table | None = None
+
+
+@dataclass(frozen=True)
+class WrittenBatch:
+    """What a plan's write (:mod:`icesink.batch.plan`) leaves for the batch's commits.
+
+    Attributes:
+        written: Every table batch written, with its files.
+        counts: The rows the write received and the bad ones among them.
+        bad_rows: Builds the bad rows' dead letters (called only when there are some).
+        changed_keys: Builds the keys of the upserted table batches of ``written``, in order.
+    """
+
+    written: list[Written]
+    counts: RowCounts
+    bad_rows: Callable[[], DataFrame]
+    changed_keys: Callable[[], Sequence[pa.Table]]
 
 
 class Commits(Protocol):
@@ -165,6 +192,33 @@ class Cadence:
         run_parallel([functools.partial(self._stage_and_commit, w) for w in written])
 
     def _stage_and_commit(self, written: Written) -> None:
+        """Stage one table batch under its state's lock, end its attempt, and commit what is due
+        (an empty batch is a boundary: what is staged before it is committed with it)."""
+        batch, files = written.batch, written.files
+        state, key = batch.state, batch.key
+        failpoints.hit("stage")  # the files written, their staging and commit not begun
+        with state.lock:
+            staged = self.stage(written)
+            if staged is not None:
+                state.staging.stage(staged)  # durable before foreachBatch returns
+                self._metrics.record_staged(batch.name, key.sink_id, state.staging.files)
+            batch.end()  # the staged record now accounts for the files
+            if staged is None:
+                _record_empty(self._metrics, batch)
+            if self.policy.due(state.staging) or (staged is None and state.staging.batches):
+                self.commit_staged(batch.table, batch.config, state, last_batch_id=key.batch_id)
+            elif staged is not None:
+                logger.info(
+                    "batch %s of sink %s staged (%s files, %s bytes staged in all) for %s",
+                    key.batch_id,
+                    key.sink_id,
+                    len(files),
+                    state.staging.size_bytes,
+                    batch.name,
+                )
+
+    def stage(self, written: Written) -> StagedBatch | None:
+        """What one table batch stages, made under its state's lock; ``None``: nothing (an empty batch)."""
         raise NotImplementedError
 
     def commit_due(
@@ -196,30 +250,12 @@ class Cadence:
 class StagedCommits(Cadence):
     """The commit cadence of one sink configuration (see the module)."""
 
-    def _stage_and_commit(self, written: Written) -> None:
+    def stage(self, written: Written) -> StagedBatch | None:
+        """The table batch's data files, as they are, or ``None`` when it has none."""
         batch, files = written.batch, written.files
-        state, key = batch.state, batch.key
-        failpoints.hit("stage")
-        if files:
-            staged = StagedBatch(key.batch_id, key.attempt, tuple(files), location=batch.location)
-            state.staging.stage(staged)  # durable before foreachBatch returns
-            self._metrics.record_staged(batch.name, key.sink_id, state.staging.files)
-        batch.end()  # the staged record now accounts for the files
         if not files:
-            _record_empty(self._metrics, batch)
-        if self.policy.due(state.staging) or (
-            not files and state.staging.batches
-        ):  # an empty batch: a boundary
-            self.commit_staged(batch.table, batch.config, state, last_batch_id=key.batch_id)
-        elif files:
-            logger.info(
-                "batch %s of sink %s staged (%s files, %s bytes staged in all) for %s",
-                key.batch_id,
-                key.sink_id,
-                len(files),
-                state.staging.size_bytes,
-                batch.name,
-            )
+            return None
+        return StagedBatch(batch.key.batch_id, batch.key.attempt, tuple(files), location=batch.location)
 
     def commit_staged(
         self, table: Table, config: SinkConfig, state: TableState, last_batch_id: int | None = None

@@ -20,16 +20,15 @@ idle or stopped, an empty batch, ``close()``.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
 from pyiceberg.table import Table
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 
 from icesink import failpoints
 from icesink.batch.changes import ChangeSplit
-from icesink.batch.commits import StagedCommits, Written, commits_for
+from icesink.batch.commits import StagedCommits, WrittenBatch, commits_for
 from icesink.batch.dead_letters import DeadLetterQueue
 from icesink.batch.row_deltas import RowDeltaCommits
 from icesink.batch.staged_row_deltas import StagedRowDeltaCommits
@@ -38,7 +37,6 @@ from icesink.config import SinkConfig
 from icesink.destinations.table_options import TableOptions
 from icesink.maintenance.after_commit import BatchMaintenance
 from icesink.parallel import run_parallel
-from icesink.write.messages import RowCounts
 
 if TYPE_CHECKING:
     from icesink.batch.changes import ChangeBatch
@@ -78,35 +76,21 @@ class Finish:
         """A table's configuration: a routed table's own options applied; the one table's is the sink's."""
         return self.options.config_for(name) if self._config.route.enabled else self._config
 
-    def finish(
-        self,
-        key: BatchKey,
-        written: Sequence[Written],
-        counts: RowCounts,
-        changes: ChangeBatch,
-        bad_rows: Callable[[], DataFrame],
-        changed_keys: Callable[[], Sequence[pa.Table]],
-        spark: SparkSession,
-    ) -> None:
-        """Steps 1 to 5 of the module for the batch's written table batches.
+    def finish(self, key: BatchKey, done: WrittenBatch, changes: ChangeBatch, spark: SparkSession) -> None:
+        """Steps 1 to 5 of the module for what the batch ``key``'s write left (``done``).
 
-        Args:
-            key: The batch attempt.
-            written: Every table batch the batch wrote, with its files.
-            counts: The rows the write received and the bad ones among them.
-            changes: The batch's changes (upsert mode), or the batch as it is.
-            bad_rows: Builds the bad rows' dead letters (called only when there are some).
-            changed_keys: Builds the keys of the upserted table batches of ``written``, in order.
-            spark: The batch's session (the upserts' lookup job runs on it).
+        ``changes``: the batch's changes (upsert mode), or the batch as it is; ``spark``: the
+        batch's session (the upserts' lookup job runs on it).
         """
+        written = done.written
         rows = sum(f.record_count for w in written for f in w.files)
-        dead_letters, counts = self.changes.dead_letters(changes, bad_rows, counts)
+        dead_letters, counts = self.changes.dead_letters(changes, done.bad_rows, done.counts)
         if not self.dead_letters.deliver(dead_letters, key, rows, counts).skipped_replay:  # 1.
             self.changes.count_rejected(changes)
         upserted = [w for w in written if w.batch.config.upsert.enabled]
         if upserted:  # 2.
             with self.changes.timed((w.batch.name for w in upserted), "keys"):
-                keys = changed_keys()
+                keys = done.changed_keys()
             for w, table_keys in zip(upserted, keys, strict=True):
                 w.keys = table_keys
             if self.stages:

@@ -20,7 +20,7 @@ from pyspark.sql import types as st
 from icesink import failpoints
 from icesink.batch.arrow_source import ArrowSource, fusable
 from icesink.batch.changes import ChangeBatch, changed_keys
-from icesink.batch.plan import WrittenBatch
+from icesink.batch.commits import WrittenBatch
 from icesink.batch.source_write import SourcePlanner, SourceWrite
 from icesink.batch.table_batch import TableBatch
 from icesink.batch.write_job import BatchWriter

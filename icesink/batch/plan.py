@@ -9,16 +9,12 @@ destination; the routed plan (:mod:`icesink.batch.routed`) finds its destination
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-import pyarrow as pa
 from pyspark.sql import DataFrame
 
-from icesink.batch.commits import Written
-from icesink.write.messages import RowCounts
+from icesink.batch.commits import WrittenBatch
 
 if TYPE_CHECKING:
     from icesink.batch.arrow_source import ArrowSource
@@ -27,23 +23,6 @@ if TYPE_CHECKING:
     from icesink.batch.source_write import SourceWrite
 
 Prepared = TypeVar("Prepared")
-
-
-@dataclass(frozen=True)
-class WrittenBatch:
-    """What a plan's write leaves for the batch's commits.
-
-    Attributes:
-        written: Every table batch written, with its files.
-        counts: The rows the write received and the bad ones among them.
-        bad_rows: Builds the bad rows' dead letters (called only when there are some).
-        changed_keys: Builds the keys of the upserted table batches of ``written``, in order.
-    """
-
-    written: list[Written]
-    counts: RowCounts
-    bad_rows: Callable[[], DataFrame]
-    changed_keys: Callable[[], Sequence[pa.Table]]
 
 
 class BatchPlan(Protocol[Prepared]):

@@ -36,9 +36,8 @@ from pyspark.sql import types as st
 
 from icesink.batch.arrow_source import ArrowSource
 from icesink.batch.changes import ChangeBatch
-from icesink.batch.commits import Written
+from icesink.batch.commits import Written, WrittenBatch
 from icesink.batch.key import BatchKey
-from icesink.batch.plan import WrittenBatch
 from icesink.batch.routed_keys import routed_changed_keys
 from icesink.batch.routed_write import RoutedWrites
 from icesink.batch.source_write import SourcePlanner, SourceWrite, record_source_files, source_targets

@@ -33,7 +33,6 @@ import pyarrow as pa
 from pyiceberg.table import Table
 from pyspark.sql import SparkSession
 
-from icesink import failpoints
 from icesink.batch.commits import Cadence, Written, record_committed
 from icesink.batch.key import BatchKey, new_attempt_id
 from icesink.catalog import executor_io_properties
@@ -105,41 +104,17 @@ class StagedRowDeltaCommits(Cadence):
         self._stores: dict[tuple[str, str], KeyIndexStore] = {}
         self._lock = threading.Lock()
 
-    def _stage_and_commit(self, written: Written) -> None:
+    def stage(self, written: Written) -> StagedBatch | None:
+        """The table batch's files with the position deletes of its lookup; ``None`` without rows or keys."""
         batch, files, keys = written.batch, written.files, written.keys
         assert keys is not None
-        state, key = batch.state, batch.key
-        failpoints.hit("stage")  # the files written, their lookup and commit not begun
-        with state.lock:
-            if files or keys.num_rows:
-                metadata_cache.refresh(batch.table)
-                with self._metrics.time_step(batch.name, "lookup"):
-                    staged = self._look_up(batch.table, batch.config, state, key.batch_id, key.attempt)(
-                        keys, files, batch.location
-                    )
-                state.staging.stage(staged)  # durable before foreachBatch returns
-                self._metrics.record_staged(batch.name, key.sink_id, state.staging.files)
-            batch.end()  # the staged record now accounts for the files
-            empty = not files and not keys.num_rows
-            if empty:
-                logger.info(
-                    "batch %s of sink %s is empty: nothing to write to %s",
-                    key.batch_id,
-                    key.sink_id,
-                    batch.name,
-                )
-                self._metrics.batches.labels(batch.name, key.sink_id, "empty").inc()
-            if self.policy.due(state.staging) or (empty and state.staging.batches):
-                self.commit_staged(batch.table, batch.config, state, last_batch_id=key.batch_id)
-            elif not empty:
-                logger.info(
-                    "batch %s of sink %s staged (%s files, %s bytes staged in all) for %s",
-                    key.batch_id,
-                    key.sink_id,
-                    len(files),
-                    state.staging.size_bytes,
-                    batch.name,
-                )
+        if not files and not keys.num_rows:
+            return None
+        key = batch.key
+        metadata_cache.refresh(batch.table)
+        with self._metrics.time_step(batch.name, "lookup"):
+            look_up = self._look_up(batch.table, batch.config, batch.state, key.batch_id, key.attempt)
+            return look_up(keys, files, batch.location)
 
     def _look_up(
         self, table: Table, config: SinkConfig, state: TableState, batch_id: int, attempt: str
