@@ -47,9 +47,9 @@ however wide the table (0.25 ms per column of 20,000 values)."""
 
 
 DICTIONARY_PAGE_BYTES = 1024 * 1024
-"""Bytes of distinct values after which parquet-java and Arrow give a column's dictionary up
-(``parquet.dictionary.page.size``, Arrow's ``dictionary_pagesize_limit``): the most of a
-variable-width column the test looks at."""
+"""What a dictionary page holds before parquet-java and Arrow give a column's dictionary up
+(``parquet.dictionary.page.size``, Arrow's ``dictionary_pagesize_limit``): the test looks at
+a variable-width column's first values up to as many bytes."""
 
 
 class DictionaryColumns:
