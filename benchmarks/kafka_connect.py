@@ -142,6 +142,7 @@ def job_run(
     args: argparse.Namespace,
     checkout: Path = REPO_ROOT,
     conf: dict[str, str] | None = None,
+    sink: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The Kafka job in a new process until it has committed every message: its figures.
 
@@ -152,9 +153,11 @@ def job_run(
         args: The benchmark's arguments (``messages``, ``job_batches``, ``master``, ``timeout_s``).
         checkout: The checkout whose ``icesink`` (and run harness) the process imports.
         conf: Spark settings beside the job's own.
+        sink: Sink options beside the run's own (``maintenance.enabled``, say).
     """
     table = f"{NAMESPACE}.icesink_{run}"
     config = _job_config(root, broker, table, run, args, conf or {})
+    config["sink"].update(sink or {})
     env = {**os.environ, "PYTHONPATH": str(checkout), "PYSPARK_PYTHON": sys.executable}
     command = [sys.executable, "-m", "benchmarks._kafka_job_process", json.dumps(config)]
     broker_before = _cpu_of(broker.pid)

@@ -7,10 +7,12 @@ process (the first of a round alternating), each into a table of its own. A vari
 checkout (its ``icesink``: ``--a-checkout``/``--b-checkout``, this one by default; export
 another commit with ``git archive <commit> | tar -x -C <folder>``) and Spark settings beside
 the job's own (``--a-conf``/``--b-conf`` ``key=value``, repeatable: JVM flags go in
-``spark.driver.extraJavaOptions``). Each run is measured as in ``kafka_connect.py``
-(:mod:`benchmarks._commit_windows`): CPU seconds up to its first commit, over the whole run,
-its start-up CPU and its steady state's messages per CPU second and per second. The medians
-per variant and the medians of the rounds' B / A ratios follow, the last line as JSON::
+``spark.driver.extraJavaOptions``) and sink options beside the run's own (``--a-sink``/
+``--b-sink`` ``key=value``: ``maintenance.enabled=false`` shows what the sink's compaction
+costs). Each run is measured as in ``kafka_connect.py`` (:mod:`benchmarks._commit_windows`):
+CPU seconds up to its first commit, over the whole run, its start-up CPU and its steady
+state's messages per CPU second and per second. The medians per variant and the medians of
+the rounds' B / A ratios follow, the last line as JSON::
 
     .venv/bin/python -m benchmarks.kafka_job_ab --messages 200000 --rounds 4 \\
         --b-conf spark.driver.extraJavaOptions=-XX:+UseSerialGC
@@ -56,6 +58,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for variant in ("a", "b"):
         parser.add_argument(f"--{variant}-checkout", type=Path, default=REPO_ROOT)
         parser.add_argument(f"--{variant}-conf", action="append", default=[], metavar="KEY=VALUE")
+        parser.add_argument(f"--{variant}-sink", action="append", default=[], metavar="KEY=VALUE")
     return parser.parse_args(argv)
 
 
@@ -64,7 +67,7 @@ def _conf(pairs: list[str]) -> dict[str, str]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep:
-            raise SystemExit(f"a Spark setting is KEY=VALUE, not {pair!r}")
+            raise SystemExit(f"a Spark setting or sink option is KEY=VALUE, not {pair!r}")
         conf[key] = value
     return conf
 
@@ -72,15 +75,15 @@ def _conf(pairs: list[str]) -> dict[str, str]:
 def rounds(root: Path, broker: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
     """``args.rounds`` rounds of A and B, the first alternating; each run checked and printed."""
     variants = {
-        "a": (args.a_checkout, _conf(args.a_conf)),
-        "b": (args.b_checkout, _conf(args.b_conf)),
+        "a": (args.a_checkout, _conf(args.a_conf), _conf(args.a_sink)),
+        "b": (args.b_checkout, _conf(args.b_conf), _conf(args.b_sink)),
     }
     results = []
     for number in range(args.rounds):
         for name in ("a", "b") if number % 2 == 0 else ("b", "a"):
-            checkout, conf = variants[name]
+            checkout, conf, sink = variants[name]
             load = os.getloadavg()[0]
-            result = job_run(root, broker, f"{name}_{number}", args, checkout, conf)
+            result = job_run(root, broker, f"{name}_{number}", args, checkout, conf, sink)
             check_rows(catalog_of(root), result["table"], args.messages)
             result.update(variant=name, round=number + 1, load_average=load)
             results.append(result)
@@ -129,7 +132,10 @@ def main(argv: list[str] | None = None) -> int:
         if ratio is not None:
             a, b = summary["a"].get(key), summary["b"].get(key)
             print(f"{key}: A {a}, B {b}; B / A {ratio['median']} (rounds {ratio['rounds']})")
-    settings = {"a": [str(args.a_checkout), args.a_conf], "b": [str(args.b_checkout), args.b_conf]}
+    settings = {
+        "a": [str(args.a_checkout), args.a_conf, args.a_sink],
+        "b": [str(args.b_checkout), args.b_conf, args.b_sink],
+    }
     report = {"benchmark": "kafka_job_ab", "messages": args.messages, "job_batches": args.job_batches}
     print(json.dumps({**report, "variants": settings, "summary": summary, "runs": results}))
     return 0

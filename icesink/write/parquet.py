@@ -159,9 +159,13 @@ class ParquetFileWriter(FileWriter[DataFileMessage | None]):
             buffer[-1] = pa.concat_batches([buffer[-1], last])
 
     def flush(self) -> None:
-        """Write the buffered rows as one row group."""
-        self._compact()
-        if not self._buffer:
+        """Write the buffered rows as one row group.
+
+        The pieces not merged yet are written as they are: the writer reads each chunk of a
+        column in turn, so merging them first would only copy every row once more.
+        """
+        batches = [*self._buffer, *self._pieces]
+        if not batches:
             return
         if self._writer is None:
             self._stream = self._io.new_output(self.path).create(overwrite=False)
@@ -176,7 +180,7 @@ class ParquetFileWriter(FileWriter[DataFileMessage | None]):
             )
         assert self._stream is not None
         before = self._stream.tell()
-        table = pa.Table.from_batches(self._buffer, schema=self._arrow_schema)
+        table = pa.Table.from_batches(batches, schema=self._arrow_schema)
         for index, field_id in self._float_columns:  # Parquet's footer has no NaN counts
             nans = pc.sum(pc.is_nan(table.column(index))).as_py() or 0
             if nans:
@@ -184,6 +188,7 @@ class ParquetFileWriter(FileWriter[DataFileMessage | None]):
         self._writer.write_table(table, row_group_size=table.num_rows)
         self._estimator.observe(self._buffer_bytes, self._stream.tell() - before)
         self._buffer = []
+        self._pieces = []
         self._buffer_bytes = 0
 
     @property

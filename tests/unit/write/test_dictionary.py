@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from pyiceberg.partitioning import PartitionSpec
@@ -18,6 +19,7 @@ from pyiceberg.types import LongType, NestedField, StringType, TimestampType
 
 from icesink.type_mapping import iceberg_to_arrow_schema
 from icesink.write.dictionary import (
+    DICTIONARY_PAGE_BYTES,
     MIN_SAMPLE_ROWS,
     SAMPLE_ROWS,
     SAMPLE_VALUES,
@@ -52,6 +54,11 @@ COLUMNS = {
     "900 strings, half null": pa.array(
         [None if x % 2 else f"city-{x % 900:04d}-with-a-long-name" for x in RNG.integers(0, 10**6, N)]
     ),
+    # 2,000 values of 2 KB: far smaller with a dictionary over 20,000 rows, but their first
+    # megabyte is all distinct, so Arrow (as parquet-java) gives the dictionary up and
+    # writes the rest plain, after a dictionary page that only adds bytes.
+    "2,000 strings of 2 KB": pa.array([f"{x:04d}".ljust(2048, "x") for x in np.arange(N) % 2_000]),
+    "8 strings of 2 KB": pa.array([f"{x:04d}".ljust(2048, "x") for x in RNG.integers(0, 8, N)]),
 }
 
 
@@ -85,7 +92,17 @@ def test_the_columns_exercise_both_answers() -> None:
         "unique strings",
         "unique decimal(12, 2)",
         "unique decimal(38, 10)",
+        "2,000 strings of 2 KB",
     ]
+
+
+def test_long_values_are_judged_on_the_bytes_a_dictionary_page_holds() -> None:
+    """Only a column's first megabyte of long values is hashed, however many rows follow."""
+    values = COLUMNS["2,000 strings of 2 KB"]
+    assert len(pc.unique(values)) * 2048 < values.nbytes / 5  # over every row a dictionary would pay
+    first_page = values[: DICTIONARY_PAGE_BYTES // 2048 + 1]
+    assert dictionary_pays(values) is dictionary_pays(first_page) is False
+    assert dictionary_pays(pa.array(values[:100].to_pylist() * 200))  # 100 values repeated: it pays
 
 
 @pytest.mark.parametrize(

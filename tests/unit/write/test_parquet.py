@@ -8,6 +8,7 @@ import pytest
 from pyiceberg.conversions import from_bytes
 from pyiceberg.types import DoubleType, LongType
 
+from icesink.write.parquet import COMPACT_PIECES
 from tests.unit.writer_fixtures import FileFactory, batch
 
 
@@ -35,6 +36,20 @@ def test_file_has_field_ids_and_exact_statistics(tmp_path: Path) -> None:
     assert from_bytes(DoubleType(), message.lower_bounds[2]) == min(finite)
     assert message.null_value_counts[3] == table.column("s").null_count > 0
     assert message.value_counts == {1: 1500, 2: 1500, 3: 1500}
+
+
+def test_merged_and_pending_pieces_make_one_row_group_in_order(tmp_path: Path) -> None:
+    writer = FileFactory(tmp_path)()
+    pieces = [batch(i * 100, 100) for i in range(COMPACT_PIECES + 3)]  # 8 merged, 3 written as they are
+    for piece in pieces:
+        writer.write(piece)
+    writer.close()
+    message = writer.result()
+    assert message is not None
+    path = message.path.removeprefix("file://")
+    assert pq.read_metadata(path).num_row_groups == 1
+    assert pq.read_table(path).column("id").to_pylist() == list(range(len(pieces) * 100))
+    assert message.record_count == message.value_counts[1] == len(pieces) * 100
 
 
 def test_length_tracks_disk_after_flush(tmp_path: Path) -> None:
