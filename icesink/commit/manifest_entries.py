@@ -4,9 +4,10 @@ A rewrite (the sink's maintenance: its plan, a compaction, a delete file merge, 
 each) reads every manifest of the current snapshot to find a partition's files, and a stream's
 table has a hundred or more: each read decodes the manifest's Avro schema and resolves a reader
 for it before its few entries, about 6 ms a manifest, so that a maintenance unit spent most of
-its time reading the same manifests again (``benchmarks/LOG.md``, "The sink's maintenance at a
-constant cost"). Iceberg's manifests are immutable, so their entries are kept here by path, as
-Iceberg Java's ``ManifestFiles`` cache does, and only the manifests new since are read.
+its time reading the same manifests again (``benchmarks/LOG.md``, "2026-12-02: the sink's
+maintenance at a constant cost"). Iceberg's manifests are immutable, so their entries are kept here
+by path (Iceberg Java keeps their bytes the same way, ``io.manifest.cache-enabled``), and only the
+manifests new since are read.
 
 The entries kept are pyiceberg's objects, shared by every caller: read them, never change them
 (a manifest writer's ``existing`` and ``delete`` copy what they are given). At most
