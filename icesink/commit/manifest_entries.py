@@ -23,8 +23,10 @@ from collections import OrderedDict
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import ManifestEntry, ManifestFile
 
-MAX_ENTRIES = 20_000
-"""Live entries kept together, at most (a data file's entry, statistics and all, is a few KB)."""
+MAX_ENTRIES = 5_000
+"""Live entries kept together, at most: a data file's entry, statistics and all, holds about 3 KB
+for a table of 3 columns (more with more columns), so tens of MB at most; an upserted table that
+its maintenance keeps compact has a few hundred."""
 
 
 class _Entries:
