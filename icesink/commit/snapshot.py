@@ -69,6 +69,7 @@ from icesink._pyiceberg import DeleteManifestWriter
 from icesink._pyiceberg.avro import write_manifest_list
 from icesink.commit import manifest_lists
 from icesink.commit.encoded_manifests import split_encoded, write_encoded_manifest
+from icesink.commit.manifest_entries import live_entries
 from icesink.commit.manifest_merge import MergePolicy, merge_manifests
 from icesink.commit.summary import snapshot_summary
 from icesink.errors import UpsertError
@@ -255,7 +256,7 @@ class SnapshotProducer:
             if not self._removed:
                 kept.append(manifest)
                 continue
-            entries = manifest.fetch_manifest_entry(self._table.io, discard_deleted=True)
+            entries = live_entries(self._table.io, manifest)
             hits = [e for e in entries if e.data_file.file_path in self._removed]
             if not hits:
                 kept.append(manifest)

@@ -23,6 +23,7 @@ from pyiceberg.manifest import DataFile, DataFileContent
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot
 
+from icesink.commit.manifest_entries import live_entries
 from icesink.config_maintenance import MaintenanceConfig
 
 Partition = tuple[Any, ...]
@@ -50,7 +51,7 @@ def live_files(table: Table, snapshot: Snapshot) -> Iterator[tuple[Partition, Da
     for manifest in snapshot.manifests(table.io):
         if manifest.partition_spec_id != table.metadata.default_spec_id:
             continue
-        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+        for entry in live_entries(table.io, manifest):
             file = entry.data_file
             yield tuple(file.partition[i] for i in range(len(file.partition))), file
 

@@ -8,15 +8,15 @@ both stay flat over a long upsert stream, as in an LSM store:
 1. expire   - snapshots older than the retention, beyond the newest ones kept, and the files only
               they reached (:func:`~icesink.maintenance.operations.expire_snapshots`); due when the
               table's oldest snapshot is past the retention, read from the metadata in hand;
-2. merge    - the delete files of every partition with more than
-              ``maintenance.compact.max-delete-files``, merged into one per partition in one
-              ``replace`` snapshot, no data file read (:func:`~icesink.upsert.delete_merge.merge_deletes`);
-3. compact  - a partition's data files rewritten where it pays, with their deletes applied, in
-              one ``replace`` snapshot (:func:`~icesink.upsert.compaction.compact_partition`), at
-              most ``maintenance.compact.partitions-per-batch`` partitions per batch: keys spread
-              over every partition make them all due at once, and the stream would pay for all of
-              them in one batch;
-4. orphans  - every ``maintenance.orphan.interval-s``, files of the data folder no snapshot
+2. rewrite  - in one ``replace`` snapshot (:func:`~icesink.maintenance.rewrite_run.rewrite_partitions`):
+              the data files of the partitions due rewritten where it pays, with their deletes
+              applied (:func:`~icesink.upsert.compaction.rewrite_partition`), one partition at a
+              time while the budget allows and at most ``maintenance.compact.partitions-per-batch``
+              a batch: keys spread over every partition make them all due at once, and the stream
+              would pay for all of them in one batch; and the delete files of every other partition
+              with more than ``maintenance.compact.max-delete-files`` merged into one, no data file
+              read (:func:`~icesink.upsert.delete_merge.merged_deletes`);
+3. orphans  - every ``maintenance.orphan.interval-s``, files of the data folder no snapshot
               references, older than ``maintenance.orphan.older-than-s`` and not kept by the
               sink (its staged batches, its attempts in flight).
 
@@ -49,8 +49,7 @@ from icesink.config_maintenance import MaintenanceConfig
 from icesink.errors import RewriteConflictError
 from icesink.maintenance.operations import expire_snapshots, remove_orphan_files
 from icesink.maintenance.planning import Partition, Rewrite, plan_partitions
-from icesink.upsert.compaction import compact_partition
-from icesink.upsert.delete_merge import merge_deletes
+from icesink.maintenance.rewrite_run import rewrite_partitions
 
 logger = logging.getLogger(__name__)
 
@@ -153,17 +152,8 @@ class TableMaintenance:
         if budget.allows():
             run = self._expire(table, config, budget, run)
         self._plan(table, config, target_file_size)
-        if budget.allows() and self._merges:
-            run = self._merge(table, config, budget, run)
-        compacted = 0
-        while (
-            not run.conflicts
-            and budget.allows()
-            and self._pending
-            and compacted < config.partitions_per_batch
-        ):
-            run = self._compact_next(table, config, target_file_size, budget, run)
-            compacted += 1  # a conflict stops here: the partition is tried again after the next batch
+        if budget.allows() and (self._merges or self._pending):
+            run = self._rewrite(table, config, target_file_size, budget, run)
         if budget.allows() and self._orphans_due(config):
             run = self._remove_orphans(table, config, budget, keep, run)
         return replace(run, pending=self.pending, delete_files=_totals(table)[0])
@@ -217,25 +207,7 @@ class TableMaintenance:
                 len(self._pending),
             )
 
-    def _merge(
-        self, table: Table, config: MaintenanceConfig, budget: Budget, run: MaintenanceRun
-    ) -> MaintenanceRun:
-        budget.spent()
-        try:
-            result = merge_deletes(table, self._merges, config.max_delete_files)
-        except RewriteConflictError as e:
-            logger.info("delete file merge of %s gave way to another commit: %s", self.name, e)
-            return replace(run, conflicts=run.conflicts + 1)
-        self._merges = []
-        self._planned_totals = _totals(table)
-        return replace(
-            run,
-            merged_partitions=result.partitions,
-            merged_delete_files=result.replaced_delete_files,
-            written_delete_files=result.written_delete_files,
-        )
-
-    def _compact_next(
+    def _rewrite(
         self,
         table: Table,
         config: MaintenanceConfig,
@@ -243,33 +215,46 @@ class TableMaintenance:
         budget: Budget,
         run: MaintenanceRun,
     ) -> MaintenanceRun:
-        rewrite = self._pending.pop(0)
-        budget.spent()
-        ratio = None if rewrite.full else config.delete_ratio_threshold
+        """The partitions due rewritten, up to ``partitions-per-batch`` while the budget allows, and
+        the delete files merged, in one snapshot (:mod:`icesink.maintenance.rewrite_run`)."""
+
+        def next_partition() -> bool:
+            if not budget.allows():
+                return False
+            budget.spent()
+            return True
+
+        if not self._pending:
+            budget.spent()  # the merges alone: a unit too
+        planned = self._pending[: config.partitions_per_batch]
         try:
-            result = compact_partition(table, rewrite.partition, target_file_size, 2, ratio)
+            done = rewrite_partitions(table, planned, self._merges, config, target_file_size, next_partition)
         except RewriteConflictError as e:
-            self._pending.insert(0, rewrite)
             logger.info(
-                "compaction of partition %s of %s gave way to another commit: %s",
-                rewrite.partition,
+                "compaction of partitions %s of %s gave way to another commit: %s",
+                [r.partition for r in planned],
                 self.name,
                 e,
             )
-            return replace(run, conflicts=run.conflicts + 1)
+            return replace(run, conflicts=run.conflicts + 1)  # all tried again after the next batch
         except BaseException:
-            self._pending.append(rewrite)  # a failure: tried again after the next batch, last
+            tried = len(planned)  # a failure: tried again after the next batch, last
+            self._pending = self._pending[tried:] + self._pending[:tried]
             raise
+        self._pending = self._pending[len(done.tried) :]
+        self._merges = []
         self._planned_totals = _totals(table)  # the next plan once as many more files came
-        if result.snapshot_id is None:
-            return run
+        compacted = done.compacted
         return replace(
             run,
-            compacted_partitions=run.compacted_partitions + 1,
-            rewritten_data_files=run.rewritten_data_files + result.rewritten_data_files,
-            removed_delete_files=run.removed_delete_files + result.removed_delete_files,
-            added_data_files=run.added_data_files + result.added_data_files,
-            added_delete_files=run.added_delete_files + result.added_delete_files,
+            compacted_partitions=run.compacted_partitions + len(compacted),
+            rewritten_data_files=run.rewritten_data_files + sum(r.rewritten_data_files for r in compacted),
+            removed_delete_files=run.removed_delete_files + sum(r.removed_delete_files for r in compacted),
+            added_data_files=run.added_data_files + sum(r.added_data_files for r in compacted),
+            added_delete_files=run.added_delete_files + sum(r.added_delete_files for r in compacted),
+            merged_partitions=len(done.merges),
+            merged_delete_files=sum(len(m.replaced) for m in done.merges),
+            written_delete_files=sum(m.message is not None for m in done.merges),
         )
 
     def _orphans_due(self, config: MaintenanceConfig) -> bool:

@@ -7,6 +7,9 @@ sink's rolling writer into files of the target size, and commits one ``replace``
 that adds those files, removes the rewritten ones and replaces every delete file of the
 partition by one holding the positions still live on the data files left alone
 (:func:`~icesink.upsert.delete_merge.merged_deletes`; none when every data file was rewritten).
+The sink's maintenance rewrites several partitions (:func:`rewrite_partition`) and commits them
+with other partitions' delete file merges in one snapshot (:func:`commit_rewrites`): each
+snapshot costs a commit, its manifests rewritten, and the key index's catch-up.
 The new data files get the snapshot's sequence number, higher than any delete file's, so no
 delete file can apply to them.
 
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,8 +48,15 @@ from pyiceberg.table.snapshots import Operation
 
 from icesink.commit.snapshot import SnapshotProducer, require_format_v2
 from icesink.errors import UpsertError
-from icesink.upsert.delete_merge import MergedDeletes, add_merged, merged_deletes, read_positions
+from icesink.upsert.delete_merge import (
+    SUMMARY_DELETE_MERGE,
+    MergedDeletes,
+    add_merged,
+    merged_deletes,
+    read_positions,
+)
 from icesink.upsert.rewrite_files import (
+    PartitionFiles,
     commit_rewrite,
     delete_written,
     partition_files,
@@ -111,8 +122,73 @@ def compact_partition(
     if start is None:
         return CompactionResult(None)
     files = partition_files(table, partition)
-    if not files.data or (len(files.data) < min_files and not files.deletes):
+    rewrite = rewrite_partition(
+        table, partition, files, target_file_size_bytes, min_files, delete_ratio_threshold
+    )
+    if rewrite is None:
         return CompactionResult(None)
+    snapshot_id = commit_rewrites(table, start.snapshot_id, [rewrite])
+    return rewrite.result(table, snapshot_id)
+
+
+@dataclass(frozen=True)
+class PartitionRewrite:
+    """One partition's data files rewritten, not yet committed (:func:`rewrite_partition`).
+
+    Attributes:
+        partition: The partition's values.
+        rewritten: The data files rewritten.
+        data_files: The partition's data files before.
+        new_files: The files written.
+        merged: The partition's delete files replaced by one (``None``: it had none).
+        rows: Live rows rewritten.
+    """
+
+    partition: tuple[Any, ...]
+    rewritten: tuple[ManifestEntry, ...]
+    data_files: int
+    new_files: tuple[DataFileMessage, ...]
+    merged: MergedDeletes | None
+    rows: int
+
+    def written(self) -> list[DataFileMessage]:
+        """Every file it wrote (deleted when it gives up)."""
+        merged = self.merged.message if self.merged is not None else None
+        return [*self.new_files, *([merged] if merged is not None else [])]
+
+    def result(self, table: Table, snapshot_id: int) -> CompactionResult:
+        """What it did, once committed to ``table`` in ``snapshot_id``."""
+        deletes = len(self.merged.replaced) if self.merged is not None else 0
+        logger.info(
+            "compacted partition %s of %s: %s of %s data, %s delete files into %s files (%s rows), "
+            "snapshot %s",
+            self.partition,
+            table_name(table),
+            len(self.rewritten),
+            self.data_files,
+            deletes,
+            len(self.new_files),
+            self.rows,
+            snapshot_id,
+        )
+        added_deletes = int(self.merged is not None and self.merged.message is not None)
+        return CompactionResult(
+            snapshot_id, len(self.rewritten), deletes, len(self.new_files), self.rows, added_deletes
+        )
+
+
+def rewrite_partition(
+    table: Table,
+    partition: tuple[Any, ...],
+    files: PartitionFiles,
+    target_file_size_bytes: int,
+    min_files: int,
+    delete_ratio_threshold: float | None,
+) -> PartitionRewrite | None:
+    """The chosen data ``files`` of ``partition`` rewritten and its deletes merged, nothing committed
+    (``None``: nothing worth it; the arguments as :func:`compact_partition`'s)."""
+    if not files.data or (len(files.data) < min_files and not files.deletes):
+        return None
     positions = read_positions(table, files.deletes) if delete_ratio_threshold is not None else None
     chosen = files.data
     if positions is not None and delete_ratio_threshold is not None:
@@ -120,46 +196,43 @@ def compact_partition(
             files.data, positions, target_file_size_bytes, delete_ratio_threshold, min_files
         )
         if not chosen:
-            return CompactionResult(None)
+            return None
     rows, new_files = _rewrite(table, partition, chosen, files.index, target_file_size_bytes)
-    rewritten = {e.data_file.file_path for e in chosen}
-    left = {e.data_file.file_path for e in files.data} - rewritten
-    merged = merged_deletes(table, partition, files.deletes, left, positions) if files.deletes else None
-    snapshot_id = _commit(table, partition, start.snapshot_id, (rewritten, new_files), merged)
-    logger.info(
-        "compacted partition %s of %s: %s of %s data, %s delete files into %s files (%s rows), snapshot %s",
-        partition,
-        table_name(table),
-        len(chosen),
-        len(files.data),
-        len(files.deletes),
-        len(new_files),
-        rows,
-        snapshot_id,
-    )
-    added_deletes = int(merged is not None and merged.message is not None)
-    return CompactionResult(snapshot_id, len(chosen), len(files.deletes), len(new_files), rows, added_deletes)
+    try:
+        left = {e.data_file.file_path for e in files.data} - {e.data_file.file_path for e in chosen}
+        merged = merged_deletes(table, partition, files.deletes, left, positions) if files.deletes else None
+    except BaseException:
+        delete_written(table, new_files)
+        raise
+    return PartitionRewrite(tuple(partition), tuple(chosen), len(files.data), tuple(new_files), merged, rows)
 
 
-def _commit(
+def commit_rewrites(
     table: Table,
-    partition: tuple[Any, ...],
     start_id: int,
-    files: tuple[set[str], list[DataFileMessage]],
-    merged: MergedDeletes | None,
+    rewrites: Sequence[PartitionRewrite],
+    merges: Sequence[MergedDeletes] = (),
 ) -> int:
-    """Commit the rewritten data ``files`` (the paths removed, the files written) and the deletes
-    ``merged`` in place of the partition's, in one ``replace`` snapshot."""
-    rewritten, new_files = files
-    producer = SnapshotProducer(
-        table, Operation.REPLACE, snapshot_properties={SUMMARY_COMPACTION: str(partition)}
-    )
-    for message in new_files:
-        producer.add_file(data_file_from_message(message), encoded_entry(message))
-    for path in rewritten:
-        producer.remove_path(path)
-    add_merged(producer, [merged] if merged else [])
-    written = new_files + ([merged.message] if merged and merged.message else [])
+    """Commit ``rewrites`` (their data files and merged deletes) and the delete files ``merges``
+    of other partitions in one ``replace`` snapshot; the snapshot's id.
+
+    Raises:
+        RewriteConflictError: A concurrent commit changed what was rewritten: every file written
+            is deleted (retryable).
+    """
+    summary = {SUMMARY_COMPACTION: ",".join(str(r.partition) for r in rewrites)} if rewrites else {}
+    if merges:
+        summary[SUMMARY_DELETE_MERGE] = str(len(merges))
+    producer = SnapshotProducer(table, Operation.REPLACE, snapshot_properties=summary)
+    rewritten: set[str] = set()
+    for rewrite in rewrites:
+        for message in rewrite.new_files:
+            producer.add_file(data_file_from_message(message), encoded_entry(message))
+        for entry in rewrite.rewritten:
+            producer.remove_path(entry.data_file.file_path)
+            rewritten.add(entry.data_file.file_path)
+    add_merged(producer, [r.merged for r in rewrites if r.merged is not None] + list(merges))
+    written = [m for r in rewrites for m in r.written()] + [m.message for m in merges if m.message]
     return commit_rewrite(table, producer, start_id, rewritten, written)
 
 

@@ -24,6 +24,7 @@ from pyiceberg.table.delete_file_index import DeleteFileIndex
 
 from icesink import failpoints
 from icesink._pyiceberg import commit_table_updates
+from icesink.commit.manifest_entries import live_entries
 from icesink.commit.snapshot import SnapshotProducer
 from icesink.errors import RewriteConflictError, UpsertError
 from icesink.upsert.validate import conflicting_data_files
@@ -65,7 +66,7 @@ def files_by_partition(
     for manifest in snapshot.manifests(table.io):
         if manifest.partition_spec_id != spec_id:
             continue
-        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+        for entry in live_entries(table.io, manifest):
             values = tuple(entry.data_file.partition[i] for i in range(len(entry.data_file.partition)))
             if values not in partitions:
                 continue

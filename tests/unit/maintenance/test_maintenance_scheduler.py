@@ -94,6 +94,28 @@ def test_partitions_past_the_delete_file_threshold_are_compacted(tmp_path: Path)
     _check_readable(table, state)
 
 
+def test_compactions_and_merges_of_one_run_are_one_snapshot(tmp_path: Path) -> None:
+    table, driver, state = _upserts(tmp_path, 6)  # 5 delete files per bucket: every bucket due for both
+    snapshots = len(table.snapshots())
+    config = MaintenanceConfig(min_delete_files=5, partitions_per_batch=2)
+
+    run = TableMaintenance("db.items").run(table, config, TARGET, Budget(60), KEEP_NOTHING)
+
+    table.refresh()
+    assert len(table.snapshots()) == snapshots + 1  # one replace snapshot for all of it
+    snapshot = table.current_snapshot()
+    assert snapshot is not None and snapshot.summary is not None
+    assert snapshot.summary.operation.value == "replace"
+    assert run.compacted_partitions == 2 and run.merged_partitions == BUCKETS - 2 and run.pending == 2
+    deletes = _delete_files(table)
+    assert sorted(deletes.values()) == [1] * (BUCKETS - 2)  # compacted buckets have none left
+    _check_readable(table, state)
+    batch = changes(*[(i, f"after-{i}", 7, "u", 7) for i in range(0, 40, 3)])
+    driver.apply(batch)  # the stream goes on over the rewritten files
+    expected_state(state, batch)
+    _check_readable(table, state)
+
+
 def test_below_the_thresholds_nothing_is_touched(tmp_path: Path) -> None:
     table, driver, state = _upserts(tmp_path, 1)
     for n in range(1, 3):  # new keys and a few changes: delete files, few rows deleted
