@@ -32,7 +32,7 @@ from icesink.spark_session import default_parallelism
 from icesink.type_mapping import iceberg_to_spark_type
 from icesink.upsert.changes import DELETE_OP, TRUNCATE_OP, UPSERT_OPS, last_changes_df
 from icesink.upsert.checks import UpsertChecks
-from icesink.write.messages import RowCounts
+from icesink.write.messages import DataFileMessage, RowCounts
 
 NULL_KEY = "null_key"
 UNKNOWN_OP = "unknown_op"
@@ -117,7 +117,7 @@ class ChangeSplit:
     @contextlib.contextmanager
     def timed(self, tables: Iterable[str], step: str = "changes") -> Iterator[None]:
         """Time ``step`` for each of ``tables`` (one Spark job serves them all, as one lookup does):
-        ``changes``, the split, or ``keys``, the keys collected after the write."""
+        ``changes``, the split, or ``keys``, the keys gathered after the write."""
         with contextlib.ExitStack() as timed:
             for name in dict.fromkeys(tables):
                 timed.enter_context(self._metrics.time_step(name, step))
@@ -141,7 +141,11 @@ class ChangeSplit:
         if isinstance(partition, Column):  # tables of different key columns: the key as text
             keyed, partition = keyed.withColumn(_KEY, partition), [F.col(_KEY)]
         cores = default_parallelism(batch_df.sparkSession)
-        changes = last_changes_df(keyed, [F.col(_DEST), *partition], order, cores).drop(_DEST, _KEY).persist()
+        # One table: the destination is a literal, which Spark drops from the window's partitioning
+        # but not from the repartition's; partitioned by it, the window would shuffle the changes
+        # again, into spark.sql.shuffle.partitions tasks (200 by default) of every later job on them.
+        by = partition if only_upserted and len(upserted) == 1 else [F.col(_DEST), *partition]
+        changes = last_changes_df(keyed, by, order, cores).drop(_DEST, _KEY).persist()
         is_delete = op == DELETE_OP if op is not None else F.lit(False)
         rows = changes.where(~is_delete)
         if not only_upserted:  # the appended tables' rows pass as they are
@@ -253,21 +257,43 @@ class ChangeSplit:
 
 
 def changed_keys(
-    table: Table, keys: Sequence[str], changes: ChangeBatch, normalized: NormalizedBatch, flagged: bool
+    table: Table,
+    keys: Sequence[str],
+    changes: ChangeBatch,
+    normalized: NormalizedBatch,
+    flagged: bool,
+    files: Sequence[DataFileMessage] = (),
 ) -> pa.Table:
     """Every key a one-table batch changes, of the table's types: written rows and deletes.
 
-    A change whose values could not be converted (``flagged``: the write dropped bad rows)
-    is a dead letter: its key is not looked up, so the key's current row stays. A deleted
-    key of no table type matches no row.
+    The written rows' keys come with the batch's ``files``
+    (:attr:`~icesink.write.messages.DataFileMessage.keys`, sent by the write tasks): only the
+    deletes are collected, from the cached changes, a job without Python workers. Without
+    files, or files without keys (key columns that are not top-level), the written keys are
+    collected with them. A change whose values could not be converted (``flagged``: the
+    write dropped bad rows) is a dead letter: its key is not looked up, so the key's
+    current row stays. A deleted key of no table type matches no row.
     """
-    schema = table.schema()
-    written = normalized.rows
+    sent = [f.key_rows() for f in files]
+    written = [k for k in sent if k is not None]
+    if written and len(written) == len(sent):
+        found = pa.concat_tables(written)
+        if changes.deletes is None:
+            return found
+        deleted = _deleted_keys(table, keys, changes.deletes).toArrow()
+        return pa.concat_tables([found, deleted.cast(found.schema)])
+    rows = normalized.rows
     if normalized.bad_row_flag and flagged:
-        written = written.where(~F.col(BAD_ROW_COLUMN))
-    written = written.select(*keys)
+        rows = rows.where(~F.col(BAD_ROW_COLUMN))
+    rows = rows.select(*keys)
     if changes.deletes is None:
-        return written.toArrow()
+        return rows.toArrow()
+    return rows.unionByName(_deleted_keys(table, keys, changes.deletes)).toArrow()
+
+
+def _deleted_keys(table: Table, keys: Sequence[str], deletes: DataFrame) -> DataFrame:
+    """The keys of ``deletes`` cast to the table's types, those that do not cast left out."""
+    schema = table.schema()
     types = {k: iceberg_to_spark_type(schema.find_field(k).field_type) for k in keys}
-    deleted = changes.deletes.select(*[F.col(quoted(k)).try_cast(types[k]).alias(k) for k in keys])
-    return written.unionByName(deleted.dropna(subset=list(keys))).toArrow()
+    deleted = deletes.select(*[F.col(quoted(k)).try_cast(types[k]).alias(k) for k in keys])
+    return deleted.dropna(subset=list(keys))

@@ -6,7 +6,8 @@ through one ``commitToTable``:
 
 1. the dead letters (bad values, rejected changes), committed before the data, so a replay
    cannot repeat them (:mod:`icesink.batch.dead_letters`);
-2. the upserted tables: the keys they change (one job), then a row delta each
+2. the upserted tables: the keys they change (one job; a one-table batch's written keys come
+   with its files, only its deletes' are collected), then a row delta each
    (:mod:`icesink.batch.row_deltas`), or, with a commit cadence, staged with their position
    deletes (:mod:`icesink.batch.staged_row_deltas`);
 3. the appended tables: appended, or staged for the commit cadence (:mod:`icesink.batch.commits`);

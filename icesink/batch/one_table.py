@@ -119,5 +119,5 @@ class OneTablePlan:
             [written],
             counts,
             lambda: normalized.dead_letters,
-            lambda: [changed_keys(table, keys, changes, normalized, flagged)],
+            lambda: [changed_keys(table, keys, changes, normalized, flagged, written.files)],
         )

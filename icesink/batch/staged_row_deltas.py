@@ -50,11 +50,11 @@ from icesink.upsert.key_index_lookup import IndexCommit, look_up
 from icesink.upsert.key_index_update import KeyIndexStore, key_index_store
 from icesink.upsert.lookup import LookupResult, LookupSpec, run_lookup_locally
 from icesink.upsert.lookup_jobs import run_table_lookups
-from icesink.upsert.messages import LookupTask, decode_keys, encode_keys
+from icesink.upsert.messages import LookupTask
 from icesink.upsert.plan import LookupPlanner
 from icesink.upsert.row_delta import RowDeltaCommitter, RowDeltaOutcome, delete_uncommitted
 from icesink.upsert.validate import ConcurrentKeys
-from icesink.write.messages import DataFileMessage
+from icesink.write.messages import DataFileMessage, decode_keys, encode_keys
 
 if TYPE_CHECKING:
     from icesink.batch.states import TableState

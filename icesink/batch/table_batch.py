@@ -130,6 +130,7 @@ class TableBatch:
                 write.setting(properties, "write.parquet.compression-codec", "compression_codec")
             ),
             bad_row_flag=bad_row_flag,
+            key_columns=self.config.upsert.key_columns if self.config.upsert.enabled else (),
             **task_options,
         )
 

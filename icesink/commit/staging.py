@@ -16,7 +16,7 @@ import functools
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pyiceberg.io import FileIO
 from pyiceberg.table import Table
@@ -43,7 +43,7 @@ class StagedBatch:
         delete_files: Upsert mode: the position deletes of the rows the batch replaces,
             written by its lookup into the attempt's folder.
         keys: Upsert mode: every key the batch changes, an Arrow IPC stream in base64
-            (:func:`icesink.upsert.messages.encode_keys`); empty in append mode.
+            (:func:`icesink.write.messages.encode_keys`); empty in append mode.
         snapshot_id: Upsert mode: the snapshot the batch's lookup started on.
     """
 
@@ -68,7 +68,9 @@ class StagedBatch:
                 "attempt": self.attempt,
                 "staged_at": self.staged_at,
                 "location": self.location,
-                "files": [f.to_json() for f in self.files],
+                # Each file's own keys are left out (a batch's worth of them, again): a staged
+                # batch read back takes them from its files when the key index needs them.
+                "files": [replace(f, keys="").to_json() for f in self.files],
                 **self._upsert_json(),
             }
         )

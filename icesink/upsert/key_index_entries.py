@@ -25,6 +25,17 @@ def entry_schema(key_schema: pa.Schema) -> pa.Schema:
     return pa.schema([*key_schema, pa.field("file_path", pa.string()), pa.field("pos", pa.int64())])
 
 
+def key_entries(keys: pa.Table, path: str, key_schema: pa.Schema) -> pa.Table:
+    """The entries of a data file's rows: ``keys`` (its key columns in file order, named as
+    ``key_schema``), its path and each row's position."""
+    keys = keys.cast(key_schema)
+    rows = keys.num_rows
+    ordinals = pa.array(np.zeros(rows, np.int32))  # the path once, not once per row
+    paths = pa.DictionaryArray.from_arrays(ordinals, pa.array([path], pa.string()))
+    positions = pa.array(np.arange(rows, dtype=np.int64))
+    return keys.append_column("file_path", paths).append_column("pos", positions)
+
+
 def as_entries(rows: pa.Table, key_schema: pa.Schema) -> pa.Table:
     """``rows`` with a plain string ``file_path``, in the entry schema (for a few rows)."""
     return pa.table(

@@ -29,7 +29,6 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -46,10 +45,11 @@ from icesink.errors import UpsertError
 from icesink.type_mapping import iceberg_to_arrow_schema
 from icesink.upsert.deleted_positions import positions_by_data_file
 from icesink.upsert.key_index import IndexFormatError, Partition, is_index_path, read_footer
+from icesink.upsert.key_index_entries import key_entries
 from icesink.upsert.key_index_view import Chain, IndexStep, KeyIndex, LinkCache
 from icesink.upsert.lookup import columns_by_field_id
 from icesink.upsert.validate import snapshots_since
-from icesink.write.messages import DataFileMessage
+from icesink.write.messages import DataFileMessage, decode_keys
 
 logger = logging.getLogger(__name__)
 
@@ -231,7 +231,7 @@ class KeyIndexStore:
         """What committing a batch's data files and position delete files to the table changes."""
         self._schema_of(metadata)
         step = IndexStep()
-        rows = self._read_entries_of_paths([m.path for m in data_files])
+        rows = self._entries_of_messages(data_files)
         for message, entries in zip(data_files, rows, strict=True):
             _add(step.added, (message.spec_id, tuple(message.partition)), entries)
         self._add_deleted(step, [((m.spec_id, tuple(m.partition)), m.path) for m in delete_files])
@@ -252,6 +252,16 @@ class KeyIndexStore:
         self._field_ids = tuple(schema.find_field(n).field_id for n in self._key_columns)
         self._key_schema = key_arrow_schema(schema, self._key_columns)
         return self._key_schema
+
+    def _entries_of_messages(self, data_files: Sequence[DataFileMessage]) -> list[pa.Table]:
+        """Each data file's entries: from the keys its write task sent with its message, else read."""
+        unsent = [m.path for m in data_files if not m.keys]
+        read = dict(zip(unsent, self._read_entries_of_paths(unsent), strict=True))
+        names, schema = self._key_schema.names, self._key_schema
+        return [
+            key_entries(decode_keys(m.keys).rename_columns(names), m.path, schema) if m.keys else read[m.path]
+            for m in data_files
+        ]
 
     def _read_entries_of_paths(self, paths: list[str]) -> list[pa.Table]:
         """Each data file's key columns (by field id), ``file_path`` and ``pos``."""
@@ -310,12 +320,7 @@ def read_data_file_keys(
             raise UpsertError(str(e)) from e
         names = [parquet.schema_arrow.field(c).name for c in columns]
         keys = parquet.read(columns=names, use_threads=False)
-    keys = keys.rename_columns(key_schema.names).cast(key_schema)
-    rows = keys.num_rows
-    ordinals = pa.array(np.zeros(rows, np.int32))  # the path once, not once per row
-    paths = pa.DictionaryArray.from_arrays(ordinals, pa.array([path], pa.string()))
-    positions = pa.array(np.arange(rows, dtype=np.int64))
-    return keys.append_column("file_path", paths).append_column("pos", positions)
+    return key_entries(keys.rename_columns(key_schema.names), path, key_schema)
 
 
 def _in_threads(read: Callable[[str], pa.Table], paths: list[str]) -> list[pa.Table]:

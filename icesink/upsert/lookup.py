@@ -44,8 +44,8 @@ from pyiceberg.io import FileIO, load_file_io
 
 from icesink.upsert.deleted_positions import DeletedPositions
 from icesink.upsert.lookup_slices import KEY_SET, TASK, by_partition, deal_partitions, wire_rows
-from icesink.upsert.messages import LookupReport, LookupTask, decode_keys
-from icesink.write.messages import DataFileMessage
+from icesink.upsert.messages import LookupReport, LookupTask
+from icesink.write.messages import DataFileMessage, decode_keys
 from icesink.write.position_deletes import PositionDeleteWriter
 
 if TYPE_CHECKING:

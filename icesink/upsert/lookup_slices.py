@@ -21,7 +21,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from icesink.upsert.messages import LookupTask, encode_keys
+from icesink.upsert.messages import LookupTask
+from icesink.write.messages import encode_keys
 
 KEY_SET, TASK = 0, 1  # the kinds of input rows of a lookup job
 

@@ -6,7 +6,6 @@ stream in base64), so nothing of the driver's or the executor's objects crosses 
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -14,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from icesink.write.messages import _decode_value, _encode_value
+from icesink.write.messages import _decode_value, _encode_value, decode_keys, encode_keys
 
 _REPORT_KEY = "lookup_report"
 
@@ -72,19 +71,6 @@ class LookupTask:
         else:
             data["keys"] = decode_keys(data["keys"])
         return cls(**data)
-
-
-def encode_keys(keys: pa.Table) -> str:
-    """A key table as text: an Arrow IPC stream in base64."""
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, keys.schema) as writer:
-        writer.write_table(keys)
-    return base64.b64encode(sink.getvalue().to_pybytes()).decode()
-
-
-def decode_keys(text: str) -> pa.Table:
-    """What :func:`encode_keys` produced."""
-    return pa.ipc.open_stream(base64.b64decode(text)).read_all()
 
 
 @dataclass(frozen=True)

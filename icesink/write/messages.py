@@ -63,6 +63,11 @@ class DataFileMessage:
             one, the statistics and split offsets above are left empty: the entry has them.
         entry_schema_id: The table schema the entry's partition type came from.
         entry_codec: The entry's Avro codec (Iceberg's name).
+        keys: The key columns of the file's rows in file order (a row's position is its
+            number), as :func:`encode_keys` text: what an upsert's lookup looks up and its key
+            index records, sent by the task that wrote them so that the driver neither
+            collects them in a job of its own nor reads the file back. Empty unless the write
+            was told the table's key columns (:attr:`~icesink.write.spec.WriteSpec.key_columns`).
     """
 
     path: str
@@ -90,6 +95,11 @@ class DataFileMessage:
     entry_block: bytes = b""
     entry_schema_id: int = -1
     entry_codec: str = ""
+    keys: str = ""
+
+    def key_rows(self) -> pa.Table | None:
+        """:attr:`keys` decoded (``None`` when the file was written without them)."""
+        return decode_keys(self.keys) if self.keys else None
 
     def to_json(self) -> str:
         """Encode for the wire (bytes as base64, decimals as strings, int keys as strings)."""
@@ -189,6 +199,19 @@ class WriteResult:
                 else:
                     files.append(DataFileMessage.from_json(text))
         return cls(files, RowCounts(input_rows, bad_rows), frozenset(sources), row_bytes)
+
+
+def encode_keys(keys: pa.Table) -> str:
+    """A key table as text: an Arrow IPC stream in base64."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, keys.schema) as writer:
+        writer.write_table(keys)
+    return base64.b64encode(sink.getvalue().to_pybytes()).decode()
+
+
+def decode_keys(text: str) -> pa.Table:
+    """What :func:`encode_keys` produced."""
+    return pa.ipc.open_stream(base64.b64decode(text)).read_all()
 
 
 def files_of(files: Iterable[DataFileMessage], table: str) -> list[DataFileMessage]:

@@ -14,7 +14,7 @@ from pyiceberg.schema import Schema
 from icesink import failpoints
 from icesink._pyiceberg import StatisticsPlan, footer_statistics, statistics_plan
 from icesink.write.dictionary import DictionaryColumns
-from icesink.write.messages import DataFileMessage
+from icesink.write.messages import DataFileMessage, encode_keys
 from icesink.write.protocol import FileWriter
 
 # Before the first row group of a task is on disk, assume Parquet shrinks Arrow data to this.
@@ -77,6 +77,8 @@ class ParquetFileWriter(FileWriter[DataFileMessage | None]):
         stats_plan: ``statistics_plan(schema, table_properties)``, when the caller has it.
         dictionary: Which columns to dictionary-encode, read when the file begins (every
             column without it).
+        key_columns: The indexes of the table's key columns (upserts): their values are kept,
+            in row order, for the file's message (:attr:`DataFileMessage.keys`).
     """
 
     def __init__(
@@ -93,6 +95,7 @@ class ParquetFileWriter(FileWriter[DataFileMessage | None]):
         table_properties: dict[str, str],
         stats_plan: StatisticsPlan | None = None,
         dictionary: DictionaryColumns | None = None,
+        key_columns: tuple[int, ...] = (),
     ) -> None:
         self.path = path
         self.partition = partition
@@ -106,6 +109,8 @@ class ParquetFileWriter(FileWriter[DataFileMessage | None]):
         self._table_properties = table_properties
         self._stats_plan = stats_plan
         self._dictionary = dictionary
+        self._key_columns = list(key_columns)
+        self._keys: list[pa.Table] = []  # each row group's key columns, in order
         self._buffer: list[pa.RecordBatch] = []  # compacted batches
         self._pieces: list[pa.RecordBatch] = []  # batches as written, not yet compacted
         self._buffer_bytes = 0
@@ -186,6 +191,8 @@ class ParquetFileWriter(FileWriter[DataFileMessage | None]):
             if nans:
                 self._nan_counts[field_id] = self._nan_counts.get(field_id, 0) + nans
         self._writer.write_table(table, row_group_size=table.num_rows)
+        if self._key_columns:
+            self._keys.append(table.select(self._key_columns))
         self._estimator.observe(self._buffer_bytes, self._stream.tell() - before)
         self._buffer = []
         self._pieces = []
@@ -237,7 +244,16 @@ class ParquetFileWriter(FileWriter[DataFileMessage | None]):
             lower_bounds=stats["lower_bounds"],
             upper_bounds=stats["upper_bounds"],
             split_offsets=tuple(stats["split_offsets"] or ()),
+            keys=self._encoded_keys(),
         )
+
+    def _encoded_keys(self) -> str:
+        """The rows' key columns, in file order, without the file schema's field ids."""
+        if not self._key_columns:
+            return ""
+        keys = pa.concat_tables(self._keys)
+        self._keys = []
+        return encode_keys(pa.table(keys.columns, names=keys.column_names))
 
     def result(self) -> DataFileMessage | None:
         """The file's message, or ``None`` when no row was written (no file exists)."""

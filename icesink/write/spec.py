@@ -44,6 +44,9 @@ class WriteSpec:
         source_partition_column: The input's last column is the Spark partition of the
             batch each row came from (before any shuffle); the task reports which it saw
             (:attr:`~icesink.write.messages.TaskReport.source_partitions`) and writes the rest.
+        key_columns: The table's key columns (upsert mode): each data file's message carries
+            its rows' keys (:attr:`~icesink.write.messages.DataFileMessage.keys`); empty in
+            append mode.
     """
 
     table: str
@@ -62,3 +65,4 @@ class WriteSpec:
     sequential_buckets: BucketLayout | None = None
     bad_row_flag: bool = False
     source_partition_column: bool = False
+    key_columns: tuple[str, ...] = ()

@@ -91,6 +91,15 @@ class TableFiles:
         return functions
 
     @functools.cached_property
+    def _key_indexes(self) -> tuple[int, ...]:
+        """Where the table's key columns are in the file schema (none in append mode, nor for keys
+        that are not top-level columns: the driver then reads them itself)."""
+        names = self.arrow_schema.names
+        if not all(name in names for name in self.spec.key_columns):
+            return ()
+        return tuple(names.index(name) for name in self.spec.key_columns)
+
+    @functools.cached_property
     def _entry_encoding(self) -> EntryEncoding:
         spec = self.spec
         codec = manifest_codec(spec.table_properties)
@@ -144,6 +153,7 @@ class TableFiles:
                 table_properties=spec.table_properties,
                 stats_plan=self._stats_plan,
                 dictionary=self.dictionary,
+                key_columns=self._key_indexes,
             )
 
         return RollingFileWriter(new_file, spec.target_file_size_bytes, self._estimator, self.finished)

@@ -1,12 +1,13 @@
 """Small upsert batches at Spark's default shuffle partitions (200): a lookup sized by its work.
 
 Every batch adds at most one position delete file per partition it touches, whether its
-lookup runs in the driver's process (a small plan) or as a Spark job, and readers see the
-last change of every key.
+lookup runs in the driver's process (a small plan) or as a Spark job, no stage of its jobs
+runs a task per shuffle partition, and readers see the last change of every key.
 """
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -18,6 +19,7 @@ from pyiceberg.table import Table
 from icesink import IcebergSink
 from tests.integration.test_upsert_sink import upsert_options
 from tests.support.duckdb_reader import duckdb_read
+from tests.support.spark_jobs import stage_tasks
 from tests.support.upserts import changes, expected_state, rows_of
 
 LOADS = 2  # insert batches of 100 keys: each adds a data file to every one of the 4 buckets
@@ -83,3 +85,36 @@ def test_a_small_batch_adds_one_delete_file_per_partition_at_200_shuffle_partiti
     assert rows_of(table.scan().to_arrow()) == state
     assert rows_of(duckdb_read(table.metadata_location)) == state
     assert 1 not in state and state[8] == ("back", 8) and state[3] == ("u3", -3)
+
+
+def test_an_upsert_batch_runs_no_stage_of_the_default_shuffle_partitions(
+    default_shuffle: Any, catalog_options: dict[str, str]
+) -> None:
+    # The last change per key is cached for the write and the deletes' keys: a stage of 200
+    # tasks there (a second shuffle of the changes, which Spark planned for a cached batch whose
+    # one destination is a literal) would run again in every job reading them.
+    spark = default_shuffle
+    sink = IcebergSink.from_options(upsert_options(catalog_options))
+    batches = [
+        changes(*[(i, f"n{i}", i, "c", 0) for i in range(300)]),
+        changes(
+            *[(i, f"u{i}", -i, "u", 1) for i in range(0, 300, 3)],
+            *[(i, None, None, "d", 1) for i in range(1, 300, 7)],
+            (8, "back", 8, "c", 2),
+            (400, "new", 400, "c", 1),
+        ),
+    ]
+    state: dict[int, tuple[str | None, int | None]] = {}
+    tasks = []
+    for batch_id, batch in enumerate(batches):
+        batch_df = spark.createDataFrame(batch).persist()  # as a user's foreachBatch may hand it over
+        tasks.append(stage_tasks(spark, functools.partial(sink, batch_df, batch_id)))
+        batch_df.unpersist()
+        expected_state(state, batch)
+
+    print(f"tasks of each stage, per batch: {tasks}")
+    assert all(tasks) and max(max(t) for t in tasks) <= 16, tasks
+    table = sink.catalog.load_table("db.items")
+    assert rows_of(table.scan().to_arrow()) == state
+    assert rows_of(duckdb_read(table.metadata_location)) == state
+    assert 1 not in state and state[8] == ("back", 8) and state[400] == ("new", 400)

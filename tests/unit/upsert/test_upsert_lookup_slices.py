@@ -7,7 +7,8 @@ import json
 import pyarrow as pa
 
 from icesink.upsert.lookup_slices import KEY_SET, TASK, deal_partitions, wire_rows
-from icesink.upsert.messages import LookupTask, decode_keys
+from icesink.upsert.messages import LookupTask
+from icesink.write.messages import decode_keys
 
 KEYS = pa.table({"id": pa.array([1, 2], pa.int64())})
 

@@ -91,6 +91,30 @@ def test_rows_flagged_bad_are_counted_and_not_written(tmp_path: Path) -> None:
     assert all("__bad" not in pq.read_schema(f).names for f in _parquet_files(tmp_path))
 
 
+def test_told_the_key_columns_each_file_sends_its_rows_keys_in_file_order(tmp_path: Path) -> None:
+    # Small files and row groups: a bucket's rows roll over several files, each of several row groups.
+    sizes = {"target_file_size_bytes": 8192, "row_group_size_bytes": 1024}
+    spec = _spec(tmp_path, bad_row_flag=True, key_columns=("id",), **sizes)
+    bad = {5, 500, 19999}
+    writer = DataTaskWriter(spec, task_id=0, attempt=0)
+    messages = writer.write_all(iter([_rows(range(0, 12000), bad), _rows(range(12000, 20000), bad)]))
+    wire = WriteResult.from_json(m.to_json() for m in messages).files  # as the driver receives them
+
+    assert len(wire) > BUCKETS  # files rolled
+    for message in wire:
+        keys = message.key_rows()
+        assert keys is not None and keys.column_names == ["id"]
+        path = Path(message.path.removeprefix("file://"))
+        assert keys.column("id").to_pylist() == pq.read_table(path).column("id").to_pylist()
+    sent = [i for m in wire for i in m.key_rows().column("id").to_pylist()]  # type: ignore[union-attr]
+    assert sorted(sent) == sorted(set(range(20000)) - bad)  # bad rows are not written: no key sent
+
+
+def test_without_key_columns_no_keys_are_sent(tmp_path: Path) -> None:
+    messages = DataTaskWriter(_spec(tmp_path), task_id=0, attempt=0).write_all(iter([_rows(range(50))]))
+    assert messages and all(m.keys == "" and m.key_rows() is None for m in messages)
+
+
 def _from_partition(batch: pa.RecordBatch, partition: int) -> pa.RecordBatch:
     """``batch`` with the Spark partition its rows came from as its last column."""
     column = pa.array([partition] * batch.num_rows, pa.int32())
