@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from pyiceberg.table import Table
 from pyspark.sql import DataFrame
 
+from icesink.config import DistributionMode
 from icesink.normalize import NormalizedBatch
 from icesink.route.routed import RoutedBatch
 from icesink.type_mapping import iceberg_to_spark_schema
@@ -48,7 +49,11 @@ def fusable(
     batch_df: DataFrame, table: Table, normalized: NormalizedBatch, routed: RoutedBatch, source: ArrowSource
 ) -> bool:
     """Whether the batch can be made inside the write tasks (see :class:`ArrowSource`)."""
-    if routed.in_driver or routed.df is not normalized.rows:
+    # A ``none`` batch coalesced into one task, no column added, moved no row: the source's
+    # tasks can still make it (each writing its own files, as without the coalesce).
+    none = routed.mode is DistributionMode.NONE and routed.partition_values_in_task
+    coalesced = none and routed.single_task
+    if routed.in_driver or (routed.df is not normalized.rows and not coalesced):
         return False  # the rows must go through Spark: shuffled or collected
     checks = normalized.range_checks
     if checks is None or not checks <= source.in_range_columns:

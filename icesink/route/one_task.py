@@ -19,6 +19,10 @@ previous batch's rows, in Arrow, within :data:`ONE_TASK_BUDGET_SHARE` of a write
 memory budget (the rest goes to the chunks in flight and to a larger next batch). A
 first batch (nothing known yet) is shuffled. On more cores the shuffle's parallelism
 wins, and only small batches go to one task (:data:`~icesink.route.router.SINGLE_TASK_MAX_BYTES`).
+
+The same holds in ``distribution-mode=none`` against the source's own tasks: one task keeps
+both cores busy alike, and writes each partition value once where each of the source's tasks
+would have written it (half the files on input read in two tasks).
 """
 
 from __future__ import annotations

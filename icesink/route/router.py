@@ -20,7 +20,7 @@
   about one bucket at a time, as before.
 * ``hash`` (default for specs without a bucket): shuffle by the full partition tuple;
   each value lands in one task, and adaptive execution may coalesce the tasks.
-* ``none``: no shuffle; each task writes what it holds, so up to tasks x values files.
+* ``none``: no shuffle (a ``coalesce`` below moves no row); up to tasks x values files.
 
 Whenever pyarrow can (:mod:`icesink.write.keys`), the write tasks compute the partition
 values the files get, and Spark computes them only to shuffle, as expressions: the
@@ -32,15 +32,16 @@ tasks, the sink's later batches are shuffled by hash. Otherwise Spark's values a
 files' too, and the first bucketed batch waits for the self-checks
 (:mod:`icesink.route.self_check_runs`); a failure fails it before any file is written.
 
-One rule skips the shuffle in ``bucket`` and ``hash`` mode: when the sink's previous
+One rule writes a partitioned batch in one task, in every mode: when the sink's previous
 non-empty batch wrote at most :data:`SINGLE_TASK_MAX_BYTES` of data files and one target
 file size, or, on two cores, one task can hold it (:mod:`icesink.route.one_task`), the
 batch is coalesced into one task (``coalesce(1)``, a narrow dependency). It writes every
 value, one file each while under the target, as few files as the shuffle gives, for one
-Python task instead of a shuffle stage and one task per bucket. A first batch (nothing
-known yet) is always shuffled; a batch much larger than the one before it is written by
-one task too, slower but with the same files, and the next is shuffled again. Below
-:data:`DRIVER_MAX_BYTES` the driver writes the batch itself, without a Python task.
+Python task instead of a shuffle stage and one task per bucket (``none``: instead of one
+file per value and source task). A first batch (nothing known yet) is never coalesced; a
+batch much larger than the one before it is written by one task too, slower but with the
+same files, and the next is shuffled again. Below :data:`DRIVER_MAX_BYTES` the driver
+writes the batch itself, without a Python task.
 
 A batch that is a single Spark partition (a source that read it in one task) is not
 shuffled either: its one task writes one file per value, as many as a shuffle gives. Nor
@@ -196,10 +197,10 @@ class BucketRouter:
         """
         n = len(df.columns)
         keys_in_task = bool(self._spec.fields) and arrow_key_functions(self._spec, self._schema) is not None
-        if self.mode is DistributionMode.NONE and keys_in_task:
-            return RoutedBatch(df, n, self.mode, partition_values_in_task=True)
         if keys_in_task and self._single_task_is_enough(df):
             return self._unshuffled(df.coalesce(1), n, _ONE_TASK, partition_values_in_task=True)
+        if self.mode is DistributionMode.NONE and keys_in_task:
+            return RoutedBatch(df, n, self.mode, partition_values_in_task=True)
         if keys_in_task and self._last is not None and self._last.rows_in_one_partition:
             one_task = _with_source_partition(df).coalesce(1)  # its rows tell again where they were
             why = "the previous batch's rows came from one Spark partition"
@@ -215,10 +216,10 @@ class BucketRouter:
         names = [f"{PARTITION_COLUMN_PREFIX}{i}" for i in range(len(columns))]
         aliased = [c.alias(name) for c, name in zip(columns, names, strict=True)]
         routed = df.select("*", *aliased) if columns else df
+        if columns and self._single_task_is_enough(df):
+            return self._unshuffled(routed.coalesce(1), n, _ONE_TASK)
         if not columns or self.mode is DistributionMode.NONE:
             return RoutedBatch(routed, n, self.mode)
-        if self._single_task_is_enough(df):
-            return self._unshuffled(routed.coalesce(1), n, _ONE_TASK)
         return self._shuffled(routed, n, [F.col(name) for name in names], in_task=False)
 
     def _shuffled(self, df: DataFrame, n: int, partition_columns: list[Column], in_task: bool) -> RoutedBatch:

@@ -270,6 +270,31 @@ def test_on_two_cores_a_batch_one_task_holds_is_written_by_one_task(
     assert check_data_files(table) == 2 * TAXI_VALUES  # every row's partition value is its file's
 
 
+def test_none_mode_writes_a_batch_one_task_holds_in_one_task(
+    spark: SparkSession, catalog_options: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``none`` past its first batch, on ``local[2]``: one task, one file per value instead of one per
+    value and source task; every row back, each in its value's file."""
+    monkeypatch.setattr(router, "SINGLE_TASK_MAX_BYTES", 0)  # only the two-core rule applies,
+    monkeypatch.setattr(router, "DRIVER_MAX_BYTES", 0)  # in a task (the driver does not tell row widths)
+    options = {"partition-by": PARTITION_BY, "distribution-mode": "none"}
+    sink = sink_for(catalog_options, "none_one_task", **options)
+    for batch in range(3):
+        sink(taxi_rows(spark, batch * TAXI_ROWS, TAXI_ROWS, partitions=TAXI_INPUT_PARTITIONS), batch)
+    table = sink.catalog.load_table("db.none_one_task")
+    for batch, tasks in [(0, TAXI_INPUT_PARTITIONS), (1, 1), (2, 1)]:
+        files = written(table, batch)
+        assert len({f.task for f in files}) == tasks, (batch, {f.task for f in files})
+        assert len(files) == tasks * TAXI_VALUES and len({f.partition for f in files}) == TAXI_VALUES
+        assert sum(f.records for f in files) == TAXI_ROWS
+    sizes = [sum(f.size for f in written(table, batch)) for batch in range(3)]
+    assert sizes[1] < sizes[0] and sizes[2] < sizes[0], sizes  # the same rows in a third of the files
+    assert table.scan().to_arrow().num_rows == 3 * TAXI_ROWS
+    assert (
+        check_data_files(table) == (TAXI_INPUT_PARTITIONS + 2) * TAXI_VALUES
+    )  # each row in its value's file
+
+
 def assert_nothing_written(table: Table) -> None:
     """A batch that failed its self-checks: no snapshot, and no data file on disk."""
     assert table.current_snapshot() is None

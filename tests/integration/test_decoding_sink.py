@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from icesink import BadRecordError, IcebergSink
 from icesink.batch.source_write import SOURCE_FILE_SUFFIX
 from icesink.jobs.kafka.decode import DecodeOptions, DecodingSink, ValueDecoder, ValueFormat, parse_ddl
+from icesink.route import router
 from tests.support.tables import added_files, catalog_from_options, check_data_files, summary_of
 
 KAFKA_DDL = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp"
@@ -220,6 +221,36 @@ def test_write_tasks_decode_the_rows_when_spark_has_nothing_to_do_with_them(
     assert [int(summary_of(s)["added-records"]) for s in table.snapshots()] == [300, 300, 100]
     assert check_data_files(table) >= 3
     assert [i for i, s in enumerate(table.snapshots()) if _all_by_source(table, s)] == by_source
+
+
+def test_none_mode_batches_one_task_holds_are_still_made_by_the_write_tasks(
+    spark: Any,
+    catalog_options: dict[str, str],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past the first batch, ``none`` coalesces a batch one task holds (``icesink.route.router``):
+    that moves no row, so the write tasks still decode the rows themselves, every batch."""
+    monkeypatch.setattr(router, "SINGLE_TASK_MAX_BYTES", 0)  # the two-core rule, in a task
+    monkeypatch.setattr(router, "DRIVER_MAX_BYTES", 0)
+    options = {**catalog_options, "table": "db.fused_none", "sink-id": "fused_none"}
+    options |= {"partition-by": "bucket(4, id)", "distribution-mode": "none"}
+    decoding = DecodingSink(
+        IcebergSink.from_options(options), ValueDecoder(DecodeOptions()), write_in_source=False
+    )
+    with caplog.at_level(logging.INFO, logger="icesink"):
+        for batch_id in range(3):
+            ids = range(batch_id * 300, (batch_id + 1) * 300)
+            values = [json.dumps({"id": i, "score": i / 4}).encode() for i in ids]
+            decoding(kafka_batch(spark, values, first_offset=batch_id * 300), batch_id)
+    fused = [_first_arg(r) for r in caplog.records if "the write tasks make the rows" in r.getMessage()]
+    coalesced = [_first_arg(r) for r in caplog.records if "one task holds it" in r.getMessage()]
+    assert fused == [0, 1, 2] and coalesced == [1, 2]
+    table = catalog_from_options(options).load_table("db.fused_none")
+    rows = table.scan().to_arrow().to_pylist()
+    assert sorted(r["id"] for r in rows) == list(range(900))
+    assert all(r["score"] == r["id"] / 4 for r in rows)
+    assert check_data_files(table) >= 3
 
 
 def _all_by_source(table: Any, snapshot: Any) -> bool:

@@ -247,3 +247,24 @@ def test_on_two_cores_a_batch_one_task_holds_is_written_by_one_task(spark: Spark
         assert routed.df.rdd.getNumPartitions() == (1 if one_task else min(9, 2 * 2))
         assert not routed.in_driver and routed.partition_values_in_task
         assert routed.df.count() == 400
+
+
+def test_none_mode_follows_the_one_task_rule_past_the_first_batch(spark: SparkSession) -> None:
+    """``none`` keeps the source's tasks for a first batch, and coalesces a batch one task holds."""
+    assert spark.sparkContext.defaultParallelism <= 2
+    bucket8 = spec((2, BucketTransform(8)))
+    batch = frame(spark)  # three Spark partitions
+    first = BucketRouter(bucket8, SCHEMA, DistributionMode.NONE, history=RoutingHistory()).route(batch)
+    assert not first.single_task and first.df is batch  # nothing known: the rows stay where they are
+    message = DataFileMessage(
+        path="f", partition=(1,), spec_id=0, record_count=400_000, file_size_bytes=10**8
+    )
+    for row_bytes, one_task in [(100, True), (0, False)]:
+        history = RoutingHistory()
+        history.record([message], input_row_bytes=row_bytes)  # 40 MB of Arrow rows (0: width unknown)
+        routed = BucketRouter(bucket8, SCHEMA, DistributionMode.NONE, history=history).route(batch)
+        assert routed.mode is DistributionMode.NONE and routed.single_task is one_task, row_bytes
+        assert routed.df.rdd.getNumPartitions() == (1 if one_task else 3)
+        assert routed.partition_values_in_task and not routed.in_driver
+        assert routed.num_partitions is None and routed.df.columns == batch.columns  # no shuffle, no column
+        assert routed.df.count() == 400
