@@ -20,12 +20,11 @@ from dataclasses import dataclass, field
 
 from pyiceberg.table import Table
 
-from icesink.commit.snapshot import require_format_v2
 from icesink.config_maintenance import MaintenanceConfig
 from icesink.maintenance.planning import Partition, Rewrite
 from icesink.upsert.compaction import CompactionResult, PartitionRewrite, commit_rewrites, rewrite_partition
 from icesink.upsert.delete_merge import MergedDeletes, deletes_to_merge, merged_deletes
-from icesink.upsert.rewrite_files import PartitionFiles, delete_written, files_by_partition
+from icesink.upsert.rewrite_files import PartitionFiles, delete_written, files_by_partition, rewrite_start
 
 
 @dataclass(frozen=True)
@@ -59,9 +58,7 @@ def rewrite_partitions(
     Raises:
         RewriteConflictError: A concurrent commit changed what was rewritten (retryable).
     """
-    require_format_v2(table)
-    table.refresh()
-    start = table.current_snapshot()
+    start = rewrite_start(table)
     if start is None:
         return RewriteRun()
     files = files_by_partition(table, {r.partition for r in rewrites} | set(merges))

@@ -46,7 +46,7 @@ from pyiceberg.table import FileScanTask, Table
 from pyiceberg.table.delete_file_index import DeleteFileIndex
 from pyiceberg.table.snapshots import Operation
 
-from icesink.commit.snapshot import SnapshotProducer, require_format_v2
+from icesink.commit.snapshot import SnapshotProducer
 from icesink.errors import UpsertError
 from icesink.upsert.delete_merge import (
     SUMMARY_DELETE_MERGE,
@@ -60,6 +60,7 @@ from icesink.upsert.rewrite_files import (
     commit_rewrite,
     delete_written,
     partition_files,
+    rewrite_start,
     smallest_tier,
     table_name,
 )
@@ -116,9 +117,7 @@ def compact_partition(
     Raises:
         RewriteConflictError: A concurrent commit changed files being rewritten (retryable).
     """
-    require_format_v2(table)
-    table.refresh()
-    start = table.current_snapshot()
+    start = rewrite_start(table)
     if start is None:
         return CompactionResult(None)
     files = partition_files(table, partition)

@@ -32,8 +32,14 @@ from pyiceberg.manifest import ManifestEntry
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation
 
-from icesink.commit.snapshot import SnapshotProducer, require_format_v2
-from icesink.upsert.rewrite_files import by_size, commit_rewrite, files_by_partition, smallest_tier
+from icesink.commit.snapshot import SnapshotProducer
+from icesink.upsert.rewrite_files import (
+    by_size,
+    commit_rewrite,
+    files_by_partition,
+    rewrite_start,
+    smallest_tier,
+)
 from icesink.write.manifest_entry import data_file_from_message
 from icesink.write.messages import DataFileMessage
 from icesink.write.position_deletes import POSITION_DELETE_SCHEMA, PositionDeleteWriter
@@ -89,9 +95,7 @@ def merge_deletes(
     Raises:
         RewriteConflictError: A concurrent commit removed a delete file being merged (retryable).
     """
-    require_format_v2(table)
-    table.refresh()
-    start = table.current_snapshot()
+    start = rewrite_start(table)
     if start is None:
         return MergeResult(None)
     merges = []

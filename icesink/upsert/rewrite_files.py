@@ -21,11 +21,12 @@ from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.manifest import DataFileContent, ManifestEntry
 from pyiceberg.table import Table
 from pyiceberg.table.delete_file_index import DeleteFileIndex
+from pyiceberg.table.snapshots import Snapshot
 
 from icesink import failpoints
 from icesink._pyiceberg import commit_table_updates
 from icesink.commit.manifest_entries import live_entries
-from icesink.commit.snapshot import SnapshotProducer
+from icesink.commit.snapshot import SnapshotProducer, require_format_v2
 from icesink.errors import RewriteConflictError, UpsertError
 from icesink.upsert.validate import conflicting_data_files
 from icesink.write.messages import DataFileMessage
@@ -47,6 +48,15 @@ class PartitionFiles:
     data: list[ManifestEntry] = field(default_factory=list)
     deletes: list[ManifestEntry] = field(default_factory=list)
     index: DeleteFileIndex = field(default_factory=DeleteFileIndex)
+
+
+def rewrite_start(table: Table) -> Snapshot | None:
+    """The snapshot a rewrite starts from: ``table`` refreshed (format v2: rewrites commit v2's
+    ``replace`` snapshots), its current snapshot; ``None`` for a table without one (nothing to
+    rewrite). The commit checks what was committed since it (:func:`commit_rewrite`)."""
+    require_format_v2(table)
+    table.refresh()
+    return table.current_snapshot()
 
 
 def partition_files(table: Table, partition: tuple[Any, ...]) -> PartitionFiles:
