@@ -37,6 +37,7 @@ from icesink import sink as sink_module
 from icesink.jobs.kafka.job.main import run
 from icesink.jobs.kafka.job.validate import validate
 from icesink.jobs.kafka.source.kafka_select import JVM_FORMAT, kafka_format
+from icesink.maintenance import referenced_files
 from tests.support.kafka_broker import KafkaBroker
 from tests.support.kafka_job import (
     JOB_TIMEOUT_S,
@@ -149,10 +150,10 @@ def test_sigkilled_twice_then_restarted_ends_with_the_same_result(
     check_schema_evolved(options, table)
     for name in (table, f"{table}__dlq"):
         loaded = catalog_from_options(options).load_table(name)
-        referenced = {task.file.file_path for task in loaded.scan().plan_files()}
+        referenced = referenced_files(loaded)  # of every snapshot kept: compaction's inputs stay until expiry
         data_dir = Path(loaded.location().removeprefix("file://")) / "data"
         on_disk = {f"file://{p}" for p in data_dir.rglob("*.parquet")}
-        assert on_disk == referenced, f"seed {seed}: files of crashed attempts left in {name}"
+        assert on_disk <= referenced, f"seed {seed}: files of crashed attempts left in {name}"
 
 
 def test_a_failing_batch_ends_the_job_with_code_1_after_its_restarts(
