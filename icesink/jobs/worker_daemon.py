@@ -3,11 +3,11 @@
 Spark starts the daemon that forks its Python workers as ``python -m pyspark.daemon`` with
 ``$SPARK_HOME/python/lib/pyspark.zip`` (and py4j's zip) first on ``PYTHONPATH``; with a
 pip-installed pyspark, ``SPARK_HOME`` is the installed package, which ships those zips
-beside itself. Python keeps no compiled bytecode of modules imported from a zip, and the
-daemon imports ``pyspark.worker`` in each worker after forking it (on purpose: pyarrow and
-pandas may start threads, which a fork must not copy), so every new worker compiles
-pyspark's worker and SQL modules from source: about 0.6 s of CPU a worker more than the
-same import from the installed package (benchmarks/LOG.md, 2026-12-02).
+beside itself. Python keeps no compiled bytecode of modules imported from a zip: the daemon
+compiles pyspark from source each time a job starts it (0.47-0.49 CPU s, against 0.07-0.14 s
+from the installed package), and each worker, which imports ``pyspark.worker`` after the
+fork (on purpose: pyarrow and pandas may start threads, which a fork must not copy), the
+worker's own modules (0.04 s more a worker; benchmarks/LOG.md, 2026-12-02).
 
 ``python -m icesink.jobs.worker_daemon`` (Spark's ``spark.python.daemon.module``, set by
 :func:`icesink.jobs.spark.get_spark` for a local session) takes a zip off the path when the
