@@ -24,7 +24,8 @@ def run_line(result: dict[str, Any]) -> str:
     line = (
         f"round {result['round']} ({result['contender']}): {result['seconds']:.1f} s = "
         f"{result['messages_per_s']:,.0f} messages/s; {result['cpu_seconds']:.1f} CPU s = "
-        f"{result['messages_per_cpu_s']:,.0f} messages per CPU second; {result['data_files']} files in "
+        f"{result['messages_per_cpu_s']:,.0f} messages per CPU second; {result['data_files']} files "
+        f"({result['data_bytes'] / result['rows']:,.0f} bytes a row) in "
         f"{result['commits']} commits (first at {result['first_commit_seconds']:.1f} s, "
         f"{result['first_commit_cpu_seconds']:.1f} CPU s, {result['first_commit_rows']:,} rows)"
     )
@@ -36,6 +37,7 @@ def run_line(result: dict[str, Any]) -> str:
             f"{result['startup_cpu_seconds']:.1f} CPU s"
         )
     return line + (
+        f"; files by {result['file_format']['created_by']}, {'/'.join(result['file_format']['codecs'])}"
         f" (broker {result['broker_cpu_seconds']:.1f} CPU s; load average {result['load_average']:.1f})"
     )
 

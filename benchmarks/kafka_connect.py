@@ -64,11 +64,10 @@ from benchmarks._kafka_connect import (
 from benchmarks._kafka_connect_report import CONNECT, ICESINK, run_line, summarize, summary_lines
 from benchmarks._kafka_job_process import RESULT_PREFIX
 from benchmarks._kafka_messages import TOPIC, produce
+from benchmarks._kafka_tables import CATALOG, NAMESPACE, catalog_of, check_rows, committed, file_format
 from benchmarks._process_cpu import TreeCpuSampler
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-CATALOG = "default"
-NAMESPACE = "bench"
 POLL_INTERVAL_S = 0.5
 
 
@@ -95,44 +94,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--jars", type=Path, default=default_jars_folder(), help="Kafka Connect's jars' cache"
     )
     return parser.parse_args(argv)
-
-
-def catalog_of(root: Path) -> Any:
-    """pyiceberg's SQL catalog on the run's SQLite file: the job's, and Iceberg Java's JdbcCatalog's."""
-    from pyiceberg.catalog.sql import SqlCatalog
-
-    return SqlCatalog(CATALOG, uri=f"sqlite:///{root}/catalog.db", warehouse=f"file://{root}/warehouse")
-
-
-def committed(catalog: Any, table: str) -> dict[str, Any] | None:
-    """The table's current snapshot: rows, data files and snapshots; ``None`` before one."""
-    from pyiceberg.exceptions import NoSuchTableError
-
-    try:
-        loaded = catalog.load_table(table)
-    except NoSuchTableError:
-        return None
-    snapshot = loaded.current_snapshot()
-    if snapshot is None:
-        return None
-    summary = snapshot.summary
-    return {
-        "rows": int(summary["total-records"]),
-        "data_files": int(summary["total-data-files"]),
-        "snapshots": len(loaded.metadata.snapshots),
-    }
-
-
-def check_rows(catalog: Any, table: str, messages: int) -> None:
-    """Fail unless ``table`` holds each message's ``event_id`` exactly once."""
-    import pyarrow.compute as pc
-
-    ids = catalog.load_table(table).scan(selected_fields=("event_id",)).to_arrow()["event_id"]
-    distinct = pc.count_distinct(ids).as_py()
-    if len(ids) != messages or distinct != messages:
-        raise RuntimeError(
-            f"{table} holds {len(ids):,} rows, {distinct:,} distinct messages, not {messages:,}"
-        )
 
 
 def job_run(
@@ -294,6 +255,7 @@ def rounds(root: Path, broker: Any, jars: list[Path], args: argparse.Namespace) 
                 result = connect_run(root, broker, jars, run, args)
             check_rows(catalog, result["table"], args.messages)
             result.update(committed(catalog, result["table"]) or {}, round=run + 1, load_average=load)
+            result["file_format"] = file_format(catalog, result["table"])
             results.append(result)
             print(run_line(result), flush=True)
     return results

@@ -27,13 +27,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from benchmarks.kafka_connect import (
-    REPO_ROOT,
-    broker_with_messages,
-    catalog_of,
-    check_rows,
-    job_run,
-)
+from benchmarks._kafka_tables import catalog_of, check_rows, committed
+from benchmarks.kafka_connect import REPO_ROOT, broker_with_messages, job_run
 
 FIGURES = (
     "first_commit_cpu_seconds",
@@ -85,13 +80,15 @@ def rounds(root: Path, broker: Any, args: argparse.Namespace) -> list[dict[str, 
             load = os.getloadavg()[0]
             result = job_run(root, broker, f"{name}_{number}", args, checkout, conf, sink)
             check_rows(catalog_of(root), result["table"], args.messages)
+            result.update(committed(catalog_of(root), result["table"]) or {})
             result.update(variant=name, round=number + 1, load_average=load)
             results.append(result)
             steady, startup = result["steady_messages_per_cpu_s"] or 0.0, result["startup_cpu_seconds"] or 0.0
             print(
                 f"round {number + 1} ({name}): first commit {result['first_commit_cpu_seconds']:.1f} CPU s, "
                 f"whole run {result['cpu_seconds']:.1f} CPU s, start-up {startup:.1f} "
-                f"CPU s, steady {steady:,.0f} messages per CPU s; {result['cpu_by_process']} "
+                f"CPU s, steady {steady:,.0f} messages per CPU s; {result['data_files']} files of "
+                f"{result['data_bytes'] / args.messages:,.0f} bytes a message; {result['cpu_by_process']} "
                 f"JVM {result['jvm_cpu_by_thread']} (load average {load:.1f})",
                 flush=True,
             )

@@ -10,6 +10,7 @@ from pyspark.sql import SparkSession
 
 from icesink import executor_environment
 from icesink.jobs import class_archive
+from icesink.jobs.worker_daemon import daemon_conf
 
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 C1_ONLY = "-XX:TieredStopAtLevel=1"
@@ -26,16 +27,19 @@ def get_spark(app_name: str, master: str | None = None, conf: dict[str, str] | N
     unless ``conf`` or the environment chooses one (a ``spark-submit --conf`` of it is
     overridden: the builder's settings come after). A driver JVM it starts maps the class
     archive when there is one (:mod:`icesink.jobs.class_archive`), its options added to
-    those ``conf`` gives ``spark.driver.extraJavaOptions``.
+    those ``conf`` gives ``spark.driver.extraJavaOptions``. A local session's Python workers
+    import the installed pyspark, not Spark's zip of it (:mod:`icesink.jobs.worker_daemon`).
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
     if master or "SPARK_MASTER" in os.environ or not os.environ.get("SPARK_HOME"):
-        builder = builder.master(master or os.environ.get("SPARK_MASTER", "local[*]"))
+        master = master or os.environ.get("SPARK_MASTER", "local[*]")
+        builder = builder.master(master)
     builder = builder.config("spark.ui.showConsoleProgress", "false").config(
         "spark.sql.session.timeZone", "UTC"
     )
-    for key, value in (executor_environment() | with_class_archive(conf or {})).items():
+    conf = conf or {}
+    for key, value in (executor_environment() | with_class_archive(conf) | daemon_conf(master, conf)).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")

@@ -303,9 +303,13 @@ def _screen(values: pa.Array, result: DecodedChunk, *, skip_tombstones: bool) ->
 
 def _has_line_breaks(values: pa.Array) -> bool:
     data = values.buffers()[2]
-    if data is None:
+    if data is None or len(values) == 0:
         return False
-    text = data.to_pybytes()  # one copy, then memchr: far faster than a compute kernel per value
+    # Only the values' own bytes: a slice's data buffer is its parent's, all of it.
+    offset_type = np.int64 if pa.types.is_large_binary(values.type) else np.int32
+    offsets = np.frombuffer(values.buffers()[1], dtype=offset_type)
+    start, end = int(offsets[values.offset]), int(offsets[values.offset + len(values)])
+    text = data.slice(start, end - start).to_pybytes()  # one copy, then memchr: faster than a kernel
     return b"\n" in text or b"\r" in text
 
 

@@ -10,7 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from icesink.jobs.kafka.decode.chunk import PARSE_ERROR, ChunkDecoder, DecodedChunk, decode_one
+from icesink.jobs.kafka.decode.chunk import (
+    PARSE_ERROR,
+    ChunkDecoder,
+    DecodedChunk,
+    _has_line_breaks,
+    decode_one,
+)
 
 GOOD: list[bytes | None] = [
     b'{"id": 1, "name": "a"}',
@@ -118,6 +124,13 @@ def test_string_values_are_read_as_their_bytes() -> None:
     result = ChunkDecoder().decode(pa.array(['{"a": "é"}', None]))
     assert accepted_rows(result) == {0: {"a": "é"}}
     assert [r.index for r in result.rejections] == [1]
+
+
+def test_a_slice_is_looked_at_for_line_breaks_in_its_own_values_only() -> None:
+    values = pa.array([b'{"a": 1}', b'{"a": 2}', b'{\n"a": 3}', b'{"a": 4}'])
+    assert _has_line_breaks(values) and _has_line_breaks(values.slice(2, 1))
+    assert not _has_line_breaks(values.slice(0, 2)) and not _has_line_breaks(values.slice(3))
+    assert accepted_rows(ChunkDecoder().decode(values.slice(1, 3))) == {0: {"a": 2}, 1: {"a": 3}, 2: {"a": 4}}
 
 
 def test_decode_one_reads_numbers_as_pyarrow_does() -> None:
