@@ -83,7 +83,7 @@ def planned_input_bytes(df: DataFrame) -> int | None:
     if is_connect(df.sparkSession):
         return None
     try:
-        plan = df._jdf.queryExecution().optimizedPlan()
+        plan = df._jdf.queryExecution().analyzed()  # made with the DataFrame: no optimizer run
         leaves = plan.collectLeaves()
         for i in range(leaves.size()):
             leaf = leaves.apply(i)
