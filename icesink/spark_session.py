@@ -14,7 +14,8 @@ question the sink asks has a classic answer (unchanged) and a Connect answer her
 - the session that started the query (the one whose listeners hear of it): the query's
   record, shared by the application's sessions; none under Connect;
 - the number of partitions of a batch: unknown without planning it through ``rdd``, so
-  ``None`` (the rule that needs it is skipped).
+  ``None`` (the rule that needs it is skipped); likewise the bytes a batch's plan expects
+  to read.
 """
 
 from __future__ import annotations
@@ -67,6 +68,34 @@ def num_partitions(df: DataFrame) -> int | None:
     if is_connect(df.sparkSession):
         return None
     return df.rdd.getNumPartitions()
+
+
+def planned_input_bytes(df: DataFrame) -> int | None:
+    """The bytes ``df``'s plan expects to read, when its sources know them before any is read.
+
+    A file relation (``spark.read`` of files) knows the bytes of its files, listed when the plan
+    was made; so does a file source's micro-batch, which ``foreachBatch`` hands over as the rows
+    of a plan already made, with that plan's statistics. Any other source's plan has a guess
+    of Spark's, or none: ``None`` then (a range, rows made in Python), and Spark's default of
+    more bytes than any budget for a Kafka batch. ``None`` under Spark Connect too (no plan in
+    this process to ask).
+    """
+    if is_connect(df.sparkSession):
+        return None
+    try:
+        plan = df._jdf.queryExecution().analyzed()  # made with the DataFrame: no optimizer run
+        leaves = plan.collectLeaves()
+        for i in range(leaves.size()):
+            leaf = leaves.apply(i)
+            kind = leaf.getClass().getSimpleName()
+            if kind == "LogicalRelation" and leaf.relation().getClass().getSimpleName() == "HadoopFsRelation":
+                continue
+            if kind != "LogicalRDD":
+                return None
+        return int(str(plan.stats().sizeInBytes())) if leaves.size() else None  # a BigInt, or an int
+    except Exception:  # Spark's internals: a version without them only keeps the shuffle
+        logger.debug("the plan of a batch could not be sized", exc_info=True)
+        return None
 
 
 def query_id_of(batch_df: DataFrame) -> str | None:

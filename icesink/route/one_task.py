@@ -16,24 +16,68 @@ one core. It writes the same files when the previous batch wrote at most one
 target file size (every value then fits in one file, none is hot enough to be spread over
 tasks: :mod:`icesink.route.skew`) and the task holds every value's rows at once: the
 previous batch's rows, in Arrow, within :data:`ONE_TASK_BUDGET_SHARE` of a write task's
-memory budget (the rest goes to the chunks in flight and to a larger next batch). A
-first batch (nothing known yet) is shuffled. On more cores the shuffle's parallelism
-wins, and only small batches go to one task (:data:`~icesink.route.router.SINGLE_TASK_MAX_BYTES`).
+memory budget (the rest goes to the chunks in flight and to a larger next batch). On more
+cores the shuffle's parallelism wins, and only small batches go to one task
+(:data:`~icesink.route.router.SINGLE_TASK_MAX_BYTES`).
 
-The same holds in ``distribution-mode=none`` against the source's own tasks: one task keeps
-both cores busy alike, and writes each partition value once where each of the source's tasks
-would have written it (half the files on input read in two tasks).
+A first batch has no previous one to go by. When its plan knows what it reads before
+reading it (a file source's micro-batch: the bytes of its files,
+:func:`~icesink.spark_session.planned_input_bytes`), Arrow's rows take about
+``1 / INITIAL_COMPRESSION_RATIO`` times the Parquet bytes they come from (the guess the
+write tasks start from, :mod:`icesink.write.parquet`; the reference workload's files in
+``benchmarks/LOG.md``, "a first batch in one task"): a first batch whose bytes give at
+most the same share of the budget goes to one task as well. Guessed wrong (input
+compressed far better than that), the fanout's budget closes some of that batch's files
+early: more files for one batch, never lost rows, and the next batch goes by what this
+one measured. Any other first batch (a Kafka batch, nothing known of it) is shuffled.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from icesink.route.skew import BatchProfile
+from icesink.spark_session import local_cores, planned_input_bytes
+from icesink.write.parquet import INITIAL_COMPRESSION_RATIO
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 ONE_TASK_MAX_CORES = 2
 """Most cores of an application on which one write task is as fast as a shuffle's tasks."""
 
 ONE_TASK_BUDGET_SHARE = 0.5
 """Share of a write task's memory budget the previous batch's Arrow rows may fill."""
+
+HELD = "the previous batch was small, or one task holds it on two cores"
+FIRST_HELD = "a first batch whose planned input fits one task on two cores"
+
+
+def one_task_reason(
+    df: DataFrame,
+    last: BatchProfile | None,
+    small: bool,
+    memory_budget_bytes: int,
+    target_file_size_bytes: int,
+) -> str | None:
+    """Why one write task writes ``df`` (for the log), or ``None`` when it is better distributed.
+
+    Args:
+        df: The batch.
+        last: What the sink's previous non-empty batch of the table wrote, if any.
+        small: The previous batch was small enough for one task on any number of cores
+            (:data:`~icesink.route.router.SINGLE_TASK_MAX_BYTES`).
+        memory_budget_bytes: A write task's memory budget (``write.fanout.memory-budget-bytes``).
+        target_file_size_bytes: The table's target data file size.
+    """
+    cores = local_cores(df.sparkSession)
+    if small or one_task_holds(last, cores, memory_budget_bytes, target_file_size_bytes):
+        return HELD
+    if last is not None or cores is None or cores > ONE_TASK_MAX_CORES:
+        return None
+    planned = planned_input_bytes(df)  # a first batch, on a local application: what its plan reads
+    held = one_task_holds_planned(planned, cores, memory_budget_bytes, target_file_size_bytes)
+    return FIRST_HELD if held else None
 
 
 def one_task_holds(
@@ -52,3 +96,22 @@ def one_task_holds(
         return False  # nothing known of the rows' width (a first batch, or one the driver wrote)
     held = last.rows * last.input_row_bytes <= memory_budget_bytes * ONE_TASK_BUDGET_SHARE
     return held and last.file_bytes <= target_file_size_bytes
+
+
+def one_task_holds_planned(
+    planned_bytes: int | None, cores: int | None, memory_budget_bytes: int, target_file_size_bytes: int
+) -> bool:
+    """Whether one write task is the cheaper writer of a first batch whose plan expects to read
+    ``planned_bytes``, as the module says.
+
+    Args:
+        planned_bytes: :func:`~icesink.spark_session.planned_input_bytes` of the batch; ``None``
+            when its plan does not know.
+        cores: As :func:`one_task_holds`.
+        memory_budget_bytes: As :func:`one_task_holds`.
+        target_file_size_bytes: As :func:`one_task_holds`.
+    """
+    if planned_bytes is None or cores is None or cores > ONE_TASK_MAX_CORES:
+        return False
+    held = planned_bytes / INITIAL_COMPRESSION_RATIO <= memory_budget_bytes * ONE_TASK_BUDGET_SHARE
+    return held and planned_bytes <= target_file_size_bytes

@@ -38,9 +38,9 @@ file size, or, on two cores, one task can hold it (:mod:`icesink.route.one_task`
 batch is coalesced into one task (``coalesce(1)``, a narrow dependency). It writes every
 value, one file each while under the target, as few files as the shuffle gives, for one
 Python task instead of a shuffle stage and one task per bucket (``none``: instead of one
-file per value and source task). A first batch (nothing known yet) is never coalesced; a
-batch much larger than the one before it is written by one task too, slower but with the
-same files, and the next is shuffled again. Below :data:`DRIVER_MAX_BYTES` the driver
+file per value and source task). A first batch goes by what its plan reads, when it knows;
+a batch much larger than the one before it is written by one task too, slower but with
+the same files, and the next is shuffled again. Below :data:`DRIVER_MAX_BYTES` the driver
 writes the batch itself, without a Python task.
 
 A batch that is a single Spark partition (a source that read it in one task) is not
@@ -60,19 +60,18 @@ from pyspark.sql import functions as F
 from icesink.config import DEFAULT_MEMORY_BUDGET_BYTES, DEFAULT_TARGET_FILE_SIZE_BYTES, DistributionMode
 from icesink.log_context import batch_logger
 from icesink.route.hot_values import count_hot_values, salt_columns, spread
-from icesink.route.one_task import one_task_holds
+from icesink.route.one_task import one_task_reason
 from icesink.route.routed import RoutedBatch, resolve_mode
 from icesink.route.self_check_runs import bucket_source_types, ensure_self_checks
 from icesink.route.shuffle import exact_repartition
 from icesink.route.skew import HotValue, RoutingHistory, table_bytes_per_row
 from icesink.route.transforms import partition_value_column
 from icesink.schema.names import field_path, spark_column_name
-from icesink.spark_session import default_parallelism, local_cores, num_partitions
+from icesink.spark_session import default_parallelism, num_partitions
 from icesink.write.keys import arrow_key_functions
 from icesink.write.layout import BucketLayout
 
 logger = batch_logger(__name__)
-_ONE_TASK = "the previous batch was small, or one task holds it on two cores"
 
 PARTITION_COLUMN_PREFIX = "__icesink_partition_"
 SOURCE_PARTITION_COLUMN = "__icesink_source_partition"
@@ -197,8 +196,9 @@ class BucketRouter:
         """
         n = len(df.columns)
         keys_in_task = bool(self._spec.fields) and arrow_key_functions(self._spec, self._schema) is not None
-        if keys_in_task and self._single_task_is_enough(df):
-            return self._unshuffled(df.coalesce(1), n, _ONE_TASK, partition_values_in_task=True)
+        why_one = self._one_task_reason(df) if keys_in_task else None
+        if why_one is not None:
+            return self._unshuffled(df.coalesce(1), n, why_one, partition_values_in_task=True)
         if self.mode is DistributionMode.NONE and keys_in_task:
             return RoutedBatch(df, n, self.mode, partition_values_in_task=True)
         if keys_in_task and self._last is not None and self._last.rows_in_one_partition:
@@ -216,8 +216,9 @@ class BucketRouter:
         names = [f"{PARTITION_COLUMN_PREFIX}{i}" for i in range(len(columns))]
         aliased = [c.alias(name) for c, name in zip(columns, names, strict=True)]
         routed = df.select("*", *aliased) if columns else df
-        if columns and self._single_task_is_enough(df):
-            return self._unshuffled(routed.coalesce(1), n, _ONE_TASK)
+        why_one = self._one_task_reason(df) if columns else None
+        if why_one is not None:
+            return self._unshuffled(routed.coalesce(1), n, why_one)
         if not columns or self.mode is DistributionMode.NONE:
             return RoutedBatch(routed, n, self.mode)
         return self._shuffled(routed, n, [F.col(name) for name in names], in_task=False)
@@ -325,10 +326,9 @@ class BucketRouter:
             columns.append(partition_value_column(field.transform, source, source_type))
         return columns
 
-    def _single_task_is_enough(self, df: DataFrame) -> bool:
-        small = self._last_batch_wrote_at_most(SINGLE_TASK_MAX_BYTES)
-        cores = local_cores(df.sparkSession)
-        return small or one_task_holds(self._last, cores, self._memory_budget, self._target)
+    def _one_task_reason(self, df: DataFrame) -> str | None:
+        small = self._last_batch_wrote_at_most(SINGLE_TASK_MAX_BYTES)  # on any number of cores
+        return one_task_reason(df, self._last, small, self._memory_budget, self._target)
 
     def _hot_values(
         self, df: DataFrame, partition_columns: list[Column], first_extra: int

@@ -25,7 +25,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from icesink import IcebergSink, SelfCheckError
-from icesink.jobs.taxi_workload import PARTITION_BY, taxi_rows
+from icesink.jobs.taxi_workload import PARTITION_BY, taxi_rows, write_files
 from icesink.route import router, self_check, self_check_runs
 from icesink.route.self_check import HashVector
 from icesink.route.transforms import partition_value_column
@@ -293,6 +293,44 @@ def test_none_mode_writes_a_batch_one_task_holds_in_one_task(
     assert (
         check_data_files(table) == (TAXI_INPUT_PARTITIONS + 2) * TAXI_VALUES
     )  # each row in its value's file
+
+
+@pytest.mark.parametrize("mode", ["bucket", "none"])
+@pytest.mark.parametrize("budget_mib", [512, 1], ids=["held", "budget-too-small"])
+def test_a_first_batch_of_files_one_task_holds_is_written_by_one_task(
+    spark: SparkSession, catalog_options: dict[str, str], tmp_path: Path, mode: str, budget_mib: int
+) -> None:
+    """A stream's first micro-batch from a file source, on ``local[2]``: its plan knows the
+    bytes of its files, and when one task holds them (guessed as Arrow) that task writes every
+    value once, as the shuffle would and where ``none`` would write one file per value and
+    source task. A budget of 1 MiB cannot hold the files' (about 0.4 MB) rows: distributed."""
+    source = write_files(spark, tmp_path / "input", TAXI_INPUT_PARTITIONS, TAXI_ROWS // TAXI_INPUT_PARTITIONS)
+    name = f"first_files_{mode}_{budget_mib}"
+    options = {
+        "partition-by": PARTITION_BY,
+        "distribution-mode": mode,
+        "write.fanout.memory-budget-bytes": str(budget_mib * 2**20),
+    }
+    sink = sink_for(catalog_options, name, **options)
+    query = (
+        spark.readStream.schema(spark.read.parquet(str(source)).schema)
+        .parquet(str(source))
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(600)
+    assert query.exception() is None, query.exception()
+    table = sink.catalog.load_table(f"db.{name}")
+    files = written(table, 0)
+    assert sum(f.records for f in files) == TAXI_ROWS == table.scan().to_arrow().num_rows
+    assert len({f.partition for f in files}) == TAXI_VALUES
+    if budget_mib == 512:
+        assert {f.task for f in files} == {0} and len(files) == TAXI_VALUES  # one task, one file a value
+    else:
+        assert len({f.task for f in files}) > 1, {f.task for f in files}
+    assert check_data_files(table) == len(files)  # every row's partition value is its file's
 
 
 def assert_nothing_written(table: Table) -> None:
