@@ -9,14 +9,12 @@ the merges, cost a commit each (every manifest holding a rewritten file written 
 call) and the key index a catch-up each; one snapshot costs that once.
 
 The live files of every partition involved are found in one pass over the current snapshot's
-manifests; the delete files of the partitions not rewritten are merged a few partitions at once.
-A conflict with another commit gives every partition of the run back: the run's files are deleted
-and nothing is committed (:class:`~icesink.errors.RewriteConflictError`).
+manifests. A conflict with another commit gives every partition of the run back: the run's files
+are deleted and nothing is committed (:class:`~icesink.errors.RewriteConflictError`).
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -24,7 +22,6 @@ from pyiceberg.table import Table
 
 from icesink.config_maintenance import MaintenanceConfig
 from icesink.maintenance.planning import Partition, Rewrite
-from icesink.parallel import run_parallel
 from icesink.upsert.compaction import CompactionResult, PartitionRewrite, commit_rewrites, rewrite_partition
 from icesink.upsert.delete_merge import MergedDeletes, deletes_to_merge, merged_deletes
 from icesink.upsert.rewrite_files import PartitionFiles, delete_written, files_by_partition, rewrite_start
@@ -79,7 +76,12 @@ def rewrite_partitions(
             if result is not None:
                 done.append(result)
         rewritten = {r.partition for r in done}
-        merged = _merged(table, [p for p in merges if p not in rewritten], files, config)
+        for partition in merges:
+            found = files.get(partition, PartitionFiles())
+            chosen = deletes_to_merge(found.deletes, config.max_delete_files)
+            if partition not in rewritten and chosen:
+                live = {e.data_file.file_path for e in found.data}
+                merged.append(merged_deletes(table, partition, chosen, live))
     except BaseException:
         delete_written(
             table, [m for r in done for m in r.written()] + [m.message for m in merged if m.message]
@@ -89,35 +91,3 @@ def rewrite_partitions(
         return RewriteRun(tried)
     snapshot_id = commit_rewrites(table, start.snapshot_id, done, merged)
     return RewriteRun(tried, [r.result(table, snapshot_id) for r in done], merged, snapshot_id)
-
-
-def _merged(
-    table: Table,
-    partitions: Sequence[Partition],
-    files: dict[Partition, PartitionFiles],
-    config: MaintenanceConfig,
-) -> list[MergedDeletes]:
-    """The delete files of ``partitions`` merged, a few partitions at once
-    (:func:`~icesink.parallel.run_parallel`): each merge reads, sorts and writes positions, Arrow's
-    work outside the GIL, and a stream of random keys has every partition's due together."""
-    calls = []
-    for partition in partitions:
-        found = files.get(partition, PartitionFiles())
-        chosen = deletes_to_merge(found.deletes, config.max_delete_files)
-        if chosen:
-            live = {e.data_file.file_path for e in found.data}
-            calls.append(functools.partial(merged_deletes, table, partition, chosen, live))
-    results = run_parallel([functools.partial(_caught, call) for call in calls])
-    merged = [r for r in results if isinstance(r, MergedDeletes)]
-    failed = [r for r in results if isinstance(r, Exception)]
-    if failed:  # the others' files are deleted too: nothing of the run is committed
-        delete_written(table, [m.message for m in merged if m.message])
-        raise failed[0]
-    return merged
-
-
-def _caught(call: Callable[[], MergedDeletes]) -> MergedDeletes | Exception:
-    try:
-        return call()
-    except Exception as e:  # raised by _merged once every merge ended
-        return e

@@ -17,20 +17,17 @@ last snapshot with an index (:mod:`icesink.upsert.key_index_update`).
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import posixpath
 import uuid
 from collections.abc import Sequence
 
 import pyarrow as pa
-from pyiceberg.io import FileIO
 from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.statistics import StatisticsFile
 from pyiceberg.table.update import SetStatisticsUpdate, TableUpdate
 
-from icesink.parallel import run_parallel
 from icesink.upsert.candidates import KeyCandidates
 from icesink.upsert.key_index import (
     FILE_PREFIX,
@@ -62,15 +59,24 @@ def look_up(
     candidates = KeyCandidates.of(metadata, key_columns, keys)
     before = view.cache.entries_read
     found = view.lookup(candidates)
-    ordered = sorted(found.items(), key=lambda item: repr(item[0]))
-    written = run_parallel(
-        [
-            functools.partial(_delete_file, store.io, spec, n, partition, rows)
-            for n, (partition, rows) in enumerate(ordered)
-        ]
-    )
-    messages = [m for m in written if m is not None]
-    matched = sum(rows.num_rows for _, rows in ordered)
+    messages: list[DataFileMessage] = []
+    matched = 0
+    for n, ((spec_id, values), rows) in enumerate(sorted(found.items(), key=lambda item: repr(item[0]))):
+        first = min(rows.column("file_path").to_pylist())
+        folder = spec.location.rstrip("/") if spec.location else posixpath.dirname(first)
+        writer = PositionDeleteWriter(
+            store.io,
+            f"{folder}/{spec.file_prefix}-deletes-{n:05d}.parquet",
+            values,
+            spec_id,
+            spec.compression,
+        )
+        writer.write(rows.select(["file_path", "pos"]).combine_chunks().to_batches()[0])
+        writer.close()
+        message = writer.result()
+        if message is not None:
+            messages.append(message)
+        matched += rows.num_rows
     read = view.cache.entries_read - before
     logger.info(
         "lookup of %s keys in %s through its key index at snapshot %s: %s rows found, %s blob entries read, "
@@ -83,25 +89,6 @@ def look_up(
         len(messages),
     )
     return LookupResult(messages, LookupReport(0, read, matched, 0)), found
-
-
-def _delete_file(
-    file_io: FileIO, spec: LookupSpec, n: int, partition: Partition, rows: pa.Table
-) -> DataFileMessage | None:
-    """One partition's position delete file of the rows found (``None``: none written).
-
-    Written on :func:`~icesink.parallel.run_parallel`'s threads, a batch's partitions at once:
-    sorting and encoding them is Arrow's work, outside the GIL, and each file's write a round
-    trip to storage, so a batch touching every partition does not wait for them one by one.
-    """
-    spec_id, values = partition
-    first = min(rows.column("file_path").to_pylist())
-    folder = spec.location.rstrip("/") if spec.location else posixpath.dirname(first)
-    path = f"{folder}/{spec.file_prefix}-deletes-{n:05d}.parquet"  # the n-th partition found
-    writer = PositionDeleteWriter(file_io, path, values, spec_id, spec.compression)
-    writer.write(rows.select(["file_path", "pos"]).combine_chunks().to_batches()[0])
-    writer.close()
-    return writer.result()
 
 
 class IndexCommit:

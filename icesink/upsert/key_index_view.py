@@ -21,8 +21,6 @@ commits).
 
 from __future__ import annotations
 
-import functools
-import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -31,7 +29,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.io import FileIO
 
-from icesink.parallel import run_parallel
 from icesink.upsert.candidates import KeyCandidates
 from icesink.upsert.key_index import BlobRef, Partition, encode_blob, read_blob
 from icesink.upsert.key_index_entries import (
@@ -58,30 +55,26 @@ class LinkCache:
         self._budget = budget_bytes
         self._tables: OrderedDict[BlobRef, pa.Table] = OrderedDict()
         self._bytes = 0
-        self._lock = threading.Lock()  # partitions are searched and written on several threads
         self.entries_read = 0  # entries decoded from blobs (not served from memory)
 
     def get(self, file_io: FileIO, ref: BlobRef, key_columns: Sequence[str]) -> pa.Table:
-        with self._lock:
-            table = self._tables.get(ref)
-            if table is not None:
-                self._tables.move_to_end(ref)
-                return table
+        table = self._tables.get(ref)
+        if table is not None:
+            self._tables.move_to_end(ref)
+            return table
         table = read_blob(file_io, ref, key_columns)
-        with self._lock:
-            self.entries_read += table.num_rows
+        self.entries_read += table.num_rows
         self.put(ref, table)
         return table
 
     def put(self, ref: BlobRef, table: pa.Table) -> None:
-        with self._lock:
-            if ref in self._tables:
-                return
-            self._tables[ref] = table
-            self._bytes += table.nbytes
-            while self._bytes > self._budget and len(self._tables) > 1:
-                _, dropped = self._tables.popitem(last=False)
-                self._bytes -= dropped.nbytes
+        if ref in self._tables:
+            return
+        self._tables[ref] = table
+        self._bytes += table.nbytes
+        while self._bytes > self._budget and len(self._tables) > 1:
+            _, dropped = self._tables.popitem(last=False)
+            self._bytes -= dropped.nbytes
 
 
 @dataclass(frozen=True)
@@ -161,22 +154,19 @@ class KeyIndex:
         return concat(found, self.key_schema)
 
     def lookup(self, candidates: KeyCandidates) -> dict[Partition, pa.Table]:
-        """The live entries of the candidates' keys, in each partition that may hold one.
-
-        The partitions are searched a few at once (:func:`~icesink.parallel.run_parallel`): each
-        search is Arrow's joins over the partition's links, outside the GIL, and a batch of random
-        keys searches every partition.
-        """
-        wanted: list[tuple[Partition, pa.Table]] = []
+        """The live entries of the candidates' keys, in each partition that may hold one."""
+        found: dict[Partition, pa.Table] = {}
         for partition in self.chains:
             spec_id, values = partition
             if spec_id not in candidates.spec_ids:
                 continue
             keys = candidates.in_partition(spec_id, values)
-            if keys.num_rows:
-                wanted.append((partition, keys.rename_columns(self.key_columns)))
-        found = run_parallel([functools.partial(self.live, p, keys) for p, keys in wanted])
-        return {p: entries for (p, _), entries in zip(wanted, found, strict=True) if entries.num_rows}
+            if keys.num_rows == 0:
+                continue
+            entries = self.live(partition, keys.rename_columns(self.key_columns))
+            if entries.num_rows:
+                found[partition] = entries
+        return found
 
     def apply(self, step: IndexStep, snapshot_id: int | None) -> KeyIndex:
         """The index of ``snapshot_id``: this one with ``step`` applied (an overlay per partition touched)."""
@@ -264,37 +254,23 @@ class KeyIndex:
         tables: dict[int, pa.Table] = {}
         chains: dict[Partition, list[BlobRef | int]] = {}
         full_ones = full_blobs(self.chains, known, max_links)
-        kept = {
-            p: c for p, c in self.chains.items() if not c.overlays and all(r.path in known for r in c.refs)
-        }
-        written = [p for p in self.chains if p not in kept]
-        done = run_parallel([functools.partial(self._blob, p, p in full_ones) for p in written])
-        encoded = dict(zip(written, done, strict=True))
-        for partition in self.chains:
-            if partition in kept:
-                chains[partition] = list(kept[partition].refs)
+        for partition, chain in self.chains.items():
+            stale = any(ref.path not in known for ref in chain.refs)
+            if not chain.overlays and not stale:
+                chains[partition] = list(chain.refs)
                 continue
-            blob = encoded[partition]
-            if blob is None:
-                continue  # the partition holds no key any more
-            payload, tables[len(blobs)] = blob
-            blobs.append(payload)
             full = partition in full_ones
-            chains[partition] = [len(blobs) - 1] if full else [*self.chains[partition].refs, len(blobs) - 1]
+            entries = (
+                self.merged(partition, keep_deleted=False)
+                if full
+                else self.merged(partition, keep_deleted=True, links=chain.overlays)
+            )
+            if full and entries.num_rows == 0:
+                continue  # the partition holds no key any more
+            payload, tables[len(blobs)] = encode_blob(entries, self.key_columns)
+            blobs.append(payload)
+            chains[partition] = [len(blobs) - 1] if full else [*chain.refs, len(blobs) - 1]
         return blobs, chains, tables
-
-    def _blob(self, partition: Partition, full: bool) -> tuple[bytes, pa.Table] | None:
-        """The partition's new blob and its entries: a full one, or a delta of its overlays (``None``:
-        full and empty). Encoded a few partitions at once (:meth:`blobs`): Arrow's joins and Parquet
-        encoding, outside the GIL."""
-        chain = self.chains[partition]
-        if full:
-            entries = self.merged(partition, keep_deleted=False)
-            if entries.num_rows == 0:
-                return None
-        else:
-            entries = self.merged(partition, keep_deleted=True, links=chain.overlays)
-        return encode_blob(entries, self.key_columns)
 
     def written(self, snapshot_id: int | None, chains: dict[Partition, tuple[BlobRef, ...]]) -> KeyIndex:
         """This view once written with these chains (no overlays left)."""

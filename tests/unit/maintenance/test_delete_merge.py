@@ -208,8 +208,8 @@ def test_dangling_positions_are_dropped_and_big_files_left_alone(tmp_path: Path)
 
 
 def test_a_failed_merge_leaves_none_of_the_runs_merged_files_behind(tmp_path: Path) -> None:
-    """The partitions' merges run at once; one fails (a delete file unreadable): the run commits
-    nothing and deletes what the others wrote; once readable again, the next run merges them all."""
+    """One partition's merge fails (a delete file unreadable): the run commits nothing and deletes
+    what the other partitions' merges wrote; once readable again, the next run merges them all."""
     table, _, state = _table(tmp_path, 5)  # 5 delete files per bucket: every bucket's merge due
     before = table.metadata.current_snapshot_id
     config = MaintenanceConfig(max_delete_files=2)
