@@ -18,6 +18,7 @@ from pyiceberg.table import Table
 from icesink import failpoints
 from icesink.config_maintenance import MaintenanceConfig
 from icesink.maintenance import referenced_files
+from icesink.maintenance.rewrite_run import rewrite_partitions
 from icesink.maintenance.scheduler import Budget, TableMaintenance
 from icesink.upsert.delete_merge import merge_deletes
 from icesink.upsert.key_index_update import KeyIndexStore
@@ -203,4 +204,30 @@ def test_dangling_positions_are_dropped_and_big_files_left_alone(tmp_path: Path)
                 pq.read_table(entry.data_file.file_path.removeprefix("file://"))["file_path"].to_pylist()
             )
             assert paths <= live  # no position of a data file gone
+    _check(table, state)
+
+
+def test_a_failed_merge_leaves_none_of_the_runs_merged_files_behind(tmp_path: Path) -> None:
+    """One partition's merge fails (a delete file unreadable): the run commits nothing and deletes
+    what the other partitions' merges wrote; once readable again, the next run merges them all."""
+    table, _, state = _table(tmp_path, 5)  # 5 delete files per bucket: every bucket's merge due
+    before = table.metadata.current_snapshot_id
+    config = MaintenanceConfig(max_delete_files=2)
+    unreadable = next(e for e in _live(table) if e.data_file.content != DataFileContent.DATA)
+    local = Path(unreadable.data_file.file_path.removeprefix("file://"))
+    saved = local.read_bytes()
+    local.unlink()
+
+    with pytest.raises(OSError):
+        rewrite_partitions(table, [], ALL_BUCKETS, config, TARGET, lambda: True)
+
+    table.refresh()
+    assert table.metadata.current_snapshot_id == before
+    folder = Path(table.location().removeprefix("file://"))
+    assert sorted(p.name for p in folder.rglob("merged-deletes-*")) == []
+    local.write_bytes(saved)
+    run = rewrite_partitions(table, [], ALL_BUCKETS, config, TARGET, lambda: True)
+    assert len(run.merges) == BUCKETS
+    table.refresh()
+    assert _deletes_per_bucket(table) == dict.fromkeys(range(BUCKETS), 1)
     _check(table, state)
