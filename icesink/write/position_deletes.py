@@ -12,12 +12,23 @@ are the same path, it knows that the file refers to that one data file only (pyi
 and Iceberg Java index such files by path, the v2 form of ``referenced_data_file``, which
 pyiceberg 0.12's v2 ``DataFile`` has no field for). The message of a file lists the data
 files it refers to (``referenced_files``) for the commit's conflict check.
+
+The rows are sorted as numbers, not as strings (:func:`sorted_deletes`): a file's rows point
+at a few data files, so the paths are dictionary-encoded (the maintenance reads them so,
+:class:`~icesink.upsert.delete_merge.DeletePositions`),
+only the few distinct paths are sorted as strings, and the rows are sorted and deduplicated by
+one integer each, their path's rank and their position. Hashing and sorting the path of every
+row cost a maintenance run more than reading the positions did (``benchmarks/LOG.md``,
+2026-12-02, "where a steady upsert batch's driver time goes at 10M keys"). The file is the same:
+rows by path (UTF-8 byte order, as Arrow sorts strings), then position.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -25,7 +36,6 @@ from pyiceberg.conversions import to_bytes
 from pyiceberg.io import FileIO
 from pyiceberg.types import LongType, StringType
 
-from icesink.write.dictionary import DictionaryColumns
 from icesink.write.messages import CONTENT_POSITION_DELETES, DataFileMessage
 
 FILE_PATH_FIELD_ID = 2147483546
@@ -41,9 +51,22 @@ POSITION_DELETE_SCHEMA = pa.schema(
 )
 """The Arrow schema of a position delete file, with Iceberg's reserved field ids."""
 
+PATHS = pa.dictionary(pa.int32(), pa.string())
+"""The ``file_path`` column as :func:`sorted_deletes` takes it: a few paths, each for many rows."""
+
+_WRITTEN = pa.schema(
+    [POSITION_DELETE_SCHEMA.field("file_path").with_type(PATHS), POSITION_DELETE_SCHEMA.field("pos")]
+)
+"""The rows as written: Parquet stores the paths' dictionary as it is (no path hashed again), and
+the file's schema is :data:`POSITION_DELETE_SCHEMA` (no Arrow schema stored, so readers see strings)."""
+
 # Rows per row group: a delete file is read whole by every reader, so row groups only
 # bound the memory of writing and reading it.
 ROW_GROUP_ROWS = 1 << 20
+
+# The paths repeat (a few data files a file) and the positions are unique within a data file:
+# a dictionary pays for the one and would only add its indices to the other (dictionary.py's test).
+USE_DICTIONARY = ["file_path"]
 
 
 class PositionDeleteWriter:
@@ -70,23 +93,23 @@ class PositionDeleteWriter:
         self._partition = partition
         self._spec_id = spec_id
         self._compression = compression
-        self._batches: list[pa.RecordBatch] = []
+        self._paths: list[pa.Array] = []
+        self._positions: list[pa.Array] = []
         self._buffered = 0
         self._closed = False
         self._result: DataFileMessage | None = None
 
-    def write(self, batch: pa.RecordBatch) -> None:
-        """Buffer rows with columns ``file_path`` and ``pos`` (other columns are ignored)."""
+    def write(self, batch: pa.RecordBatch | pa.Table) -> None:
+        """Buffer rows with columns ``file_path`` (strings, or dictionary-encoded strings) and
+        ``pos`` (other columns are ignored)."""
         if self._closed:
             raise RuntimeError(f"write after close of {self.path}")
         if batch.num_rows == 0:
             return
-        rows = pa.RecordBatch.from_arrays(
-            [batch.column("file_path").cast(pa.string()), batch.column("pos").cast(pa.int64())],
-            schema=POSITION_DELETE_SCHEMA,
-        )
-        self._batches.append(rows)
-        self._buffered += rows.nbytes
+        paths, positions = batch.column("file_path"), batch.column("pos").cast(pa.int64())
+        self._paths.append(paths)
+        self._positions.append(positions)
+        self._buffered += paths.nbytes + positions.nbytes
 
     def length_bytes(self) -> int:
         """Bytes buffered: nothing reaches storage before :meth:`close`."""
@@ -101,23 +124,24 @@ class PositionDeleteWriter:
         if self._closed:
             return
         self._closed = True
-        if not self._batches:
+        if not self._paths:
             return
-        rows = sorted_deletes(pa.Table.from_batches(self._batches, schema=POSITION_DELETE_SCHEMA))
-        self._batches = []
-        dictionary = DictionaryColumns(POSITION_DELETE_SCHEMA)  # the positions are mostly unique
-        dictionary.sample(rows)
+        rows, referenced = sorted_deletes(dictionary_paths(self._paths), _int64s(self._positions))
+        self._paths, self._positions = [], []
         with self._io.new_output(self.path).create(overwrite=False) as stream:
             writer = pq.ParquetWriter(
                 stream,
-                POSITION_DELETE_SCHEMA,
+                _WRITTEN,
                 compression=self._compression,
-                use_dictionary=dictionary.use_dictionary,
+                use_dictionary=USE_DICTIONARY,
+                store_schema=False,
             )
             writer.write_table(rows, row_group_size=ROW_GROUP_ROWS)
             writer.close()
         metadata = writer.writer.metadata
-        self._result = _message(self.path, self._io, rows, metadata, self._partition, self._spec_id)
+        self._result = _message(
+            self.path, self._io, rows, referenced, metadata, self._partition, self._spec_id
+        )
 
     def result(self) -> DataFileMessage | None:
         """The file's message; only after :meth:`close`."""
@@ -126,25 +150,77 @@ class PositionDeleteWriter:
         return self._result
 
 
-def sorted_deletes(rows: pa.Table) -> pa.Table:
-    """``rows`` (``file_path``, ``pos``) sorted by path, then position, without duplicates."""
-    unique = rows.group_by(["file_path", "pos"], use_threads=False).aggregate([])
-    order = pc.sort_indices(unique, sort_keys=[("file_path", "ascending"), ("pos", "ascending")])
-    return unique.take(order).select(["file_path", "pos"]).cast(POSITION_DELETE_SCHEMA)
+def dictionary_paths(chunks: Iterable[pa.Array | pa.ChunkedArray]) -> pa.DictionaryArray:
+    """Path columns (strings or dictionary-encoded strings) as one dictionary-encoded array."""
+    encoded = []
+    for chunk in chunks:
+        for array in chunk.chunks if isinstance(chunk, pa.ChunkedArray) else [chunk]:
+            if pa.types.is_dictionary(array.type):
+                encoded.append(array.cast(PATHS) if array.type != PATHS else array)
+            else:
+                encoded.append(pc.dictionary_encode(array.cast(pa.string())))
+    if not encoded:
+        return pa.array([], PATHS)
+    combined = pa.chunked_array(encoded, PATHS).unify_dictionaries().combine_chunks()
+    assert isinstance(combined, pa.DictionaryArray)
+    return combined
+
+
+def sorted_deletes(paths: pa.DictionaryArray, positions: pa.Array) -> tuple[pa.Table, list[str]]:
+    """The rows (``paths``, ``positions``) sorted by path, then position, without duplicates (their
+    paths dictionary-encoded, as written), and the paths they refer to, sorted (see the module).
+
+    Raises:
+        ValueError: A null path or position, or a negative position: no delete file can hold them.
+    """
+    if paths.null_count or positions.null_count:
+        raise ValueError("position deletes with a null file_path or pos: every row needs both")
+    if len(positions) == 0:
+        return _WRITTEN.empty_table(), []
+    pos = positions.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    lowest, highest = int(pos.min()), int(pos.max())
+    if lowest < 0:
+        raise ValueError(f"position {lowest} in position deletes: positions count rows from 0")
+    dictionary = paths.dictionary
+    order = pc.sort_indices(dictionary).to_numpy()
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order), dtype=np.int64)
+    codes = rank[paths.indices.to_numpy(zero_copy_only=False)]
+    shift = max(highest.bit_length(), 1)
+    if (len(order) - 1).bit_length() + shift <= 63:  # one integer a row: rank, then position
+        keys = np.unique((codes << shift) | pos)
+        codes, pos = keys >> shift, keys & ((1 << shift) - 1)
+    else:  # positions past 2**(63 - rank bits): two sort keys
+        unique = np.unique(np.stack([codes, pos]), axis=1)
+        codes, pos = unique[0], unique[1]
+    firsts = np.diff(codes, prepend=-1) != 0  # the first row of each path
+    referenced = dictionary.take(pa.array(order[codes[firsts]]))
+    dense = (np.cumsum(firsts) - 1).astype(np.int32)  # each row's path among those referenced
+    rows = pa.Table.from_arrays(
+        [pa.DictionaryArray.from_arrays(dense, referenced), pa.array(pos, pa.int64())], schema=_WRITTEN
+    )
+    return rows, referenced.to_pylist()
+
+
+def _int64s(chunks: list[pa.Array | pa.ChunkedArray]) -> pa.Array:
+    combined = pa.chunked_array(
+        [a for c in chunks for a in (c.chunks if isinstance(c, pa.ChunkedArray) else [c])], pa.int64()
+    ).combine_chunks()
+    return combined
 
 
 def _message(
     path: str,
     io: FileIO,
     rows: pa.Table,
+    referenced: list[str],
     metadata: pq.FileMetaData,
     partition: tuple[Any, ...],
     spec_id: int,
 ) -> DataFileMessage:
     """The delete file's message, its statistics computed from the (sorted) rows themselves."""
     count = rows.num_rows
-    paths, positions = rows.column("file_path"), rows.column("pos")
-    min_max = pc.min_max(positions).as_py()
+    min_max = pc.min_max(rows.column("pos")).as_py()
     column_sizes = {FILE_PATH_FIELD_ID: 0, POS_FIELD_ID: 0}
     for group in range(metadata.num_row_groups):
         row_group = metadata.row_group(group)
@@ -165,14 +241,14 @@ def _message(
         value_counts={FILE_PATH_FIELD_ID: count, POS_FIELD_ID: count},
         null_value_counts={FILE_PATH_FIELD_ID: 0, POS_FIELD_ID: 0},
         lower_bounds={
-            FILE_PATH_FIELD_ID: to_bytes(StringType(), paths[0].as_py()),
+            FILE_PATH_FIELD_ID: to_bytes(StringType(), referenced[0]),
             POS_FIELD_ID: to_bytes(LongType(), min_max["min"]),
         },
         upper_bounds={
-            FILE_PATH_FIELD_ID: to_bytes(StringType(), paths[count - 1].as_py()),
+            FILE_PATH_FIELD_ID: to_bytes(StringType(), referenced[-1]),
             POS_FIELD_ID: to_bytes(LongType(), min_max["max"]),
         },
         split_offsets=split_offsets,
         content=CONTENT_POSITION_DELETES,
-        referenced_files=tuple(pc.unique(paths).to_pylist()),  # sorted, as the rows are
+        referenced_files=tuple(referenced),  # sorted, as the rows are
     )

@@ -94,3 +94,50 @@ def test_positions_are_written_plain_and_paths_with_their_dictionary(tmp_path: P
     assert sorted(zip(content["file_path"].to_pylist(), content["pos"].to_pylist(), strict=True)) == sorted(
         zip(paths, range(6_000), strict=True)
     )
+
+
+def _written(path: str) -> list[tuple[str, int]]:
+    content = pq.read_table(path.removeprefix("file://"))
+    return list(zip(content["file_path"].to_pylist(), content["pos"].to_pylist(), strict=True))
+
+
+def test_rows_are_in_the_specs_string_order_from_strings_and_dictionaries(tmp_path: Path) -> None:
+    """Paths sorted as strings (UTF-8 bytes: "10" before "9", "é" after "z"), positions as numbers,
+    duplicates dropped across batches of either encoding; one dictionary not shared by the others."""
+    paths = ["file:///d/9.parquet", "file:///d/10.parquet", "file:///d/é.parquet", "file:///d/z.parquet"]
+    rows = [(paths[i % 4], (i * 7919) % 50 + (1 << 40) * (i % 2)) for i in range(400)]
+    path = f"file://{tmp_path}/d.parquet"
+    writer = PositionDeleteWriter(PyArrowFileIO(), path, (1,), 0, "zstd")
+    writer.write(_rows([p for p, _ in rows[:200]], [n for _, n in rows[:200]]))
+    encoded = pa.array([p for p, _ in rows[150:]]).dictionary_encode()  # overlaps the first batch
+    writer.write(pa.record_batch({"file_path": encoded, "pos": pa.array([n for _, n in rows[150:]])}))
+    writer.close()
+
+    expected = sorted(set(rows), key=lambda r: (r[0].encode(), r[1]))
+    assert _written(path) == expected
+    message = writer.result()
+    assert message is not None and message.record_count == len(expected)
+    assert message.referenced_files == tuple(sorted(paths, key=str.encode))
+
+
+def test_positions_too_large_for_one_sort_key_still_sort(tmp_path: Path) -> None:
+    paths = [f"file:///d/{n}.parquet" for n in range(5)]
+    positions = [(1 << 62) + 3, 5, (1 << 62) + 1, 0, 7]
+    path = f"file://{tmp_path}/d.parquet"
+    writer = PositionDeleteWriter(PyArrowFileIO(), path, (1,), 0, "zstd")
+    writer.write(_rows([paths[n % 5] for n in range(10)], positions + positions))
+    writer.close()
+    assert _written(path) == sorted(zip(paths, positions, strict=True))
+
+
+@pytest.mark.parametrize(
+    ("positions", "message"), [([3, -1], "position -1"), ([3, None], "null file_path or pos")]
+)
+def test_a_position_no_delete_file_can_hold_is_refused(
+    tmp_path: Path, positions: list[int | None], message: str
+) -> None:
+    writer = PositionDeleteWriter(PyArrowFileIO(), f"file://{tmp_path}/d.parquet", (), 0, "zstd")
+    writer.write(_rows(["file:///a.parquet", "file:///a.parquet"], positions))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=message):
+        writer.close()
+    assert not (tmp_path / "d.parquet").exists()
