@@ -9,8 +9,10 @@ the merges, cost a commit each (every manifest holding a rewritten file written 
 call) and the key index a catch-up each; one snapshot costs that once.
 
 The live files of every partition involved are found in one pass over the current snapshot's
-manifests. A conflict with another commit gives every partition of the run back: the run's files
-are deleted and nothing is committed (:class:`~icesink.errors.RewriteConflictError`).
+manifests, and each delete file is read once: a partition examined for rewriting and then only
+merged (no data file worth rewriting) merges the positions its examination read. A conflict
+with another commit gives every partition of the run back: the run's files are deleted and
+nothing is committed (:class:`~icesink.errors.RewriteConflictError`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pyiceberg.table import Table
 from icesink.config_maintenance import MaintenanceConfig
 from icesink.maintenance.planning import Partition, Rewrite
 from icesink.upsert.compaction import CompactionResult, PartitionRewrite, commit_rewrites, rewrite_partition
-from icesink.upsert.delete_merge import MergedDeletes, deletes_to_merge, merged_deletes
+from icesink.upsert.delete_merge import DeletePositions, MergedDeletes, deletes_to_merge, merged_deletes
 from icesink.upsert.rewrite_files import PartitionFiles, delete_written, files_by_partition, rewrite_start
 
 
@@ -65,6 +67,7 @@ def rewrite_partitions(
     tried: list[Rewrite] = []
     done: list[PartitionRewrite] = []
     merged: list[MergedDeletes] = []
+    positions: dict[Partition, DeletePositions] = {}  # each delete file read once
     try:
         for rewrite in rewrites:
             if not next_partition():
@@ -72,7 +75,10 @@ def rewrite_partitions(
             tried.append(rewrite)
             ratio = None if rewrite.full else config.delete_ratio_threshold
             found = files.get(rewrite.partition, PartitionFiles())
-            result = rewrite_partition(table, rewrite.partition, found, target_file_size_bytes, 2, ratio)
+            read = positions[rewrite.partition] = DeletePositions.read(table, found.deletes)
+            result = rewrite_partition(
+                table, rewrite.partition, found, target_file_size_bytes, 2, ratio, read
+            )
             if result is not None:
                 done.append(result)
         rewritten = {r.partition for r in done}
@@ -81,7 +87,7 @@ def rewrite_partitions(
             chosen = deletes_to_merge(found.deletes, config.max_delete_files)
             if partition not in rewritten and chosen:
                 live = {e.data_file.file_path for e in found.data}
-                merged.append(merged_deletes(table, partition, chosen, live))
+                merged.append(merged_deletes(table, partition, chosen, live, positions.get(partition)))
     except BaseException:
         delete_written(
             table, [m for r in done for m in r.written()] + [m.message for m in merged if m.message]

@@ -2,7 +2,8 @@
 
 Streaming upserts leave many small data files and position delete files behind; every
 reader pays for both. :func:`compact_partition` reads the live rows of the chosen data files
-of a partition (position deletes applied, with pyiceberg's reader), writes them with the
+of a partition (:mod:`icesink.upsert.live_rows`: the positions its delete files delete, read once
+for the merge of those delete files too, applied to plain Parquet reads), writes them with the
 sink's rolling writer into files of the target size, and commits one ``replace`` snapshot
 that adds those files, removes the rewritten ones and replaces every delete file of the
 partition by one holding the positions still live on the data files left alone
@@ -34,27 +35,25 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from pyiceberg.expressions import AlwaysTrue
-from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.manifest import ManifestEntry
-from pyiceberg.table import FileScanTask, Table
-from pyiceberg.table.delete_file_index import DeleteFileIndex
+from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation
 
 from icesink.commit.snapshot import SnapshotProducer
 from icesink.errors import UpsertError
 from icesink.upsert.delete_merge import (
     SUMMARY_DELETE_MERGE,
+    DeletePositions,
     MergedDeletes,
     add_merged,
     merged_deletes,
-    read_positions,
 )
+from icesink.upsert.live_rows import live_rows
 from icesink.upsert.rewrite_files import (
     PartitionFiles,
     commit_rewrite,
@@ -183,27 +182,33 @@ def rewrite_partition(
     target_file_size_bytes: int,
     min_files: int,
     delete_ratio_threshold: float | None,
+    positions: DeletePositions | None = None,
 ) -> PartitionRewrite | None:
     """The chosen data ``files`` of ``partition`` rewritten and its deletes merged, nothing committed
-    (``None``: nothing worth it; the arguments as :func:`compact_partition`'s)."""
+    (``None``: nothing worth it; the arguments as :func:`compact_partition`'s, and ``positions``,
+    its delete files' positions when read already: the rewrite and the merge share them)."""
     if not files.data or (len(files.data) < min_files and not files.deletes):
         return None
-    positions = read_positions(table, files.deletes) if delete_ratio_threshold is not None else None
+    if positions is None:
+        positions = DeletePositions.read(table, files.deletes)
     chosen = files.data
-    if positions is not None and delete_ratio_threshold is not None:
+    if delete_ratio_threshold is not None:
         chosen = files_to_rewrite(
-            files.data, positions, target_file_size_bytes, delete_ratio_threshold, min_files
+            files.data, positions.counts(), target_file_size_bytes, delete_ratio_threshold, min_files
         )
         if not chosen:
             return None
-    rows, new_files = _rewrite(table, partition, chosen, files.index, target_file_size_bytes)
+    rows = live_rows(table, chosen, files.index, positions)
+    new_files = _write_partition(table, partition, rows, target_file_size_bytes)
     try:
         left = {e.data_file.file_path for e in files.data} - {e.data_file.file_path for e in chosen}
         merged = merged_deletes(table, partition, files.deletes, left, positions) if files.deletes else None
     except BaseException:
         delete_written(table, new_files)
         raise
-    return PartitionRewrite(tuple(partition), tuple(chosen), len(files.data), tuple(new_files), merged, rows)
+    return PartitionRewrite(
+        tuple(partition), tuple(chosen), len(files.data), tuple(new_files), merged, rows.num_rows
+    )
 
 
 def commit_rewrites(
@@ -237,17 +242,13 @@ def commit_rewrites(
 
 def files_to_rewrite(
     data: list[ManifestEntry],
-    positions: pa.Table,
+    deleted: Mapping[str, int],
     target_file_size_bytes: int,
     delete_ratio_threshold: float,
     min_files: int,
 ) -> list[ManifestEntry]:
-    """The data files worth rewriting (see the module); none when fewer than ``min_files`` small ones
-    and none past the delete ratio."""
-    counts = positions.group_by("file_path", use_threads=False).aggregate([("pos", "count")])
-    deleted = dict(
-        zip(counts.column("file_path").to_pylist(), counts.column("pos_count").to_pylist(), strict=True)
-    )
+    """The data files worth rewriting (see the module), ``deleted`` holding the positions deleted of
+    each; none when fewer than ``min_files`` small ones and none past the delete ratio."""
     worn = [
         e
         for e in data
@@ -261,28 +262,17 @@ def files_to_rewrite(
     return worn + chosen
 
 
-def _rewrite(
-    table: Table,
-    partition: tuple[Any, ...],
-    data_entries: list[ManifestEntry],
-    index: DeleteFileIndex,
-    target_file_size_bytes: int,
-) -> tuple[int, list[DataFileMessage]]:
-    """Live rows of the data files (deletes applied) written into new files; the rows and the files."""
-    scan_tasks = [
-        FileScanTask(
-            e.data_file, index.for_data_file(e.sequence_number or 0, e.data_file, e.data_file.partition)
-        )
-        for e in data_entries
-    ]
-    rows = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue()).to_table(scan_tasks)
+def _write_partition(
+    table: Table, partition: tuple[Any, ...], rows: pa.Table, target_file_size_bytes: int
+) -> list[DataFileMessage]:
+    """The live rows of ``partition`` written into new files of the target size."""
     new_files = _write(table, rows, target_file_size_bytes)
     if any(m.partition != tuple(partition) for m in new_files):
         delete_written(table, new_files)
         raise UpsertError(
             f"rewritten rows of partition {partition} do not all belong to it", table=table_name(table)
         )
-    return rows.num_rows, new_files
+    return new_files
 
 
 def _write(table: Table, rows: pa.Table, target_file_size_bytes: int) -> list[DataFileMessage]:

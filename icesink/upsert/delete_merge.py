@@ -13,6 +13,10 @@ files it replaces, not the snapshot's new one: it then applies to exactly the da
 them applied to, never to a data file committed after them (a compaction's output among them).
 Its file sequence number is the snapshot's, as for any file added.
 
+The positions of a partition's delete files are read once a maintenance run
+(:class:`DeletePositions`), their paths dictionary-encoded as Parquet stores them: the merge, and
+a compaction of the partition, which applies them to the data files it reads, share that read.
+
 Which files are merged is tiered, as an LSM store merges its runs (:func:`deletes_to_merge`):
 from the smallest up, while each is no bigger than those chosen together, so a large merged file
 is not rewritten for every few new ones, unless leaving it would keep the partition over its limit.
@@ -21,10 +25,11 @@ is not rewritten for every few new ones, unless leaving it would keep the partit
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -42,7 +47,7 @@ from icesink.upsert.rewrite_files import (
 )
 from icesink.write.manifest_entry import data_file_from_message
 from icesink.write.messages import DataFileMessage
-from icesink.write.position_deletes import POSITION_DELETE_SCHEMA, PositionDeleteWriter
+from icesink.write.position_deletes import PATHS, PositionDeleteWriter
 
 SUMMARY_DELETE_MERGE = "icesink.delete-merge"
 
@@ -131,15 +136,16 @@ def merged_deletes(
     partition: tuple[Any, ...],
     deletes: list[ManifestEntry],
     live: set[str],
-    positions: pa.Table | None = None,
+    positions: DeletePositions | None = None,
 ) -> MergedDeletes:
-    """The positions of ``deletes`` (``positions``, when read already) on the ``live`` data files,
-    written into one delete file."""
+    """The positions of ``deletes`` (from ``positions``, when read already) on the ``live`` data
+    files, written into one delete file."""
     sequence_number = max(e.sequence_number or 0 for e in deletes)
     if not live:
         return MergedDeletes(tuple(deletes), None, sequence_number)
-    rows = read_positions(table, deletes) if positions is None else positions
-    rows = rows.filter(pc.is_in(rows.column("file_path"), value_set=pa.array(sorted(live), pa.string())))
+    if positions is None:
+        positions = DeletePositions.read(table, deletes)
+    rows = positions.on_files([e.data_file.file_path for e in deletes], live)
     if rows.num_rows == 0:
         return MergedDeletes(tuple(deletes), None, sequence_number)
     location = table.metadata.properties.get("write.data.path", f"{table.location().rstrip('/')}/data")
@@ -150,16 +156,71 @@ def merged_deletes(
         table.metadata.default_spec_id,
         table.metadata.properties.get("write.parquet.compression-codec", "zstd"),
     )
-    for batch in rows.to_batches():
-        writer.write(batch)
+    writer.write(rows)
     writer.close()
     return MergedDeletes(tuple(deletes), writer.result(), sequence_number)
 
 
-def read_positions(table: Table, deletes: list[ManifestEntry]) -> pa.Table:
-    """Every position of the delete files ``deletes`` (``file_path``, ``pos``)."""
-    tables = [POSITION_DELETE_SCHEMA.empty_table()]
-    for entry in deletes:
-        with table.io.new_input(entry.data_file.file_path).open() as stream:
-            tables.append(pq.read_table(stream, columns=["file_path", "pos"]).cast(POSITION_DELETE_SCHEMA))
-    return pa.concat_tables(tables)
+class DeletePositions:
+    """The positions of delete files (``file_path`` dictionary-encoded, ``pos``), each file read once.
+
+    Args:
+        files: Each delete file's rows, by its path.
+    """
+
+    def __init__(self, files: dict[str, pa.Table]) -> None:
+        self._files = files
+
+    @classmethod
+    def read(cls, table: Table, deletes: Iterable[ManifestEntry]) -> DeletePositions:
+        """Every position of the delete files ``deletes``."""
+        files = {}
+        for entry in deletes:
+            path = entry.data_file.file_path
+            with table.io.new_input(path).open() as stream:
+                rows = pq.read_table(stream, columns=["file_path", "pos"], read_dictionary=["file_path"])
+            files[path] = pa.table(
+                {"file_path": rows["file_path"].cast(PATHS), "pos": rows["pos"].cast(pa.int64())}
+            )
+        return cls(files)
+
+    def all(self) -> pa.Table:
+        """Every position read (``file_path``, ``pos``)."""
+        return self._concat(self._files)
+
+    def counts(self) -> dict[str, int]:
+        """Positions read per data file."""
+        counts: dict[str, int] = {}
+        for chunk in self.all().to_batches():
+            paths = chunk.column(0)
+            tally = np.bincount(paths.indices.to_numpy(zero_copy_only=False), minlength=len(paths.dictionary))
+            for path, n in zip(paths.dictionary.to_pylist(), tally.tolist(), strict=True):
+                counts[path] = counts.get(path, 0) + n
+        return counts
+
+    def on_files(self, delete_files: Iterable[str], data_files: Collection[str]) -> pa.Table:
+        """The positions of ``delete_files`` on the ``data_files`` (``file_path``, ``pos``)."""
+        wanted = pa.array(sorted(data_files), pa.string())
+        rows = self._concat(delete_files)
+        parts = []
+        for chunk in rows.to_batches():
+            paths = chunk.column(0)
+            kept = pc.is_in(paths.dictionary, value_set=wanted).to_numpy(zero_copy_only=False)
+            mask = kept[paths.indices.to_numpy(zero_copy_only=False)]
+            parts.append(chunk.filter(pa.array(mask)) if not mask.all() else chunk)
+        return pa.Table.from_batches(parts, schema=rows.schema)
+
+    def of(self, delete_files: Iterable[str], data_file: str) -> np.ndarray:
+        """The positions of ``data_file`` that ``delete_files`` delete (int64, maybe repeated)."""
+        found = [np.empty(0, np.int64)]
+        for chunk in self._concat(delete_files).to_batches():
+            paths = chunk.column(0)
+            codes = np.flatnonzero(pc.equal(paths.dictionary, data_file).to_numpy(zero_copy_only=False))
+            if len(codes):
+                mask = np.isin(paths.indices.to_numpy(zero_copy_only=False), codes)
+                found.append(chunk.column(1).to_numpy()[mask])
+        return np.concatenate(found)
+
+    def _concat(self, delete_files: Iterable[str]) -> pa.Table:
+        schema = pa.schema([("file_path", PATHS), ("pos", pa.int64())])
+        return pa.concat_tables([schema.empty_table(), *(self._files[p] for p in delete_files)])
