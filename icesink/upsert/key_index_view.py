@@ -6,7 +6,9 @@ within its byte budget) and overlays not yet written (the changes applied since)
 holds entries ``key -> (file_path, pos)``, several for a key stored more than once, and
 ``file_path`` null for a key deleted. The newest link holding a key has ALL its live
 entries: a change of a key writes every live entry of it again, so a lookup reads the
-links newest first and stops for a key at the first link holding it.
+links newest first and stops for a key at the first link holding it. A cached blob of a
+key of one integer column is searched by binary search, a full blob written again merged
+in order (:mod:`icesink.upsert.key_index_search`); other links are joined.
 
 :meth:`KeyIndex.apply` takes what a snapshot changed (:class:`IndexStep`: data files added
 with their keys, data files removed, positions deleted) and adds one overlay per
