@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import io
+import json
 import random
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from pyiceberg.io.pyarrow import PyArrowFileIO
 
 from icesink.upsert.key_index import BlobRef, decode_blob, encode_blob
@@ -37,7 +40,8 @@ def _blob(rows: list[Entry]) -> pa.Table:
 
 
 def _rows(table: pa.Table) -> list[Entry]:
-    return sorted((r["id"], r["file_path"], r["pos"]) for r in table.to_pylist())
+    rows = ((r["id"], r["file_path"], r["pos"]) for r in table.to_pylist())
+    return sorted(rows, key=lambda r: (r[0], r[1] or "", -1 if r[2] is None else r[2]))
 
 
 def test_find_gives_every_row_of_the_keys_held_and_no_other() -> None:
@@ -143,3 +147,18 @@ def test_the_index_looks_up_and_writes_a_searched_chain_as_the_joined_one() -> N
     assert _rows(decode_blob(blobs[0], ["id"])) == _rows(expected) == _rows(tables[0])
     assert pc.all(pc.is_valid(expected.column("file_path"))).as_py()
     assert {r[0] for r in _rows(expected)} >= {r[0] for r in _rows(found)}
+
+
+def test_a_blob_in_the_earlier_parquet_settings_is_read_and_searched() -> None:
+    """A blob as the index's first writer encoded it (every column zstd, positions plain)."""
+    ids = pa.array([2, 4, 4, 9], pa.int64())
+    table = pa.table({"id": ids, "file": pa.array([0, 1, None, 0], pa.int32()), "pos": [5, 6, 7, 8]})
+    table = table.replace_schema_metadata({b"icesink.files": json.dumps(["f0", "f1"]).encode()})
+    sink = io.BytesIO()
+    encoding = {"id": "DELTA_BINARY_PACKED"}
+    pq.write_table(table, sink, compression="zstd", use_dictionary=["file"], column_encoding=encoding)
+    link = Link.of_blob(decode_blob(sink.getvalue(), ["id"]), ["id"])
+    assert link.sorted_keys is not None
+    hits, remaining = link.split(pa.table({"id": pa.array([4, 3, 9], pa.int64())}), ["id"])
+    assert _rows(hits) == [(4, None, 7), (4, "f1", 6), (9, "f0", 8)]
+    assert remaining.column("id").to_pylist() == [3]
