@@ -83,30 +83,41 @@ def is_index_path(path: str) -> bool:
     return path.rsplit("/", 1)[-1].startswith(FILE_PREFIX)
 
 
-def encode_blob(entries: pa.Table, key_columns: Sequence[str]) -> tuple[bytes, pa.Table]:
+def encode_blob(
+    entries: pa.Table, key_columns: Sequence[str], in_order: bool = False
+) -> tuple[bytes, pa.Table]:
     """A partition's entries (key columns, ``file_path`` (null: deleted), ``pos``) as a blob, by key;
     and the entries as :func:`decode_blob` reads them back (sorted, ``file_path`` dictionary-encoded).
 
     ``file_path`` may come dictionary-encoded (a link read back, a whole partition): it is
-    never cast to strings, only its dictionary cut to the files still named.
+    never cast to strings, only its dictionary cut to the files still named. ``in_order``:
+    the entries are sorted by key already (a full blob merged in order), not sorted again.
     """
     paths = entries.column("file_path").combine_chunks()
     if not pa.types.is_dictionary(paths.type):
         paths = paths.cast(pa.string()).dictionary_encode()
     ordinals, files = _used_files(paths)
-    order = pc.sort_indices(entries.select(list(key_columns)), [(n, "ascending") for n in key_columns])
-    keys = [entries.column(name).take(order) for name in key_columns]
-    ordinals, positions = ordinals.take(order), entries.column("pos").cast(pa.int64()).take(order)
+    positions = entries.column("pos").cast(pa.int64())
+    keys = [entries.column(name) for name in key_columns]
+    if not in_order:
+        order = pc.sort_indices(entries.select(list(key_columns)), [(n, "ascending") for n in key_columns])
+        keys = [key.take(order) for key in keys]
+        ordinals, positions = ordinals.take(order), positions.take(order)
     table = pa.table([*keys, ordinals, positions], names=[*key_columns, "file", "pos"])
     table = table.replace_schema_metadata({_FILES_METADATA: json.dumps(files.to_pylist()).encode()})
     sink = io.BytesIO()
     integers = [n for n in key_columns if table.schema.field(n).type in (pa.int32(), pa.int64())]
-    pq.write_table(  # keys sorted: integers delta-encoded; only the file ordinals repeat
+    # Sorted integer keys and positions delta-encoded, file ordinals dictionary-encoded: all
+    # bit-packed, which zstd hardly shrinks further but doubles the time of a full blob's write
+    # (benchmarks/LOG.md, 2026-12-03). Other key columns (strings) stay zstd-compressed.
+    packed = [*integers, "file", "pos"]
+    pq.write_table(
         table,
         sink,
-        compression="zstd",
+        compression={n: "none" if n in packed else "zstd" for n in table.column_names},
         use_dictionary=["file"],
-        column_encoding=dict.fromkeys(integers, "DELTA_BINARY_PACKED"),
+        column_encoding=dict.fromkeys([*integers, "pos"], "DELTA_BINARY_PACKED"),
+        write_statistics=False,
     )
     decoded = pa.table(
         [*keys, pa.DictionaryArray.from_arrays(ordinals, files), positions],

@@ -85,7 +85,7 @@ def newest_entries(links: Sequence[pa.Table], key_schema: pa.Schema, keep_delete
 
 
 def partition_state(
-    links: Sequence[pa.Table],
+    state: pa.Table,
     key_schema: pa.Schema,
     added: pa.Table | None,
     removed: set[str],
@@ -93,11 +93,10 @@ def partition_state(
 ) -> pa.Table:
     """A partition's every live entry after a commit that removed files of it (a compaction).
 
-    The live entries of ``links`` but those in a removed file or at a deleted position, and
-    the ``added`` ones: computed for the whole partition at once, by number, rather than key
-    by key (a compaction touches every key of the partitions it rewrites).
+    Its live entries before (``state``) but those in a removed file or at a deleted
+    position, and the ``added`` ones: computed for the whole partition at once, by number,
+    rather than key by key (a compaction touches every key of the partitions it rewrites).
     """
-    state = newest_entries(links, key_schema, keep_deleted=False)
     state = state.filter(pc.invert(at_mask(state, removed, deleted)))
     return concat_dictionary([state, *([added] if added is not None else [])], key_schema)
 

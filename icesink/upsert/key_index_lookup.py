@@ -148,7 +148,7 @@ class IndexCommit:
             own[n] = BlobRef(path, offset, len(blob))
             offset += len(blob)
         for n, entries in tables.items():
-            self._after.cache.put(own[n], entries)
+            self._after.cache.put(own[n], entries, self._after.key_columns)
         resolved = {p: tuple(own[r] if isinstance(r, int) else r for r in c) for p, c in chains.items()}
         self._written = self._after.written(snapshot_id, resolved)
         self._statistics = StatisticsFile(

@@ -6,7 +6,9 @@ within its byte budget) and overlays not yet written (the changes applied since)
 holds entries ``key -> (file_path, pos)``, several for a key stored more than once, and
 ``file_path`` null for a key deleted. The newest link holding a key has ALL its live
 entries: a change of a key writes every live entry of it again, so a lookup reads the
-links newest first and stops for a key at the first link holding it.
+links newest first and stops for a key at the first link holding it. A cached blob of a
+key of one integer column is searched by binary search, a full blob written again merged
+in order (:mod:`icesink.upsert.key_index_search`); other links are joined.
 
 :meth:`KeyIndex.apply` takes what a snapshot changed (:class:`IndexStep`: data files added
 with their keys, data files removed, positions deleted) and adds one overlay per
@@ -40,8 +42,8 @@ from icesink.upsert.key_index_entries import (
     entry_schema,
     newest_entries,
     partition_state,
-    semi_join,
 )
+from icesink.upsert.key_index_search import Link, merged_in_order
 
 # Most links of a partition's chain: the next change writes the partition's full blob.
 DEFAULT_MAX_LINKS = 8
@@ -49,32 +51,35 @@ DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
 
 
 class LinkCache:
-    """Decoded blobs by where they live, the least recently used dropped past ``budget_bytes``."""
+    """Decoded blobs by where they live (as :class:`Link`: searchable by key when they can
+    be), the least recently used dropped past ``budget_bytes``."""
 
     def __init__(self, budget_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         self._budget = budget_bytes
-        self._tables: OrderedDict[BlobRef, pa.Table] = OrderedDict()
+        self._links: OrderedDict[BlobRef, Link] = OrderedDict()
         self._bytes = 0
         self.entries_read = 0  # entries decoded from blobs (not served from memory)
 
-    def get(self, file_io: FileIO, ref: BlobRef, key_columns: Sequence[str]) -> pa.Table:
-        table = self._tables.get(ref)
-        if table is not None:
-            self._tables.move_to_end(ref)
-            return table
+    def get(self, file_io: FileIO, ref: BlobRef, key_columns: Sequence[str]) -> Link:
+        link = self._links.get(ref)
+        if link is not None:
+            self._links.move_to_end(ref)
+            return link
         table = read_blob(file_io, ref, key_columns)
         self.entries_read += table.num_rows
-        self.put(ref, table)
-        return table
+        return self.put(ref, table, key_columns)
 
-    def put(self, ref: BlobRef, table: pa.Table) -> None:
-        if ref in self._tables:
-            return
-        self._tables[ref] = table
-        self._bytes += table.nbytes
-        while self._bytes > self._budget and len(self._tables) > 1:
-            _, dropped = self._tables.popitem(last=False)
-            self._bytes -= dropped.nbytes
+    def put(self, ref: BlobRef, table: pa.Table, key_columns: Sequence[str]) -> Link:
+        """Keep a blob's decoded entries (a blob just written, or read)."""
+        link = self._links.get(ref)
+        if link is not None:
+            return link
+        link = self._links[ref] = Link.of_blob(table, key_columns)
+        self._bytes += link.entries.nbytes
+        while self._bytes > self._budget and len(self._links) > 1:
+            _, dropped = self._links.popitem(last=False)
+            self._bytes -= dropped.entries.nbytes
+        return link
 
 
 @dataclass(frozen=True)
@@ -137,20 +142,25 @@ class KeyIndex:
         return list(self.key_schema.names)
 
     def links(self, partition: Partition) -> list[pa.Table]:
-        """The partition's links, oldest first (blobs read as needed)."""
+        """The partition's links' entries, oldest first (blobs read as needed)."""
+        return [link.entries for link in self.searchable_links(partition)]
+
+    def searchable_links(self, partition: Partition) -> list[Link]:
+        """The partition's links, oldest first: its blobs (searchable by key when they can
+        be), then its overlays (searched by joins)."""
         chain = self.chains.get(partition, Chain())
-        return [self.cache.get(self._io, ref, self.key_columns) for ref in chain.refs] + list(chain.overlays)
+        blobs = [self.cache.get(self._io, ref, self.key_columns) for ref in chain.refs]
+        return blobs + [Link(overlay) for overlay in chain.overlays]
 
     def live(self, partition: Partition, keys: pa.Table) -> pa.Table:
         """The live entries of ``keys`` (key columns, distinct rows) in the partition."""
         remaining, found = keys, []
-        for link in reversed(self.links(partition)):
+        for link in reversed(self.searchable_links(partition)):
             if remaining.num_rows == 0:
                 break
-            hits = semi_join(link, remaining, self.key_columns)
+            hits, remaining = link.split(remaining, self.key_columns)
             if hits.num_rows:
                 found.append(as_entries(hits.filter(pc.is_valid(hits.column("file_path"))), self.key_schema))
-                remaining = anti_join(remaining, hits.select(self.key_columns), self.key_columns)
         return concat(found, self.key_schema)
 
     def lookup(self, candidates: KeyCandidates) -> dict[Partition, pa.Table]:
@@ -183,7 +193,8 @@ class KeyIndex:
             deleted = step.deleted.get(partition)
             if removed or not (chain.refs or chain.overlays):
                 # files rewritten (a compaction), or a partition new to the index: its whole state, by number
-                state = partition_state(self.links(partition), self.key_schema, added, removed, deleted)
+                live, _ = self.merged(partition)
+                state = partition_state(live, self.key_schema, added, removed, deleted)
                 chains[partition] = Chain((), (state,))  # no link before it: written in full
                 continue
             touched = [added.select(names)] if added is not None else []
@@ -234,12 +245,14 @@ class KeyIndex:
         )
         return pa.concat_tables([entries, tombstones])
 
-    def merged(
-        self, partition: Partition, keep_deleted: bool, links: Sequence[pa.Table] | None = None
-    ) -> pa.Table:
-        """The newest entries of each key of ``links`` (default: the partition's), deleted keys or not."""
-        chosen = self.links(partition) if links is None else links
-        return newest_entries(chosen, self.key_schema, keep_deleted)
+    def merged(self, partition: Partition) -> tuple[pa.Table, bool]:
+        """The partition's every live entry, and whether it is sorted by key already (merged
+        in order into a searchable full blob: :func:`~icesink.upsert.key_index_search.merged_in_order`)."""
+        links = self.searchable_links(partition)
+        in_order = merged_in_order(links, self.key_schema)
+        if in_order is not None:
+            return in_order, True
+        return newest_entries([link.entries for link in links], self.key_schema, keep_deleted=False), False
 
     def blobs(
         self, registered: Iterable[str], max_links: int = DEFAULT_MAX_LINKS
@@ -260,14 +273,14 @@ class KeyIndex:
                 chains[partition] = list(chain.refs)
                 continue
             full = partition in full_ones
-            entries = (
-                self.merged(partition, keep_deleted=False)
-                if full
-                else self.merged(partition, keep_deleted=True, links=chain.overlays)
-            )
+            if full:
+                entries, in_order = self.merged(partition)
+            else:
+                entries = newest_entries(chain.overlays, self.key_schema, keep_deleted=True)
+                in_order = False
             if full and entries.num_rows == 0:
                 continue  # the partition holds no key any more
-            payload, tables[len(blobs)] = encode_blob(entries, self.key_columns)
+            payload, tables[len(blobs)] = encode_blob(entries, self.key_columns, in_order)
             blobs.append(payload)
             chains[partition] = [len(blobs) - 1] if full else [*chain.refs, len(blobs) - 1]
         return blobs, chains, tables
