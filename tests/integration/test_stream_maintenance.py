@@ -18,9 +18,7 @@ from pyspark.sql import SparkSession
 from icesink import IcebergSink, failpoints
 from tests.integration.test_upsert_sink import assert_reads, upsert_options
 from tests.support.tables import catalog_from_options, table_rows
-from tests.support.upserts import changes, expected_state
-
-State = dict[int, tuple[str | None, int | None]]
+from tests.support.upserts import State, changes, expected_state
 
 
 def _updates(n: int) -> pa.Table:

@@ -24,9 +24,7 @@ from tests.integration.test_crash_recovery import job_arguments, job_result, run
 from tests.integration.test_upsert_sink import BATCHES as SINK_BATCHES
 from tests.integration.test_upsert_sink import assert_reads, upsert_options, valid_changes
 from tests.support.tables import catalog_from_options
-from tests.support.upserts import CHANGE_BATCHES, changes, expected_state
-
-State = dict[int, tuple[str | None, int | None]]
+from tests.support.upserts import CHANGE_BATCHES, State, changes, expected_state
 
 BATCHES = [
     *CHANGE_BATCHES,  # 0-2 one staged group, 3 opens the next

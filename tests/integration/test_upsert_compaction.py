@@ -16,6 +16,7 @@ from icesink.upsert.compaction import compact_partition
 from tests.support.duckdb_reader import duckdb_read
 from tests.support.upserts import (
     BUCKETS,
+    State,
     UpsertDriver,
     bucket_of,
     changes,
@@ -24,8 +25,6 @@ from tests.support.upserts import (
     rows_of,
     sql_catalog,
 )
-
-State = dict[int, tuple[str | None, int | None]]
 
 
 def _upserted(tmp_path: Path) -> tuple[Table, UpsertDriver, State]:

@@ -20,9 +20,7 @@ from icesink.maintenance import referenced_files
 from tests.integration.test_crash_recovery import job_arguments, job_result, run_job
 from tests.support.duckdb_reader import duckdb_read
 from tests.support.tables import catalog_from_options
-from tests.support.upserts import CHANGE_BATCHES, changes, expected_state, rows_of
-
-State = dict[int, tuple[str | None, int | None]]
+from tests.support.upserts import CHANGE_BATCHES, State, changes, expected_state, rows_of
 
 BATCHES = [
     *CHANGE_BATCHES[:2],

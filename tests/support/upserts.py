@@ -37,6 +37,7 @@ SCHEMA = Schema(
     identifier_field_ids=[1],
 )
 BUCKETS = 4
+State = dict[int, tuple[str | None, int | None]]  # each live key's (name, v)
 SPEC = PartitionSpec(
     PartitionField(source_id=1, field_id=1000, transform=BucketTransform(BUCKETS), name="id_bucket")
 )
@@ -173,7 +174,7 @@ class UpsertDriver:
         return self.applier.apply(change.keys, data, batch_id, attempt=f"{self._sink_id}-b{batch_id}a0")
 
 
-def expected_state(state: dict[int, tuple[str | None, int | None]], batch: pa.Table) -> None:
+def expected_state(state: State, batch: pa.Table) -> None:
     """Apply ``batch`` to a plain dict model of the table (last change per key by seq, then order)."""
     last: dict[int, dict[str, Any]] = {}
     for position, row in enumerate(batch.to_pylist()):
@@ -187,9 +188,9 @@ def expected_state(state: dict[int, tuple[str | None, int | None]], batch: pa.Ta
             state[key] = (row["name"], row["v"])
 
 
-def rows_of(table: pa.Table) -> dict[int, tuple[str | None, int | None]]:
+def rows_of(table: pa.Table) -> State:
     """Rows as ``{id: (name, v)}``; fails on a duplicate key."""
-    result: dict[int, tuple[str | None, int | None]] = {}
+    result: State = {}
     for row in table.select(["id", "name", "v"]).to_pylist():
         assert row["id"] not in result, f"duplicate key {row['id']}"
         result[row["id"]] = (row["name"], row["v"])

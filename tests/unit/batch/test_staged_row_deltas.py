@@ -24,12 +24,11 @@ from icesink.config import SinkConfig
 from icesink.metrics import SinkMetrics
 from icesink.upsert.changes import change_set
 from icesink.write.task import DataTaskWriter
-from tests.support.upserts import changes, create_table, expected_state, rows_of, sql_catalog
+from tests.support.upserts import State, changes, create_table, expected_state, rows_of, sql_catalog
 
 NAME = "db.items"
 SINK_ID = "unit-sink"
 IN_DRIVER = {"num_data_columns": 3, "partition_values_in_task": True}
-State = dict[int, tuple[str | None, int | None]]
 
 
 @pytest.fixture()

@@ -25,6 +25,7 @@ from icesink.upsert.key_index_update import KeyIndexStore
 from tests.support.duckdb_reader import duckdb_read
 from tests.support.upserts import (
     BUCKETS,
+    State,
     UpsertDriver,
     changes,
     create_table,
@@ -33,7 +34,6 @@ from tests.support.upserts import (
     sql_catalog,
 )
 
-State = dict[int, tuple[str | None, int | None]]
 TARGET = 64 * 1024 * 1024
 KEEP_NOTHING = lambda: lambda path: False  # noqa: E731
 ALL_BUCKETS = [(b,) for b in range(BUCKETS)]

@@ -23,6 +23,7 @@ from icesink.maintenance.scheduler import Budget, TableMaintenance
 from tests.support.duckdb_reader import duckdb_read
 from tests.support.upserts import (
     BUCKETS,
+    State,
     UpsertDriver,
     bucket_of,
     changes,
@@ -32,7 +33,6 @@ from tests.support.upserts import (
     sql_catalog,
 )
 
-State = dict[int, tuple[str | None, int | None]]
 TARGET = 64 * 1024 * 1024
 KEEP_NOTHING = lambda: lambda path: False  # noqa: E731
 NO_REWRITES = {"max_delete_files": 1000, "min_delete_files": 1000, "min_small_files": 1000}

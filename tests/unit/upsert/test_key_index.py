@@ -23,6 +23,7 @@ from tests.support.duckdb_reader import read_iceberg_with_duckdb
 from tests.support.upserts import (
     BUCKETS,
     CHANGE_BATCHES,
+    State,
     UpsertDriver,
     changes,
     create_table,
@@ -30,8 +31,6 @@ from tests.support.upserts import (
     rows_of,
     sql_catalog,
 )
-
-State = dict[int, tuple[str | None, int | None]]
 
 
 @pytest.fixture()

@@ -28,6 +28,7 @@ from icesink.upsert.rewrite_files import files_by_partition
 from tests.support.duckdb_reader import duckdb_read
 from tests.support.upserts import (
     BUCKETS,
+    State,
     UpsertDriver,
     changes,
     create_table,
@@ -36,7 +37,6 @@ from tests.support.upserts import (
     sql_catalog,
 )
 
-State = dict[int, tuple[str | None, int | None]]
 ALL_BUCKETS = [(b,) for b in range(BUCKETS)]
 TARGET = 64 * 1024 * 1024
 

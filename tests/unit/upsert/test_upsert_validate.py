@@ -18,9 +18,15 @@ from icesink import failpoints
 from icesink.upsert.lookup import LookupResult, LookupSpec, run_lookup_locally
 from icesink.upsert.messages import LookupTask
 from tests.support.duckdb_reader import duckdb_read
-from tests.support.upserts import UpsertDriver, changes, create_table, expected_state, rows_of, sql_catalog
-
-State = dict[int, tuple[str | None, int | None]]
+from tests.support.upserts import (
+    State,
+    UpsertDriver,
+    changes,
+    create_table,
+    expected_state,
+    rows_of,
+    sql_catalog,
+)
 
 
 def _inserts(keys: range, name: str, seq: int = 0) -> pa.Table:
