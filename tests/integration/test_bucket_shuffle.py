@@ -30,6 +30,7 @@ from icesink.route import router, self_check, self_check_runs
 from icesink.route.self_check import HashVector
 from icesink.route.transforms import partition_value_column
 from icesink.write.layout import BucketLayout
+from tests.support.parquet_streams import stream_parquet_folder
 from tests.support.spark_conf import session_conf
 from tests.support.tables import check_data_files, data_files
 
@@ -312,16 +313,7 @@ def test_a_first_batch_of_files_one_task_holds_is_written_by_one_task(
         "write.fanout.memory-budget-bytes": str(budget_mib * 2**20),
     }
     sink = sink_for(catalog_options, name, **options)
-    query = (
-        spark.readStream.schema(spark.read.parquet(str(source)).schema)
-        .parquet(str(source))
-        .writeStream.foreachBatch(sink)
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination(600)
-    assert query.exception() is None, query.exception()
+    stream_parquet_folder(spark, source, sink, tmp_path / "checkpoint")
     table = sink.catalog.load_table(f"db.{name}")
     files = written(table, 0)
     assert sum(f.records for f in files) == TAXI_ROWS == table.scan().to_arrow().num_rows

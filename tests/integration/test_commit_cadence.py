@@ -10,6 +10,7 @@ from pyspark.sql import SparkSession
 
 from icesink import IcebergSink
 from tests.integration.test_crash_recovery import parquet_files_on_disk
+from tests.support.parquet_streams import stream_parquet_folder
 from tests.support.tables import catalog_from_options, summary_of
 
 BATCHES = 20
@@ -59,17 +60,7 @@ def test_twenty_small_batches_make_a_handful_of_snapshots(
     options = cadence_options(catalog_options)
     sink = IcebergSink.from_options(options)
     source = str(tmp_path / "input")
-    query = (
-        spark.readStream.schema(spark.read.parquet(source).schema)
-        .option("maxFilesPerTrigger", 1)
-        .parquet(source)
-        .writeStream.foreachBatch(sink)
-        .option("checkpointLocation", str(tmp_path / "ck"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination(600)
-    assert query.exception() is None, query.exception()
+    stream_parquet_folder(spark, source, sink, tmp_path / "ck", files_per_trigger=1)
     sink.flush()  # commit what the cadence left staged
 
     assert_each_batch_committed_once(options, ids, warehouse)

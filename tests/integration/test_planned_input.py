@@ -8,6 +8,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from icesink.jobs.taxi_workload import taxi_rows, write_files
 from icesink.spark_session import planned_input_bytes
+from tests.support.parquet_streams import stream_parquet_folder
 
 
 def _file_bytes(folder: Path) -> int:
@@ -27,17 +28,7 @@ def test_a_file_source_micro_batch_plans_its_files_bytes(spark: SparkSession, tm
     def record(batch_df: DataFrame, batch_id: int) -> None:
         planned.append(planned_input_bytes(batch_df.select("*", (batch_df.VendorID + 1).alias("v"))))
 
-    query = (
-        spark.readStream.schema(spark.read.parquet(str(folder)).schema)
-        .option("maxFilesPerTrigger", 1)
-        .parquet(str(folder))
-        .writeStream.foreachBatch(record)
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination(300)
-    assert query.exception() is None, query.exception()
+    stream_parquet_folder(spark, folder, record, tmp_path / "checkpoint", files_per_trigger=1, timeout_s=300)
     one_file = _file_bytes(folder) / 2
     assert len(planned) == 2
     assert all(p is not None and 0.5 * one_file < p < 2 * one_file for p in planned), (planned, one_file)
