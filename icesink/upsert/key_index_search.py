@@ -52,14 +52,12 @@ class Link:
     def split(self, keys: pa.Table, names: list[str]) -> tuple[pa.Table, pa.Table]:
         """The entries of ``keys`` (distinct rows of the key columns) in this link, and the
         keys it holds no entry of."""
-        if self.sorted_keys is None or len(names) != 1:
+        sorted_keys = self.sorted_keys
+        wanted = integer_keys(keys, names) if sorted_keys is not None else None
+        if sorted_keys is None or wanted is None:
             hits = semi_join(self.entries, keys, names)
             return hits, anti_join(keys, hits.select(names), names)
-        wanted = integer_keys(keys, names)
-        if wanted is None:
-            hits = semi_join(self.entries, keys, names)
-            return hits, anti_join(keys, hits.select(names), names)
-        held, rows = find(self.sorted_keys, wanted)
+        held, rows = find(sorted_keys, wanted)
         return self.entries.take(pa.array(rows)), keys.filter(pa.array(~held))
 
 
@@ -106,8 +104,8 @@ def merged_in_order(links: Sequence[Link], key_schema: pa.Schema) -> pa.Table | 
     _, replaced = find(base.sorted_keys, newer_keys)
     kept = np.ones(len(base.sorted_keys), dtype=bool)
     kept[replaced] = False
-    live = newer.filter(pc.is_valid(newer.column("file_path")))
-    live_keys = newer_keys[np.asarray(pc.is_valid(newer.column("file_path")))]
+    valid = pc.is_valid(newer.column("file_path"))
+    live, live_keys = newer.filter(valid), newer_keys[np.asarray(valid)]
     kept_rows = np.flatnonzero(kept)
     # Two runs, each sorted (the base's kept keys, then the newer's): a stable sort merges them.
     order = np.argsort(np.concatenate([base.sorted_keys[kept_rows], live_keys]), kind="stable")
