@@ -5,11 +5,11 @@ split serves one table or the upserted tables of a routed batch (:class:`ChangeS
 the last change per (table, key) (:mod:`icesink.upsert.changes`, one shuffle, no job), and
 the rows with a null key or an unknown op set aside (dead letters ``null_key`` and
 ``unknown_op``; a truncate, op ``t``, is ``truncate``: the sink never empties a table; one
-counting job). The rows whose last change is an insert or replace go through normalize,
-distribute and write like appended rows (the op and order columns describe the change and
-are not stored); after the write, the keys the batch changes are looked up and its files
-committed with the position deletes of the rows they replace or delete
-(:mod:`icesink.batch.row_deltas`).
+counting job, without a shuffle: :mod:`icesink.upsert.rejected`). The rows whose last change is
+an insert or replace go through normalize, distribute and write like appended rows (the op and
+order columns describe the change and are not stored); after the write, the keys the batch
+changes are looked up and its files committed with the position deletes of the rows they
+replace or delete (:mod:`icesink.batch.row_deltas`).
 """
 
 from __future__ import annotations
@@ -32,11 +32,13 @@ from icesink.spark_session import default_parallelism
 from icesink.type_mapping import iceberg_to_spark_type
 from icesink.upsert.changes import DELETE_OP, TRUNCATE_OP, UPSERT_OPS, last_changes_df
 from icesink.upsert.checks import UpsertChecks
+from icesink.upsert.rejected import RejectedChanges
 from icesink.write.messages import DataFileMessage, RowCounts
 
 NULL_KEY = "null_key"
 UNKNOWN_OP = "unknown_op"
 TRUNCATE = "truncate"  # reason of a change with op ``t`` (a Debezium truncate), whatever its key
+REASONS = (NULL_KEY, UNKNOWN_OP, TRUNCATE)
 _DEST = "__icesink_change_dest"
 _KEY = "__icesink_change_key"
 
@@ -49,17 +51,20 @@ class ChangeBatch:
         rows: What is written: appended tables' rows, and the last change of each upserted
             key unless a delete (the batch's columns, in its order).
         deletes: The last changes that are deletes; ``None`` when the batch has no op column.
-        rejected: Dead letters of upserted rows with a null key or an unknown op (``source_table``,
-            ``column``, ``reason``, ``value``, ``original_row``); ``None`` when there are none.
-        rejected_by_table: ``(table, reason, rows)`` of the rejected rows.
+        rejected: Upserted rows with a null key or an unknown op, counted when first asked;
+            ``None`` when the batch upserts no table.
         cached: The persisted changes, released after the batch.
     """
 
     rows: DataFrame
     deletes: DataFrame | None = None
-    rejected: DataFrame | None = None
-    rejected_by_table: tuple[tuple[str, str, int], ...] = ()
+    rejected: RejectedChanges | None = None
     cached: DataFrame | None = None
+
+    @property
+    def rejected_by_table(self) -> tuple[tuple[str, str, int], ...]:
+        """``(table, reason, rows)`` of the rejected rows."""
+        return self.rejected.by_table if self.rejected is not None else ()
 
     @property
     def rejected_rows(self) -> int:
@@ -150,13 +155,16 @@ class ChangeSplit:
         rows = changes.where(~is_delete)
         if not only_upserted:  # the appended tables' rows pass as they are
             rows = batch_df.where(~is_upserted).union(rows)
-        rejected = self._rejected(
-            batch_df.where(is_upserted & ~valid), dest, upserted, null_key, first_null, op
-        )
-        counted = rejected.groupBy("source_table", "reason").count().collect()
-        by_table = tuple(sorted((str(r["source_table"]), str(r["reason"]), int(r["count"])) for r in counted))
+        set_aside = batch_df.where(is_upserted & ~valid)
+        keyless, op_value = self._keyless(null_key, op)
+        tables = tuple(config.table for _, config in sorted(upserted.items()))
+        reason = rejection_reason(keyless, op_value)
+        dead_letters = functools.partial(self._rejected, set_aside, dest, upserted, null_key, first_null, op)
+        index = _dest_index(dest, upserted)
+        rejected = RejectedChanges.of(set_aside, tables, index, reason, REASONS, dead_letters)
+        rejected.by_table  # noqa: B018  counted now: a step of the changes, as the split's only job
         deletes = changes.where(is_delete) if op is not None else None
-        return ChangeBatch(rows, deletes, rejected if by_table else None, by_table, changes)
+        return ChangeBatch(rows, deletes, rejected, changes)
 
     def split_one(self, batch_df: DataFrame, config: SinkConfig) -> ChangeBatch:
         """A one-table sink's batch: upsert mode's split, its rows without the op and order
@@ -186,8 +194,7 @@ class ChangeSplit:
         tables = F.create_map(
             *[c for v, cfg in sorted(upserted.items()) for c in (F.lit(v), F.lit(cfg.table))]
         )
-        op_value = op.cast("string") if op is not None else F.lit(None).cast("string")
-        keyless = null_key & ~F.coalesce(op_value == TRUNCATE_OP, F.lit(False))  # a truncate has no key
+        keyless, op_value = self._keyless(null_key, op)
         return rows.select(
             F.element_at(tables, dest).alias("source_table"),
             F.when(keyless, first_null).otherwise(F.lit(self._op)).alias("column"),
@@ -197,6 +204,12 @@ class ChangeSplit:
                 F.struct(*[F.col(quoted(c)) for c in rows.columns]), {"ignoreNullFields": "false"}
             ).alias("original_row"),
         )
+
+    @staticmethod
+    def _keyless(null_key: Column, op: Column | None) -> tuple[Column, Column]:
+        """Whether a rejected row is rejected for its key (a truncate has none), and its op as text."""
+        op_value = op.cast("string") if op is not None else F.lit(None).cast("string")
+        return null_key & ~F.coalesce(op_value == TRUNCATE_OP, F.lit(False)), op_value
 
     def _key_expressions(
         self, batch_df: DataFrame, dest: Column, groups: Mapping[tuple[str, ...], list[str]]
@@ -236,24 +249,31 @@ class ChangeSplit:
     ) -> tuple[Callable[[], DataFrame], RowCounts]:
         """The batch's dead letters (``dead_letters``: its bad values') with the rejected changes,
         and the counts they go with (``counts``: the write's)."""
-        rejected = changes.rejected
-        if rejected is None:
+        rejected, n = changes.rejected, changes.rejected_rows
+        if rejected is None or not n:
             return dead_letters, counts
 
         def both() -> DataFrame:
             return (
-                dead_letters().unionByName(rejected, allowMissingColumns=True)
+                dead_letters().unionByName(rejected.rows, allowMissingColumns=True)
                 if counts.bad_rows
-                else rejected
+                else rejected.rows
             )
 
-        n = changes.rejected_rows
         return both, RowCounts(counts.input_rows + n, counts.bad_rows + n)
 
     def count_rejected(self, changes: ChangeBatch) -> None:
         """Count the rejected changes by table and reason (once their dead letters are committed)."""
         for table, reason, n in changes.rejected_by_table:
             self._metrics.dead_letter_reasons.labels(table, reason).inc(n)
+
+
+def _dest_index(dest: Column, upserted: Mapping[str, SinkConfig]) -> Column:
+    """A row's upserted table as its place among ``upserted``'s sorted destination values."""
+    if len(upserted) == 1:
+        return F.lit(0)
+    places = [c for i, value in enumerate(sorted(upserted)) for c in (F.lit(value), F.lit(i))]
+    return F.element_at(F.create_map(*places), dest)
 
 
 def changed_keys(
