@@ -4,8 +4,9 @@ With ``write.mode=upsert`` a batch is a list of changes. Before the usual steps,
 split serves one table or the upserted tables of a routed batch (:class:`ChangeSplit`):
 the last change per (table, key) (:mod:`icesink.upsert.changes`, one shuffle, no job), and
 the rows with a null key or an unknown op set aside (dead letters ``null_key`` and
-``unknown_op``; a truncate, op ``t``, is ``truncate``: the sink never empties a table; one
-counting job, without a shuffle: :mod:`icesink.upsert.rejected`). The rows whose last change is
+``unknown_op``; a truncate, op ``t``, is ``truncate``: the sink never empties a table). One
+job, without a shuffle, counts them and collects a one-table batch's delete changes
+(:mod:`icesink.upsert.split_facts`). The rows whose last change is
 an insert or replace go through normalize, distribute and write like appended rows (the op and
 order columns describe the change and are not stored); after the write, the keys the batch
 changes are looked up and its files committed with the position deletes of the rows they
@@ -32,7 +33,7 @@ from icesink.spark_session import default_parallelism
 from icesink.type_mapping import iceberg_to_spark_type
 from icesink.upsert.changes import DELETE_OP, TRUNCATE_OP, UPSERT_OPS, last_changes_df
 from icesink.upsert.checks import UpsertChecks
-from icesink.upsert.rejected import RejectedChanges
+from icesink.upsert.split_facts import SplitFacts
 from icesink.write.messages import DataFileMessage, RowCounts
 
 NULL_KEY = "null_key"
@@ -51,20 +52,21 @@ class ChangeBatch:
         rows: What is written: appended tables' rows, and the last change of each upserted
             key unless a delete (the batch's columns, in its order).
         deletes: The last changes that are deletes; ``None`` when the batch has no op column.
-        rejected: Upserted rows with a null key or an unknown op, counted when first asked;
-            ``None`` when the batch upserts no table.
-        cached: The persisted changes, released after the batch.
+        facts: What the split's job collected: the upserted rows with a null key or an unknown
+            op, counted, and a one-table batch's delete changes; ``None`` when the batch upserts
+            no table.
+        cached: The persisted changes (a routed batch's), released after the batch.
     """
 
     rows: DataFrame
     deletes: DataFrame | None = None
-    rejected: RejectedChanges | None = None
+    facts: SplitFacts | None = None
     cached: DataFrame | None = None
 
     @property
     def rejected_by_table(self) -> tuple[tuple[str, str, int], ...]:
         """``(table, reason, rows)`` of the rejected rows."""
-        return self.rejected.by_table if self.rejected is not None else ()
+        return self.facts.rejected_by_table if self.facts is not None else ()
 
     @property
     def rejected_rows(self) -> int:
@@ -149,8 +151,11 @@ class ChangeSplit:
         # One table: the destination is a literal, which Spark drops from the window's partitioning
         # but not from the repartition's; partitioned by it, the window would shuffle the changes
         # again, into spark.sql.shuffle.partitions tasks (200 by default) of every later job on them.
-        by = partition if only_upserted and len(upserted) == 1 else [F.col(_DEST), *partition]
-        changes = last_changes_df(keyed, by, order, cores).drop(_DEST, _KEY).persist()
+        one_table = only_upserted and len(upserted) == 1
+        by = partition if one_table else [F.col(_DEST), *partition]
+        changes = last_changes_df(keyed, by, order, cores).drop(_DEST, _KEY)
+        if not one_table:  # a routed batch's deletes' keys are collected from the changes
+            changes = changes.persist()
         is_delete = op == DELETE_OP if op is not None else F.lit(False)
         rows = changes.where(~is_delete)
         if not only_upserted:  # the appended tables' rows pass as they are
@@ -158,13 +163,21 @@ class ChangeSplit:
         set_aside = batch_df.where(is_upserted & ~valid)
         keyless, op_value = self._keyless(null_key, op)
         tables = tuple(config.table for _, config in sorted(upserted.items()))
-        reason = rejection_reason(keyless, op_value)
+        reasons = (REASONS, rejection_reason(keyless, op_value))
         dead_letters = functools.partial(self._rejected, set_aside, dest, upserted, null_key, first_null, op)
-        index = _dest_index(dest, upserted)
-        rejected = RejectedChanges.of(set_aside, tables, index, reason, REASONS, dead_letters)
-        rejected.by_table  # noqa: B018  counted now: a step of the changes, as the split's only job
+        keys = next(iter(upserted.values())).upsert.key_columns
+        deleted = (valid & is_delete, partition, keys) if one_table and op is not None else None
+        facts = SplitFacts.collect(
+            batch_df,
+            is_upserted & ~valid,
+            tables,
+            _dest_index(dest, upserted),
+            reasons,
+            dead_letters,
+            deleted,
+        )
         deletes = changes.where(is_delete) if op is not None else None
-        return ChangeBatch(rows, deletes, rejected, changes)
+        return ChangeBatch(rows, deletes, facts, changes if not one_table else None)
 
     def split_one(self, batch_df: DataFrame, config: SinkConfig) -> ChangeBatch:
         """A one-table sink's batch: upsert mode's split, its rows without the op and order
@@ -249,15 +262,15 @@ class ChangeSplit:
     ) -> tuple[Callable[[], DataFrame], RowCounts]:
         """The batch's dead letters (``dead_letters``: its bad values') with the rejected changes,
         and the counts they go with (``counts``: the write's)."""
-        rejected, n = changes.rejected, changes.rejected_rows
-        if rejected is None or not n:
+        facts, n = changes.facts, changes.rejected_rows
+        if facts is None or not n:
             return dead_letters, counts
 
         def both() -> DataFrame:
             return (
-                dead_letters().unionByName(rejected.rows, allowMissingColumns=True)
+                dead_letters().unionByName(facts.rejected_rows, allowMissingColumns=True)
                 if counts.bad_rows
-                else rejected.rows
+                else facts.rejected_rows
             )
 
         return both, RowCounts(counts.input_rows + n, counts.bad_rows + n)
@@ -287,8 +300,10 @@ def changed_keys(
     """Every key a one-table batch changes, of the table's types: written rows and deletes.
 
     The written rows' keys come with the batch's ``files``
-    (:attr:`~icesink.write.messages.DataFileMessage.keys`, sent by the write tasks): only the
-    deletes are collected, from the cached changes, a job without Python workers. Without
+    (:attr:`~icesink.write.messages.DataFileMessage.keys`, sent by the write tasks), and the
+    deleted keys from the split's job (:meth:`~icesink.upsert.split_facts.SplitFacts.deleted_keys`)
+    when the write dropped no bad row: no job. Else the deletes are collected from the last
+    changes, a job without Python workers. Without
     files, or files without keys (key columns that are not top-level), the written keys are
     collected with them. A change whose values could not be converted (``flagged``: the
     write dropped bad rows) is a dead letter: its key is not looked up, so the key's
@@ -300,7 +315,8 @@ def changed_keys(
         found = pa.concat_tables(written)
         if changes.deletes is None:
             return found
-        deleted = _deleted_keys(table, keys, changes.deletes).toArrow()
+        told = changes.facts.deleted_keys(found) if changes.facts is not None and not flagged else None
+        deleted = told if told is not None else _deleted_keys(table, keys, changes.deletes).toArrow()
         return pa.concat_tables([found, deleted.cast(found.schema)])
     rows = normalized.rows
     if normalized.bad_row_flag and flagged:

@@ -1,10 +1,12 @@
-"""The changes an upsert batch sets aside, counted per table and reason in one Spark job without a shuffle."""
+"""The upsert split's one Spark job, without a shuffle: the changes set aside counted per table and
+reason, and the delete changes whose keys the driver finds the deleted keys among."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -58,8 +60,8 @@ def test_rejected_changes_of_two_tables_are_counted_in_one_job_without_a_shuffle
         ("cdc.b", "unknown_op", 1),
     )
     assert changes.rejected_rows == 4
-    assert changes.rejected is not None
-    dead = sorted((r["source_table"], r["reason"], r["value"]) for r in changes.rejected.rows.collect())
+    assert changes.facts is not None
+    dead = sorted((r["source_table"], r["reason"], r["value"]) for r in changes.facts.rejected_rows.collect())
     assert dead == [
         ("cdc.a", "null_key", None),
         ("cdc.a", "null_key", None),
@@ -80,5 +82,26 @@ def test_a_batch_without_rejected_changes_counts_none(spark: SparkSession, tmp_p
     try:
         assert changes.rejected_by_table == () and changes.rejected_rows == 0
         assert sorted(r["id"] for r in changes.rows.collect()) == [1]
+    finally:
+        changes.release()
+
+
+def test_the_deleted_keys_are_the_deletes_no_written_row_has(spark: SparkSession, tmp_path: Path) -> None:
+    config = _config(tmp_path, "cdc.a")
+    rows = [(1, "d"), (1, "d"), (2, "d"), (2, "c"), (3, "u"), (3, "d"), (4, "c"), (None, "d")]
+    batch = spark.createDataFrame(rows, "id long, _op string")
+    changes = ChangeSplit(config, SinkMetrics()).split_one(batch, config)
+    try:
+        assert changes.facts is not None and changes.cached is None  # nothing else reads the changes
+        assert changes.rejected_by_table == (("cdc.a", "null_key", 1),)
+        written = pa.table({"id": pa.array(sorted(r["id"] for r in changes.rows.collect()), pa.int64())})
+        assert written.column("id").to_pylist() == [2, 4]
+        deleted = changes.facts.deleted_keys(written)
+        assert deleted is not None and sorted(deleted.column("id").to_pylist()) == [1, 3]
+        assert deleted.schema == written.schema
+        assert changes.deletes is not None  # what Spark collects when the driver cannot tell
+        assert sorted(r["id"] for r in changes.deletes.collect()) == [1, 3]
+        as_text = pa.table({"id": pa.array(["2", "4"])})  # keys of other types: Spark casts them
+        assert changes.facts.deleted_keys(as_text) is None
     finally:
         changes.release()
