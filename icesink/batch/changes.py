@@ -144,26 +144,29 @@ class ChangeSplit:
         )
         valid = ~null_key & ~unknown_op
         order = next((c for c in batch_df.columns if self._order and self._named(c, self._order)), None)
-        keyed = batch_df.where(is_upserted & valid).withColumn(_DEST, dest)
-        if isinstance(partition, Column):  # tables of different key columns: the key as text
-            keyed, partition = keyed.withColumn(_KEY, partition), [F.col(_KEY)]
-        cores = default_parallelism(batch_df.sparkSession)
         # One table: the destination is a literal, which Spark drops from the window's partitioning
         # but not from the repartition's; partitioned by it, the window would shuffle the changes
         # again, into spark.sql.shuffle.partitions tasks (200 by default) of every later job on them.
+        # Nor is it a column then: every DataFrame step costs the driver a plan analysis.
         one_table = only_upserted and len(upserted) == 1
+        keyed = batch_df.where(is_upserted & valid)
+        if not one_table:
+            keyed = keyed.withColumn(_DEST, dest)
+        if isinstance(partition, Column):  # tables of different key columns: the key as text
+            keyed, partition = keyed.withColumn(_KEY, partition), [F.col(_KEY)]
+        cores = default_parallelism(batch_df.sparkSession)
         by = partition if one_table else [F.col(_DEST), *partition]
-        changes = last_changes_df(keyed, by, order, cores).drop(_DEST, _KEY)
+        changes = last_changes_df(keyed, by, order, cores)
         if not one_table:  # a routed batch's deletes' keys are collected from the changes
-            changes = changes.persist()
+            changes = changes.drop(_DEST, _KEY).persist()
         is_delete = op == DELETE_OP if op is not None else F.lit(False)
         rows = changes.where(~is_delete)
         if not only_upserted:  # the appended tables' rows pass as they are
             rows = batch_df.where(~is_upserted).union(rows)
-        set_aside = batch_df.where(is_upserted & ~valid)
         keyless, op_value = self._keyless(null_key, op)
         tables = tuple(config.table for _, config in sorted(upserted.items()))
         reasons = (REASONS, rejection_reason(keyless, op_value))
+        set_aside = functools.partial(batch_df.where, is_upserted & ~valid)  # planned when there are some
         dead_letters = functools.partial(self._rejected, set_aside, dest, upserted, null_key, first_null, op)
         keys = next(iter(upserted.values())).upsert.key_columns
         deleted = (valid & is_delete, partition, keys) if one_table and op is not None else None
@@ -196,7 +199,7 @@ class ChangeSplit:
 
     def _rejected(
         self,
-        rows: DataFrame,
+        set_aside: Callable[[], DataFrame],
         dest: Column,
         upserted: Mapping[str, SinkConfig],
         null_key: Column,
@@ -208,6 +211,7 @@ class ChangeSplit:
             *[c for v, cfg in sorted(upserted.items()) for c in (F.lit(v), F.lit(cfg.table))]
         )
         keyless, op_value = self._keyless(null_key, op)
+        rows = set_aside()
         return rows.select(
             F.element_at(tables, dest).alias("source_table"),
             F.when(keyless, first_null).otherwise(F.lit(self._op)).alias("column"),
