@@ -55,7 +55,7 @@ class ChangeBatch:
         facts: What the split's job collected: the upserted rows with a null key or an unknown
             op, counted, and a one-table batch's delete changes; ``None`` when the batch upserts
             no table.
-        cached: The persisted changes (a routed batch's), released after the batch.
+        cached: The persisted changes, released after the batch.
     """
 
     rows: DataFrame
@@ -157,8 +157,10 @@ class ChangeSplit:
         cores = default_parallelism(batch_df.sparkSession)
         by = partition if one_table else [F.col(_DEST), *partition]
         changes = last_changes_df(keyed, by, order, cores)
-        if not one_table:  # a routed batch's deletes' keys are collected from the changes
-            changes = changes.drop(_DEST, _KEY).persist()
+        # Cached though a one-table batch reads them once (its deleted keys come from the split's
+        # job): a write by the driver or by one task reads the changes through coalesce(1), which
+        # would otherwise run the window's stage as one task; the cache keeps it a task a core.
+        changes = (changes if one_table else changes.drop(_DEST, _KEY)).persist()
         is_delete = op == DELETE_OP if op is not None else F.lit(False)
         rows = changes.where(~is_delete)
         if not only_upserted:  # the appended tables' rows pass as they are
@@ -180,7 +182,7 @@ class ChangeSplit:
             deleted,
         )
         deletes = changes.where(is_delete) if op is not None else None
-        return ChangeBatch(rows, deletes, facts, changes if not one_table else None)
+        return ChangeBatch(rows, deletes, facts, changes)
 
     def split_one(self, batch_df: DataFrame, config: SinkConfig) -> ChangeBatch:
         """A one-table sink's batch: upsert mode's split, its rows without the op and order

@@ -98,9 +98,11 @@ def last_changes_df(
     the order in which the source delivered them.
 
     ``partitions``: the Spark partitions the changes are shuffled to by key (``None``:
-    ``spark.sql.shuffle.partitions``, 200 by default). Every later job on the result (the
-    write; a routed batch's key collection from its cached changes) runs a task per
-    partition: about the cores, not 200 tasks of fixed cost each for 100,000 changes.
+    ``spark.sql.shuffle.partitions``, 200 by default). The result is cached by the sink and
+    read by the write (and, when the driver cannot tell the deleted keys, the key collection),
+    each then running a task per partition (adaptive execution does not coalesce the
+    partitions of a cached plan): about the cores, not 200 tasks of fixed cost each for
+    100,000 changes.
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F

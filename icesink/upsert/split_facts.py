@@ -12,7 +12,7 @@ one more job per shuffle), so the split runs one, on the batch as it came, witho
   change is a delete are then found in the driver after the write (:meth:`SplitFacts.deleted_keys`):
   the keys of the deletes that no written row has, since every other key's last change was
   written, unless the write dropped bad rows. No job collects them from the last changes
-  after the write, and the last changes need not be cached for it.
+  after the write.
 """
 
 from __future__ import annotations
