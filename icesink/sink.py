@@ -18,20 +18,18 @@
 10. maintenance - compaction, snapshot expiry, orphan removal, in a (:mod:`icesink.maintenance.after_commit`)
                  time budget
 
-The loop is the same for one table or many: a plan (:mod:`icesink.batch.plan`) prepares, splits
-and writes, :mod:`icesink.batch.finish` commits. With ``route.by`` set, a batch goes to many
-tables: :mod:`icesink.batch.routed` runs the same steps for all of them at once (one route job,
-one projection, one write job); without, :mod:`icesink.batch.one_table` writes the one table.
-Either opens its tables through :mod:`icesink.batch.tables` and writes each through a
-:class:`~icesink.batch.table_batch.TableBatch` and the same commit kinds. Every step
-is timed and counted (:mod:`icesink.metrics`); the flush of staged batches when a query goes
-idle is :mod:`icesink.batch.idle`.
+One loop writes every batch, for one table or many, as Iceberg Kafka Connect's
+``writerForTable`` and ``commitToTable`` do: a :class:`BatchPlan` prepares, splits and writes
+(:mod:`icesink.batch.one_table`, or :mod:`icesink.batch.routed` with ``route.by`` set), and
+:mod:`icesink.batch.finish` commits. Both plans open their tables through
+:mod:`icesink.batch.tables` and write each through a :class:`~icesink.batch.table_batch.TableBatch`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, overload
+from contextlib import AbstractContextManager
+from typing import Any, Protocol, TypeVar, overload
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
@@ -40,11 +38,12 @@ from pyspark.sql import types as st
 
 from icesink import catalog as catalogs
 from icesink.batch.arrow_source import ArrowSource
+from icesink.batch.changes import ChangeBatch
+from icesink.batch.commits import WrittenBatch
 from icesink.batch.finish import Finish
 from icesink.batch.idle import IdleListeners
 from icesink.batch.key import BatchKey
 from icesink.batch.one_table import OneTablePlan
-from icesink.batch.plan import BatchPlan
 from icesink.batch.routed import RoutedStep
 from icesink.batch.source_write import SourceWrite
 from icesink.batch.states import SinkParts, TableStates
@@ -64,6 +63,32 @@ from icesink.write.workers_ahead import start_workers_ahead
 __all__ = ["ArrowSource", "IcebergSink"]
 
 logger = batch_logger(__name__)
+
+Prepared = TypeVar("Prepared")
+
+
+class BatchPlan(Protocol[Prepared]):
+    """What the batch loop of :meth:`IcebergSink.__call__` asks of the plan of one table or of many.
+
+    Attributes:
+        label: What names the sink in its batches' log records.
+    """
+
+    label: str
+
+    def source_write(self, batch_df: DataFrame, batch_id: int) -> SourceWrite | None: ...
+
+    def prepare(
+        self, batch_df: DataFrame, key: BatchKey, arrow_source: ArrowSource | None
+    ) -> AbstractContextManager[Prepared | None]:
+        """Inside: the batch's table batches, the tables' locks held; ``None``: nothing left to write."""
+        ...
+
+    def changes(self, batch_df: DataFrame, prepared: Prepared) -> ChangeBatch:
+        """Upsert mode: the last change per key of each upserted table; else the batch as it is."""
+        ...
+
+    def write(self, prepared: Prepared, changes: ChangeBatch) -> WrittenBatch: ...
 
 
 class IcebergSink:
@@ -90,16 +115,14 @@ class IcebergSink:
         self.metrics_server: MetricsServer | None = export(self.metrics, config.metrics)
         self.catalog: Catalog = catalogs.open_catalog(config)
         state_location(config)  # where the sink's bookkeeping goes: checked at start-up
-        self._states = TableStates(self.metrics)  # per table and sink id: recovered once, staged batches
+        self._states = TableStates(self.metrics)
         parts = SinkParts(config, self.catalog, self.metrics, self._states)
-        self._finish = Finish(parts)  # dead letters, commits
-        # The one table, or each routed table: opened, checked and evolved in one place
+        self._finish = Finish(parts)
         tables = Tables(parts, self._finish.config_for, (self._finish.dead_letters.table_name,))
         self._one = OneTablePlan(self._finish, tables)
-        label = config.table or route_label(config.route)  # route.by set: RoutedStep writes the batches
-        self._routed = RoutedStep(self._finish, label, tables)
+        self._routed = RoutedStep(self._finish, config.table or route_label(config.route), tables)
         self._plan: BatchPlan[Any] = self._routed if config.route.enabled else self._one
-        self._idle = IdleListeners(self)  # with a commit cadence: flush when a query idles or stops
+        self._idle = IdleListeners(self)
         self._closed = False
 
     def __getstate__(self) -> dict[str, Any]:
@@ -124,11 +147,10 @@ class IcebergSink:
     def prepare(self, schema: st.StructType | Mapping[str, st.StructType]) -> Table | dict[str, Table]:
         """Check the stream's schema against the table before the stream starts.
 
-        The table is created if missing, and evolved for new columns and wider types
-        (unless ``schema.evolution=off``). The write's Python workers and the self-checks
-        Spark-computed bucket values need start in the background, not in the first batch.
-        A routed sink takes each destination value's schema (``{"orders": schema, ...}``)
-        and returns each value's table.
+        The table is created if missing, and evolved for new columns and wider types (unless
+        ``schema.evolution=off``); the write's Python workers and the self-checks of Spark's
+        bucket values start in the background, not in the first batch. A routed sink takes each
+        destination value's schema (``{"orders": schema, ...}``) and returns each value's table.
 
         Raises:
             PartitionSpecError: ``partition-by`` names a missing column or an impossible transform.
@@ -168,8 +190,11 @@ class IcebergSink:
     def __call__(self, batch_df: DataFrame, batch_id: int, arrow_source: ArrowSource | None = None) -> None:
         """Write one micro-batch (the ``foreachBatch`` function).
 
-        ``arrow_source``, from callers that made ``batch_df`` in Python, says how: the
-        write may then run that Python function inside its own tasks (see :class:`ArrowSource`).
+        Args:
+            batch_df: The micro-batch.
+            batch_id: Its id.
+            arrow_source: How ``batch_df`` was made in Python, if it was: the write tasks may then
+                make the rows themselves (see :class:`ArrowSource`).
 
         Raises:
             CatalogError: The catalog was unreachable or silent past ``timeout.*`` (named);
@@ -182,8 +207,7 @@ class IcebergSink:
         key = BatchKey.new(sink_id_of(batch_df, self.config.sink_id), batch_id, attempt)
         if self._finish.stages:
             self._idle.listen(batch_df)
-        plan = self._plan  # one table, or many (route.by set): the same steps
-        # Every log record of the batch names it; a catalog's or store's failure is named too.
+        plan = self._plan
         with (
             batch_context(plan.label, key.sink_id, batch_id),
             server_errors(self.config, table=self.config.table or None, batch_id=batch_id),

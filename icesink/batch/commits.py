@@ -72,7 +72,7 @@ class Written:
 
 @dataclass(frozen=True)
 class WrittenBatch:
-    """What a plan's write (:mod:`icesink.batch.plan`) leaves for the batch's commits.
+    """What a plan's write (:class:`~icesink.sink.BatchPlan`) leaves for the batch's commits.
 
     Attributes:
         written: Every table batch written, with its files.

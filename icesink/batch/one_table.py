@@ -1,6 +1,6 @@
 """The one-table plan: a batch's rows to the sink's table, steps 1 to 7 of :mod:`icesink.sink`.
 
-A plan with one destination (:mod:`icesink.batch.plan`): the table is opened as a routed
+A plan with one destination (:class:`~icesink.sink.BatchPlan`): the table is opened as a routed
 sink opens each of its tables (:mod:`icesink.batch.tables`: loaded or created, checked, its table
 batch made), the batch is skipped when the table has it, and the rows are
 evolved for, normalized, shuffled by bucket (:mod:`icesink.route.router`) and written in one job

@@ -1,6 +1,6 @@
 """The routed micro-batch (``route.by`` = ``topic`` | ``field``): many tables from one stream.
 
-The routed plan (:mod:`icesink.batch.plan`): the steps of :mod:`icesink.sink` for every
+The routed plan (:class:`~icesink.sink.BatchPlan`): the steps of :mod:`icesink.sink` for every
 destination table at once. Before them, the source's tasks may have written the rows of
 tables of earlier batches (:mod:`icesink.batch.source_write`): the batch is the rest. Step 1
 finds the batch's destination values and their non-null columns in ONE Spark job
