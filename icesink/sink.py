@@ -40,8 +40,7 @@ from icesink import catalog as catalogs
 from icesink.batch.arrow_source import ArrowSource
 from icesink.batch.changes import ChangeBatch
 from icesink.batch.commits import WrittenBatch
-from icesink.batch.finish import Finish
-from icesink.batch.idle import IdleListeners
+from icesink.batch.finish import Finish, IdleListeners
 from icesink.batch.key import BatchKey
 from icesink.batch.one_table import OneTablePlan
 from icesink.batch.routed import RoutedStep
