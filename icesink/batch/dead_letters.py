@@ -38,7 +38,7 @@ from icesink import failpoints
 from icesink.batch.commits import AppendCommits, Written
 from icesink.batch.states import TableStates
 from icesink.batch.table_batch import TableBatch
-from icesink.batch.write_errors import write_failures
+from icesink.batch.write_job import write_failures
 from icesink.catalog import CREATED_TABLE_PROPERTIES
 from icesink.commit.committer import Committer
 from icesink.config import SinkConfig

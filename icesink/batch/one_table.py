@@ -20,7 +20,7 @@ from pyspark.sql import types as st
 from icesink import failpoints
 from icesink.batch.arrow_source import ArrowSource, fusable
 from icesink.batch.changes import ChangeBatch, changed_keys
-from icesink.batch.commits import WrittenBatch
+from icesink.batch.commits import Written, WrittenBatch
 from icesink.batch.source_write import SourcePlanner, SourceWrite
 from icesink.batch.table_batch import TableBatch
 from icesink.batch.write_job import BatchWriter
@@ -111,13 +111,13 @@ class OneTablePlan:
         # 7. write (timed inside: the attempt record is written first)
         fusing = arrow_source is not None and fusable(batch_df, table, normalized, routed, arrow_source)
         by_source = arrow_source.written if arrow_source is not None else None
-        written, counts = self._writer.write(
+        files, counts = self._writer.write(
             batch, normalized, routed, arrow_source if fusing else None, by_source
         )
         keys, flagged = self._config.upsert.key_columns, counts.bad_rows > 0
         return WrittenBatch(
-            [written],
+            [Written(batch, files)],
             counts,
             lambda: normalized.dead_letters,
-            lambda: [changed_keys(table, keys, changes, normalized, flagged, written.files)],
+            lambda: [changed_keys(table, keys, changes, normalized, flagged, files)],
         )

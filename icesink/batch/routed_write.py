@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from icesink.batch.write_errors import write_failures
+from icesink.batch.write_job import write_failures
 from icesink.destinations.projection import RoutedProjection
 from icesink.metrics import SinkMetrics
 from icesink.parallel import run_parallel
