@@ -37,14 +37,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as st
 
 from icesink import catalog as catalogs
-from icesink.batch.arrow_source import ArrowSource
 from icesink.batch.changes import ChangeBatch
 from icesink.batch.commits import WrittenBatch
 from icesink.batch.finish import Finish, IdleListeners
 from icesink.batch.key import BatchKey
 from icesink.batch.one_table import OneTablePlan
 from icesink.batch.routed import RoutedStep
-from icesink.batch.source_write import SourceWrite
+from icesink.batch.source_write import ArrowSource, SourceWrite
 from icesink.batch.states import SinkParts, TableStates
 from icesink.batch.tables import Tables
 from icesink.bounded_waits import server_errors

@@ -34,13 +34,18 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as st
 
-from icesink.batch.arrow_source import ArrowSource
 from icesink.batch.changes import ChangeBatch
 from icesink.batch.commits import Written, WrittenBatch
 from icesink.batch.key import BatchKey
 from icesink.batch.routed_keys import routed_changed_keys
 from icesink.batch.routed_write import RoutedWrites
-from icesink.batch.source_write import SourcePlanner, SourceWrite, record_source_files, source_targets
+from icesink.batch.source_write import (
+    ArrowSource,
+    SourcePlanner,
+    SourceWrite,
+    record_source_files,
+    source_targets,
+)
 from icesink.batch.table_batch import RoutedTarget
 from icesink.batch.tables import PreparedTables, Tables
 from icesink.destinations.destination_table import DestinationTable

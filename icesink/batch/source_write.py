@@ -1,32 +1,20 @@
-"""Step 4 done by the source: a batch whose rows the source's own tasks write as they make them.
+"""Rows a source makes in Python, written with no round trip through the JVM.
 
-A source that makes its rows in Python (the Kafka job's decoding source) would hand them
-to the JVM, and the write tasks would get them back. When the batch needs nothing from
-Spark on the way (no shuffle, no partition-value column, no row that can be bad), the
-source's tasks can write the files themselves (:mod:`icesink.write.source_task`), for one
-table or for each table a routed sink knows:
+A source that makes its rows in Python (the Kafka job's decoding tasks) describes its batch
+with an :class:`ArrowSource`, so the write tasks may make the rows themselves. Better, its own
+tasks may write them as they make them (:mod:`icesink.write.source_task`), to one table or to
+each table a routed sink knows:
 
-1. before the source runs, :class:`SourcePlanner` decides which tables allow it and records
-   the write's attempt on each, one attempt id for all (so a crash leaves files a restart
-   can find, as for any write), and :meth:`SourceWrite.in_source_tasks` hands the plan to
-   the tasks of the jobs that read the batch;
-2. each task writes the rows it can give their table's exact type, and yields the rest as
-   usual;
-3. the sink gets the files' messages with the batch (:meth:`SourceWrite.record`); what
-   the source did not write goes through the usual steps as the same attempt, and each
-   table's files of both are committed in one snapshot, exactly once, with its own ledger.
+1. before the source runs, :class:`SourcePlanner` picks the tables that allow it and records
+   one attempt on each, so that a crash leaves files a restart can find;
+2. each task writes the rows it can give their table's exact type, and yields the rest;
+3. the rest goes through the usual steps as the same attempt, and each table's files of both
+   are committed in one snapshot, with its own ledger.
 
-Only a table whose columns are all optional qualifies (a null is never a bad row there),
-with no shuffle (``write.distribution-mode=none``, or an unpartitioned table), partition
-values the tasks can compute, and no upsert.
-
-A sink routing by topic knows, from the batches it wrote, which topic goes to which
-table. A topic it has not written yet goes the routed step's way (:mod:`icesink.batch.routed`),
-and is planned from the next batch on, unless the source prepared its table before the
-batch: a source that can look at a topic's latest records before they are read (the Kafka
-job's) hands their type to :meth:`SourcePlanner.prepare`, which creates the table from it
-(or evolves an existing one for it) and plans the topic from that batch on. Records of a
-type the table does not take yet still go the routed step's way, which evolves the table first.
+A table qualifies when a null is never a bad row there, nothing is shuffled
+(:func:`source_task_options`) and it is not upserted. A topic a routing sink has not written
+yet goes the routed step's way, unless the source prepared its table from the topic's latest
+records (:meth:`SourcePlanner.prepare`).
 """
 
 from __future__ import annotations
@@ -58,6 +46,7 @@ from icesink.type_mapping import all_optional, row_schema_of
 from icesink.write.keys import arrow_key_functions
 from icesink.write.messages import DataFileMessage, RowCounts, files_of
 from icesink.write.source_task import TASK_PROPERTY, SourceTable, SourceWritePlan
+from icesink.write.task import ArrowFunction
 
 if TYPE_CHECKING:
     from icesink.batch.states import SinkParts, TableStates
@@ -68,9 +57,36 @@ logger = logging.getLogger(__name__)
 SOURCE_FILE_SUFFIX = "-s"  # after the attempt's file prefix: its write tasks' names stay apart
 
 
+@dataclass(frozen=True)
+class ArrowSource:
+    """How a batch was made in Python: ``df.mapInArrow(function, <the batch's schema>)``.
+
+    Handing the rows from that function to the JVM and back to the write task costs two
+    conversions of every row. When the batch needs nothing from Spark on the way (its
+    schema is the table's, no row can be bad but in ``in_range_columns``, no partition-value
+    column or shuffle is added: :func:`~icesink.batch.one_table.fusable`), the write tasks run
+    ``function`` on ``df``'s rows themselves.
+
+    Attributes:
+        df: The DataFrame ``function`` maps.
+        function: The ``mapInArrow`` function that made the batch.
+        rows: The batch's rows, as its maker counted them: the write must account for each.
+        in_range_columns: Date and timestamp columns whose values the maker keeps within
+            the range the sink writes (0001-01-01 to 9999-12-31), so Spark need not check them.
+        written: The rows the source's own tasks wrote (:meth:`IcebergSink.source_write
+            <icesink.sink.IcebergSink.source_write>`); the batch is the rest of the rows.
+    """
+
+    df: DataFrame
+    function: ArrowFunction
+    rows: int
+    in_range_columns: frozenset[str] = frozenset()
+    written: SourceWrite | None = None
+
+
 @dataclass
 class SourceWrite:
-    """One batch's write by the source's tasks (see the module).
+    """One batch's write by the source's tasks.
 
     Attributes:
         plan: What the tasks are told.
@@ -101,7 +117,6 @@ class SourceWrite:
         return self.files + files, RowCounts(counts.input_rows + self.rows, counts.bad_rows)
 
     def files_of(self, table: str) -> list[DataFileMessage]:
-        """The files the source's tasks wrote to ``table``."""
         return files_of(self.files, table)
 
     @contextmanager
@@ -154,9 +169,8 @@ def plan_source_write(
 def source_task_options(table: Table, config: SinkConfig, routed: bool = False) -> dict[str, Any] | None:
     """The write tasks' options for ``table`` when a source's tasks can write it; else ``None``.
 
-    Every column optional (a null is never a bad row there), and no shuffle (an
-    unpartitioned table, or ``write.distribution-mode=none``, a routed sink's unless it asks
-    for one) with partition values the tasks can compute.
+    Every column optional, and no shuffle (``write.distribution-mode=none``, a routed sink's
+    unless it asks for one) with partition values the tasks can compute.
     """
     spec, schema = table.spec(), table.schema()
     if not all_optional(row_schema_of(table)):
@@ -173,7 +187,7 @@ def source_task_options(table: Table, config: SinkConfig, routed: bool = False) 
 
 
 class SourcePlanner:
-    """Plans the source's writes of a sink's batches, to its one table or its routed ones (see the module).
+    """Plans the source's writes of a sink's batches, to its one table or its routed ones.
 
     Args:
         parts: The sink's configuration, catalog, metrics and table states: each table's

@@ -25,8 +25,7 @@ from icesink.write.messages import DataFileMessage, RowCounts, WriteResult
 from icesink.write.task import run_write
 
 if TYPE_CHECKING:
-    from icesink.batch.arrow_source import ArrowSource
-    from icesink.batch.source_write import SourceWrite
+    from icesink.batch.source_write import ArrowSource, SourceWrite
     from icesink.batch.table_batch import TableBatch
 
 logger = batch_logger(__name__)
