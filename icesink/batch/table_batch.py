@@ -1,19 +1,11 @@
 """One table's part of one micro-batch: the per-table lifecycle, written once.
 
-Every table a batch writes (the sink's table, each table of a routed batch, the
-dead-letter table, the tables a source's own tasks write) goes through a
-:class:`TableBatch`:
-
-1. the replay check: the table's ledger, or its staged batches, have the batch;
-2. schema evolution for the columns the batch offers (:mod:`icesink.schema.coordinator`);
-3. the attempt: its :class:`~icesink.write.spec.WriteSpec` (file prefix and folder of the
-   attempt, the table's write settings) and its attempt record, on storage before any
-   file is written, so a crash leaves files a restart can find (:mod:`icesink.commit.recovery`);
-4. after the write, one of the commit kinds (:mod:`icesink.batch.commits`) commits its
-   files and ends the attempt.
-
-Load-or-create and recover-once are the sink's, per table and sink id
-(:mod:`icesink.batch.states`): a table batch starts from a recovered table.
+Every table a batch writes (the sink's, each routed table, the dead-letter table, the tables a
+source's tasks write) goes through a :class:`TableBatch`: the replay check, schema evolution,
+the attempt (its write spec, and its record on storage before any file is written, so that a
+crash leaves files a restart can find: :mod:`icesink.commit.recovery`), then one of the commit
+kinds (:mod:`icesink.batch.commits`). It starts from a table loaded, and a state recovered,
+once (:mod:`icesink.batch.tables`, :mod:`icesink.batch.states`).
 """
 
 from __future__ import annotations
@@ -48,7 +40,7 @@ logger = batch_logger(__name__)
 
 @dataclass
 class TableBatch:
-    """One table's part of one attempt of a micro-batch (see the module).
+    """One table's part of one attempt of a micro-batch.
 
     Attributes:
         name: The table's name (its metrics' ``table`` label).
@@ -148,9 +140,8 @@ class TableBatch:
         self.spec = spec
 
     def start(self, spec: WriteSpec, planned: Mapping[str, PlannedTable]) -> Callable[[], None]:
-        """The attempt of ``spec``: taken over when a source's tasks have it on record on this table
-        (``planned``, :mod:`icesink.batch.source_write`); else what puts it on record, to call before any
-        file is written."""
+        """What puts the attempt of ``spec`` on record, to call before any file is written; nothing
+        when a source's tasks have it on record on this table already (``planned``)."""
         if self.name not in planned:
             return functools.partial(self.record, spec)
         self.adopt(spec, planned[self.name].attempts)
@@ -188,7 +179,7 @@ class TableBatch:
 
 @dataclass(frozen=True)
 class PlannedTable:
-    """A table of a source write (:mod:`icesink.batch.source_write`).
+    """A table of a source write (:mod:`icesink.batch.source_write`), its attempt on record.
 
     Attributes:
         table: The table as loaded when the write was planned.

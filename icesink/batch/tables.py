@@ -1,21 +1,13 @@
-"""The tables of a sink's batches, opened in one place: its one table, or each destination's.
+"""The tables of a sink's batches, opened in one place, one or many (Kafka Connect's ``writerForTable``).
 
-Every table the sink writes rows to is opened here, as Iceberg Kafka Connect's
-``writerForTable`` opens one table or many: the one-table plan's (:mod:`icesink.batch.one_table`),
-each table of a routed batch (:mod:`icesink.batch.routed`), the tables a source's tasks write
-(:mod:`icesink.batch.source_write`), and ``prepare()``'s. A table is
-
-1. loaded, or created for the columns the rows offer (:meth:`Tables.open`); a routed
-   template's table only within ``route.max-tables``, holding the rows of one destination value
-   (:mod:`icesink.destinations.owners`): a value refused either way is a dead letter with its
-   reason, never a failed batch;
-2. checked as the write mode asks, before anything is written (:mod:`icesink.upsert.checks`),
-   and its table batch made from its state, recovered once (:meth:`Tables.batch_of`);
-3. evolved for the batch's columns (:class:`~icesink.batch.table_batch.TableBatch`), or, before
-   the stream starts, for the stream's schema (:meth:`Tables.prepare_table`).
-
-Step 2 of a routed batch (:meth:`Tables.prepare`) does all three for every table of the batch
-on the catalog pool.
+A table is loaded, or created for the columns the rows offer (:meth:`Tables.open`; a routed
+template's only within ``route.max-tables`` and for one destination value,
+:mod:`icesink.destinations.owners`: a value refused either way is a dead letter with its reason,
+never a failed batch); checked as the write mode asks before anything is written
+(:mod:`icesink.upsert.checks`); made a table batch from its state, recovered once
+(:meth:`Tables.batch_of`); and evolved. A routed batch's tables are opened together on the
+catalog pool (:meth:`Tables.prepare`), ``prepare()``'s before the stream starts
+(:meth:`Tables.prepare_table`).
 """
 
 from __future__ import annotations
@@ -46,7 +38,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class _Loaded:
-    """A table as step 2 found it (``None``: missing), and whether a new one is counted already."""
+    """A table as :meth:`Tables.prepare` found it (``None``: missing), and whether a new one is counted."""
 
     table: Table | None
     counted: bool
@@ -54,7 +46,7 @@ class _Loaded:
 
 @dataclass
 class PreparedTables:
-    """Step 2's outcome for a batch.
+    """The tables of a routed batch.
 
     Attributes:
         targets: The tables to write, indexed.
@@ -68,7 +60,7 @@ class PreparedTables:
 
 
 class Tables:
-    """Opens, checks and evolves the tables of a sink's batches (see the module).
+    """Opens, checks and evolves the tables of a sink's batches.
 
     Args:
         parts: The sink's configuration, catalog, metrics and table states (each table recovered once).
@@ -158,7 +150,7 @@ class Tables:
         key: BatchKey,
         query_id: str | None = None,
     ) -> PreparedTables:
-        """Step 2 for every table of the batch (``query_id``: the streaming query's, for its flushes)."""
+        """Every table of a routed batch (``query_id``: the streaming query's, for its flushes)."""
         grouped: dict[str, tuple[set[int], list[str]]] = {}
         for d in found:
             name = tables_of[d.value]
