@@ -1,22 +1,15 @@
 """The ``foreachBatch`` sink: one micro-batch, step by step, in the order the code runs.
 
-1. table       - load the table (create it on first use), check its  (:mod:`icesink.batch.tables`)
-                 keys, recover its state from what a crashed run left
-2. replay      - the table has the batch already: skipped           (:mod:`icesink.batch.table_batch`)
-3. changes     - upsert mode: the last change per key; rows with a  (:mod:`icesink.batch.changes`)
-                 null key or an unknown op set aside
-4. schema      - new columns and wider types added to the table     (:mod:`icesink.schema.coordinator`)
-5. normalize   - the rows aligned to the table's schema, bad ones   (:mod:`icesink.normalize`)
-                 flagged
-6. distribute  - partition values, the shuffle to the write tasks   (:mod:`icesink.route.router`)
-7. write       - the attempt recorded, then the executors write     (:mod:`icesink.batch.write_job`, on
-                 Parquet data files                                   the executors :mod:`icesink.write.task`)
-8. dead        - bad rows to the dead-letter table, committed        (:mod:`icesink.batch.dead_letters`)
-   letters       before the data
-9. commit      - appended, staged for the commit cadence, or a row  (:mod:`icesink.batch.commits`)
-                 delta (upsert mode); exactly once by the ledger
-10. maintenance - compaction, snapshot expiry, orphan removal, in a (:mod:`icesink.maintenance.after_commit`)
-                 time budget
+1. table        loaded, or created on first use; keys checked; state recovered  :mod:`icesink.batch.tables`
+2. replay       the table has the batch already: skipped                   :mod:`icesink.batch.table_batch`
+3. changes      upsert mode: the last change per key, bad changes set aside    :mod:`icesink.batch.changes`
+4. schema       new columns and wider types added to the table             :mod:`icesink.schema.coordinator`
+5. normalize    the rows aligned to the table's schema, bad ones flagged            :mod:`icesink.normalize`
+6. distribute   partition values, the shuffle to the write tasks                 :mod:`icesink.route.router`
+7. write        the attempt recorded, then the tasks write data files       :mod:`icesink.batch.write_job`
+8. dead letters bad rows to their own table, committed before the data   :mod:`icesink.batch.dead_letters`
+9. commit       appended, staged for the cadence, or a row delta; exactly once  :mod:`icesink.batch.commits`
+10. maintenance compaction, expiry, orphan removal, in a time budget  :mod:`icesink.maintenance.after_commit`
 
 One loop writes every batch, for one table or many, as Iceberg Kafka Connect's
 ``writerForTable`` and ``commitToTable`` do: a :class:`BatchPlan` prepares, splits and writes
@@ -66,13 +59,9 @@ Prepared = TypeVar("Prepared")
 
 
 class BatchPlan(Protocol[Prepared]):
-    """What the batch loop of :meth:`IcebergSink.__call__` asks of the plan of one table or of many.
+    """What the batch loop of :meth:`IcebergSink.__call__` asks of the plan of one table or of many."""
 
-    Attributes:
-        label: What names the sink in its batches' log records.
-    """
-
-    label: str
+    label: str  # names the sink in its batches' log records
 
     def source_write(self, batch_df: DataFrame, batch_id: int) -> SourceWrite | None: ...
 
@@ -188,11 +177,7 @@ class IcebergSink:
     def __call__(self, batch_df: DataFrame, batch_id: int, arrow_source: ArrowSource | None = None) -> None:
         """Write one micro-batch (the ``foreachBatch`` function).
 
-        Args:
-            batch_df: The micro-batch.
-            batch_id: Its id.
-            arrow_source: How ``batch_df`` was made in Python, if it was: the write tasks may then
-                make the rows themselves (see :class:`ArrowSource`).
+        ``arrow_source``: how ``batch_df`` was made in Python, if it was (see :class:`ArrowSource`).
 
         Raises:
             CatalogError: The catalog was unreachable or silent past ``timeout.*`` (named);
