@@ -29,16 +29,9 @@ IN_TASK = {"partition_values_in_task": True}  # a routed write's tasks compute p
 
 
 class RoutedWrites:
-    """Step 4 of a sink's routed batches: each table's attempt on record, then ONE write job.
-
-    It remembers, per sink id, how wide the rows of its last write came, so that the next
-    write job can run without Spark's byte check on every row (:mod:`icesink.write.arrow_input`).
-
-    Args:
-        memory_budget_bytes: A write task's, for all its tables together.
-        metrics: Where the write step is timed and each table's files are recorded.
-        label: What names the sink where no single table does.
-    """
+    """A sink's routed writes. It remembers, per sink id, how wide the rows of its last write came, so
+    that the next write job can run without Spark's byte check on every row
+    (:mod:`icesink.write.arrow_input`); ``memory_budget_bytes`` is a task's, for all its tables."""
 
     def __init__(self, memory_budget_bytes: int, metrics: SinkMetrics, label: str) -> None:
         self._budget = memory_budget_bytes
@@ -53,11 +46,7 @@ class RoutedWrites:
         key: BatchKey,
         by_source: SourceWrite | None = None,
     ) -> WriteResult:
-        """Record each table's attempt, then write every table's files in ONE Spark job.
-
-        The tables of ``by_source`` have the attempt on record already (the source's tasks
-        wrote to them first).
-        """
+        """Record each table's attempt (unless ``by_source`` did), then write every table's files."""
         planned = by_source.tables if by_source is not None else {}
         destinations: list[DestinationSpec] = []
         records: list[Callable[[], None]] = []
