@@ -1,20 +1,14 @@
 """Rows a source makes in Python, written with no round trip through the JVM.
 
-A source that makes its rows in Python (the Kafka job's decoding tasks) describes its batch
-with an :class:`ArrowSource`, so the write tasks may make the rows themselves. Better, its own
-tasks may write them as they make them (:mod:`icesink.write.source_task`), to one table or to
-each table a routed sink knows:
-
-1. before the source runs, :class:`SourcePlanner` picks the tables that allow it and records
-   one attempt on each, so that a crash leaves files a restart can find;
-2. each task writes the rows it can give their table's exact type, and yields the rest;
-3. the rest goes through the usual steps as the same attempt, and each table's files of both
-   are committed in one snapshot, with its own ledger.
-
-A table qualifies when a null is never a bad row there, nothing is shuffled
-(:func:`source_task_options`) and it is not upserted. A topic a routing sink has not written
-yet goes the routed step's way, unless the source prepared its table from the topic's latest
-records (:meth:`SourcePlanner.prepare`).
+A source that makes its rows in Python (the Kafka job's decoding tasks) describes its batch with
+an :class:`ArrowSource`, so that the write tasks may make the rows themselves; or its own tasks
+write them as they make them (:mod:`icesink.write.source_task`), to one table or to each table a
+routed sink knows. Before the source runs, :class:`SourcePlanner` picks the tables that allow it
+(:func:`source_task_options`, and no upserts) and records one attempt on each, so that a crash
+leaves files a restart can find; each task writes the rows it can give their table's exact type
+and yields the rest, which goes through the usual steps as the same attempt; each table's files
+of both are committed in one snapshot. A topic a routing sink has not written yet goes the
+routed step's way, unless the source prepared its table (:meth:`SourcePlanner.prepare`).
 """
 
 from __future__ import annotations
@@ -86,17 +80,8 @@ class ArrowSource:
 
 @dataclass
 class SourceWrite:
-    """One batch's write by the source's tasks.
-
-    Attributes:
-        plan: What the tasks are told.
-        batch_id: The micro-batch.
-        attempt: The write's attempt id, on every table of the plan; the rows the source
-            leaves go out as the same attempt.
-        tables: The plan's tables by name, each with the attempt on record.
-        files: The data files the source's tasks wrote (after :meth:`record`), each naming its table.
-        remaining_rows: The batch's other rows, which reach the sink as its DataFrame.
-    """
+    """One batch's write by the source's tasks: their plan, its one attempt on every table of ``tables``,
+    and after :meth:`record` the files they wrote and the rows they left (the batch's DataFrame)."""
 
     plan: SourceWritePlan
     batch_id: int
@@ -107,7 +92,6 @@ class SourceWrite:
 
     @property
     def rows(self) -> int:
-        """The rows in ``files``."""
         return sum(f.record_count for f in self.files)
 
     def joined(
@@ -131,7 +115,6 @@ class SourceWrite:
             yield
 
     def record(self, messages: Iterable[str], remaining_rows: int) -> None:
-        """The messages the source's tasks yielded, and the count of the rows they left."""
         self.files = [DataFileMessage.from_json(text) for text in messages]
         self.remaining_rows = remaining_rows
 
@@ -147,11 +130,8 @@ def plan_source_write(
     routes: Mapping[str, int] | None = None,
 ) -> SourceWrite:
     """The source's write of a batch to the tables of ``batches`` (each with its tasks' options),
-    every attempt on record; ``routes``: a routed source's value -> index in ``batches``.
-
-    Each table's crashed attempts must be settled first (its state recovered): a recovery
-    after this would delete the files the source's tasks write.
-    """
+    every attempt on record; ``routes``: a routed source's value -> index in ``batches``. Each
+    table's state must be recovered first: a recovery after this would delete the tasks' files."""
     tables, planned = [], {}
     for batch, task_options in batches:
         spec = batch.begin(task_options)
@@ -167,11 +147,8 @@ def plan_source_write(
 
 
 def source_task_options(table: Table, config: SinkConfig, routed: bool = False) -> dict[str, Any] | None:
-    """The write tasks' options for ``table`` when a source's tasks can write it; else ``None``.
-
-    Every column optional, and no shuffle (``write.distribution-mode=none``, a routed sink's
-    unless it asks for one) with partition values the tasks can compute.
-    """
+    """The write tasks' options for ``table`` when a source's tasks can write it: every column optional
+    (a null is never a bad row), no shuffle, partition values the tasks can compute; else ``None``."""
     spec, schema = table.spec(), table.schema()
     if not all_optional(row_schema_of(table)):
         return None
@@ -187,14 +164,7 @@ def source_task_options(table: Table, config: SinkConfig, routed: bool = False) 
 
 
 class SourcePlanner:
-    """Plans the source's writes of a sink's batches, to its one table or its routed ones.
-
-    Args:
-        parts: The sink's configuration, catalog, metrics and table states: each table's
-            crashed attempts are settled before its first planned write.
-        config_for: Each table's configuration.
-        tables: A routed sink's: opens each table (within ``route.max-tables``, for one value).
-    """
+    """Plans the source's writes of a sink's batches, to its one table or (``tables``) its routed ones."""
 
     def __init__(
         self, parts: SinkParts, config_for: Callable[[str], SinkConfig], tables: Tables | None = None
@@ -220,11 +190,12 @@ class SourcePlanner:
     def prepare(
         self, tables_of: Mapping[str | None, str | None], schemas: Mapping[str, st.StructType]
     ) -> None:
-        """Load or create (and evolve) the table of each topic not known yet, for rows of its schema.
+        """Load or create (and evolve) the table of each topic not known yet for rows of its schema (as
+        the source saw its latest records), and plan the topic from the coming batch on.
 
-        ``tables_of`` names each topic's table (``None``: unroutable, left alone). A table
-        that cannot be made from what was seen (a ``partition-by`` column missing, say) is
-        left to the routed step, which fails or succeeds with the batch's own rows.
+        ``tables_of`` names each topic's table (``None``: unroutable, left alone). A table that
+        cannot be made from what was seen (a ``partition-by`` column missing, say) is left to the
+        routed step, which fails or succeeds with the batch's own rows.
         """
         known = self.known()
         wanted = {
@@ -292,11 +263,8 @@ def source_targets(
     key: BatchKey,
     states: TableStates,
 ) -> list[RoutedTarget]:
-    """The planned tables the routed step's own write leaves out, for their commits.
-
-    A target for each table the source's tasks wrote files to; on the others, which
-    got no row of the batch at all, the attempt is ended.
-    """
+    """A target for each planned table only the source's tasks wrote files to, for its commit; on the
+    tables that got no row of the batch at all, the attempt is ended."""
     if by_source is None:
         return []
     covered = {t.name for t in targets}
