@@ -1,15 +1,11 @@
-"""Upsert mode's changes: a batch split into the last change per key of each upserted table.
+"""Upsert mode's split of a batch, for one table or the upserted tables of a routed batch.
 
-With ``write.mode=upsert`` a batch is a list of changes. Before the usual steps, one
-split serves one table or the upserted tables of a routed batch (:class:`ChangeSplit`):
-the last change per (table, key) (:mod:`icesink.upsert.changes`, one shuffle, no job), and
-the rows with a null key or an unknown op set aside (dead letters ``null_key`` and
-``unknown_op``; a truncate, op ``t``, is ``truncate``: the sink never empties a table; one
-counting job). The rows whose last change is an insert or replace go through normalize,
-distribute and write like appended rows (the op and order columns describe the change and
-are not stored); after the write, the keys the batch changes are looked up and its files
-committed with the position deletes of the rows they replace or delete
-(:mod:`icesink.batch.row_deltas`).
+With ``write.mode=upsert`` a batch is a list of changes. :class:`ChangeSplit` keeps the last
+change per (table, key) (:mod:`icesink.upsert.changes`, one shuffle, no job) and sets aside as
+dead letters, counted in one job, the rows with a null key (``null_key``), an unknown op
+(``unknown_op``) or a truncate (op ``t``: ``truncate``, the sink never empties a table). The op
+and order columns describe a change and are not stored; the keys a batch changes are looked up
+after the write (:mod:`icesink.batch.row_deltas`).
 """
 
 from __future__ import annotations
