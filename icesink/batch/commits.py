@@ -48,13 +48,8 @@ logger = batch_logger(__name__)
 
 @dataclass
 class Written:
-    """A table batch after the write: its data files, not yet committed.
-
-    Attributes:
-        batch: The table batch.
-        files: Its data files.
-        keys: Upsert mode: every key the batch changes on the table, of the table's types.
-    """
+    """A table batch after the write: its data files, not yet committed, and in upsert mode
+    every key the batch changes on the table (of the table's types)."""
 
     batch: TableBatch
     files: list[DataFileMessage]
@@ -66,7 +61,6 @@ class WrittenBatch:
     """What a plan's write leaves for the batch's commits.
 
     Attributes:
-        written: Every table batch written, with its files.
         counts: The rows the write received and the bad ones among them.
         bad_rows: Builds the bad rows' dead letters (called only when there are some).
         changed_keys: Builds the keys of the upserted table batches of ``written``, in order.
@@ -133,11 +127,7 @@ def _record_empty(metrics: SinkMetrics, batch: TableBatch) -> None:
 
 
 class AppendCommits:
-    """Every table batch in a snapshot of its own, now.
-
-    Args:
-        metrics: Where commits and replays are recorded.
-    """
+    """Every table batch in a snapshot of its own, now."""
 
     def __init__(self, metrics: SinkMetrics) -> None:
         self._metrics = metrics
@@ -175,12 +165,7 @@ class AppendCommits:
 class Cadence:
     """What the two staged commit kinds share: the policy, each written table batch staged under
     its state's lock on the pool, and the commit of what is due or asked for; each kind says
-    only what it stages and how it commits the staged batches.
-
-    Args:
-        config: The cadence and retry settings.
-        metrics: Where commits, replays and staged files are recorded.
-    """
+    only what it stages and how it commits the staged batches."""
 
     def __init__(self, config: CommitConfig, metrics: SinkMetrics) -> None:
         self._metrics = metrics

@@ -43,16 +43,7 @@ logger = logging.getLogger(__name__)
 
 
 class Finish:
-    """The commits of a sink's batches, whatever their number of tables.
-
-    Args:
-        parts: The sink's configuration, catalog, metrics and table states (their staged batches).
-
-    Attributes:
-        dead_letters: The sink's dead-letter queue.
-        changes: The sink's upsert split (its rejected changes' dead letters and counts).
-        options: Each routed table's configuration; :meth:`config_for` any table's.
-    """
+    """The commits of a sink's batches, whatever their number of tables."""
 
     def __init__(self, parts: SinkParts) -> None:
         self.parts = parts
@@ -165,11 +156,7 @@ class FlushOnIdle:
 
 
 class IdleListeners:
-    """Flushes one sink's staged batches when its queries go idle or stop.
-
-    Args:
-        sink: The sink flushed.
-    """
+    """Flushes one sink's staged batches when its queries go idle or stop."""
 
     def __init__(self, sink: Flushable) -> None:
         self._lock = threading.Lock()

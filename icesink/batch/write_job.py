@@ -32,11 +32,7 @@ logger = batch_logger(__name__)
 
 
 class BatchWriter:
-    """Distributes a one-table batch's rows and runs its write job.
-
-    Args:
-        metrics: Where the write step is timed and the files are recorded.
-    """
+    """Distributes a one-table batch's rows and runs its write job."""
 
     def __init__(self, metrics: SinkMetrics) -> None:
         self.metrics = metrics
