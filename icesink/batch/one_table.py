@@ -40,12 +40,7 @@ OneTableBatch = tuple[TableBatch, "ArrowSource | None"]  # the table batch, and 
 
 
 class OneTablePlan:
-    """Writes a one-table sink's micro-batches.
-
-    Args:
-        finish: The sink's commits: its parts, dead letters and upsert split.
-        tables: Opens the sink's tables (the same as a routed sink's).
-    """
+    """Writes a one-table sink's micro-batches."""
 
     def __init__(self, finish: Finish, tables: Tables) -> None:
         self._config = config = finish.parts.config

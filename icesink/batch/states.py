@@ -33,8 +33,6 @@ class TableState:
     """What the sink keeps for one table and sink id.
 
     Attributes:
-        name: The table.
-        sink_id: The sink id.
         query_id: The streaming query that first wrote through it (``None``: unknown).
         staging: Its batches written but not yet committed.
         lock: Held while one of its batches is written or its staged batches committed.
@@ -56,11 +54,7 @@ class _Slot:
 
 
 class TableStates:
-    """The states of a sink's tables, each recovered once.
-
-    Args:
-        metrics: Where the orphan files a recovery deletes or keeps are counted.
-    """
+    """The states of a sink's tables, each recovered once."""
 
     def __init__(self, metrics: SinkMetrics) -> None:
         self._metrics = metrics

@@ -46,9 +46,7 @@ class TableBatch:
         name: The table's name (its metrics' ``table`` label).
         config: The table's configuration (a routed table's own options applied).
         table: The table, as loaded and evolved for this batch.
-        key: The batch attempt.
-        state: What the sink keeps for this table and sink id (recovered, staged batches).
-        spec: The attempt's write spec, once :meth:`begin` recorded it.
+        spec: The attempt's write spec, once on record.
     """
 
     name: str
@@ -179,13 +177,8 @@ class TableBatch:
 
 @dataclass(frozen=True)
 class PlannedTable:
-    """A table of a source write (:mod:`icesink.batch.source_write`), its attempt on record.
-
-    Attributes:
-        table: The table as loaded when the write was planned.
-        attempts: The attempt log holding the write's attempt on it.
-        spec: The attempt's write spec on it (the source's tasks name their files apart).
-    """
+    """A table of a source write (:mod:`icesink.batch.source_write`): as loaded when the write was
+    planned, with the attempt log holding the write's attempt and the attempt's write spec."""
 
     table: Table
     attempts: AttemptLog

@@ -46,13 +46,8 @@ class _Loaded:
 
 @dataclass
 class PreparedTables:
-    """The tables of a routed batch.
-
-    Attributes:
-        targets: The tables to write, indexed.
-        skipped: Values of tables that have the batch already (a replay).
-        refused: Values without a table after all -> their dead-letter reason.
-    """
+    """The tables of a routed batch: those to write, indexed; the values of those that have the batch
+    already (``skipped``); the values refused a table after all, with their dead-letter reason."""
 
     targets: list[RoutedTarget] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
@@ -60,13 +55,8 @@ class PreparedTables:
 
 
 class Tables:
-    """Opens, checks and evolves the tables of a sink's batches.
-
-    Args:
-        parts: The sink's configuration, catalog, metrics and table states (each table recovered once).
-        config_for: Each table's configuration (a routed table's own options applied).
-        reserved: Tables no destination value may have (the dead-letter table).
-    """
+    """Opens, checks and evolves the tables of a sink's batches; ``reserved``: tables no destination
+    value may have (the dead-letter table)."""
 
     def __init__(
         self, parts: SinkParts, config_for: Callable[[str], SinkConfig], reserved: Sequence[str]
