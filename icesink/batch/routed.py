@@ -3,11 +3,11 @@
 The number of its Spark jobs does not grow with its tables: ONE job finds the batch's
 destination values and their non-null columns (:mod:`icesink.destinations.resolve`), ONE
 projection normalizes every table's rows (:mod:`icesink.destinations.projection`), ONE job
-writes them (:mod:`icesink.batch.routed_write`), and upserted tables take ONE key job
-(:mod:`icesink.batch.routed_keys`) and ONE lookup job; none after the source's when its tasks
-wrote every row. Its catalog and storage calls do grow, a few per table on a small thread pool.
-Each table commits on its own, with its own ledger: a crash between two tables' commits replays
-the batch, and the tables that have it are skipped, their rows left out of the write.
+writes them and ONE collects the upserted tables' keys (:mod:`icesink.batch.routed_write`) for
+ONE lookup job; none after the source's when its tasks wrote every row. Its catalog and
+storage calls do grow, a few per table on a small thread pool. Each table commits on its own,
+with its own ledger: a crash between two tables' commits replays the batch, and the tables that
+have it are skipped, their rows left out of the write.
 """
 
 from __future__ import annotations
@@ -28,8 +28,7 @@ from pyspark.sql import types as st
 from icesink.batch.changes import ChangeBatch
 from icesink.batch.commits import Written, WrittenBatch
 from icesink.batch.key import BatchKey
-from icesink.batch.routed_keys import routed_changed_keys
-from icesink.batch.routed_write import RoutedWrites
+from icesink.batch.routed_write import RoutedWrites, routed_changed_keys
 from icesink.batch.source_write import (
     ArrowSource,
     SourcePlanner,
