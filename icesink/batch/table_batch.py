@@ -1,11 +1,10 @@
 """One table's part of one micro-batch: the per-table lifecycle, written once.
 
 Every table a batch writes (the sink's, each routed table, the dead-letter table, the tables a
-source's tasks write) goes through a :class:`TableBatch`: the replay check, schema evolution,
-the attempt (its write spec, and its record on storage before any file is written, so that a
-crash leaves files a restart can find: :mod:`icesink.commit.recovery`), then one of the commit
-kinds (:mod:`icesink.batch.commits`). It starts from a table loaded, and a state recovered,
-once (:mod:`icesink.batch.tables`, :mod:`icesink.batch.states`).
+source's tasks write) goes through a :class:`TableBatch`, from a table opened and a state
+recovered once (:mod:`icesink.batch.tables`): the replay check, schema evolution, the attempt
+(its write spec, on record before any file is written, so that a crash leaves files a restart
+can find: :mod:`icesink.commit.recovery`), then one of the commit kinds (:mod:`icesink.batch.commits`).
 """
 
 from __future__ import annotations
@@ -71,11 +70,9 @@ class TableBatch:
 
     @cached_property
     def attempts(self) -> AttemptLog:
-        """The attempt records of this table's sink id."""
         return AttemptLog.for_sink(self.config, self.table, self.key.sink_id)
 
     def has_batch(self) -> bool:
-        """Whether the table has the batch already: committed, or staged for a later commit."""
         key = self.key
         return ledger.is_committed(self.table, key.sink_id, key.batch_id) or self.state.staging.contains(
             key.batch_id
@@ -93,7 +90,6 @@ class TableBatch:
         return True
 
     def evolve(self, offered: st.StructType, metrics: SinkMetrics) -> Table:
-        """Evolve the table for the columns the batch offers (unless ``schema.evolution=off``)."""
         self.table = evolve_table(
             self.config, self.table, offered, metrics, self.key.sink_id, self.key.batch_id
         )
@@ -156,7 +152,7 @@ class TableBatch:
 
     @property
     def location(self) -> str:
-        """The folder of the attempt's files."""
+        """The folder of the attempt's files (once on record)."""
         assert self.spec is not None, "begin() first"
         return self.spec.data_location
 

@@ -1,13 +1,10 @@
-"""The tables of a sink's batches, opened in one place, one or many (Kafka Connect's ``writerForTable``).
+"""The tables of a sink's batches opened in one place, one or many (Kafka Connect's ``writerForTable``).
 
-A table is loaded, or created for the columns the rows offer (:meth:`Tables.open`; a routed
-template's only within ``route.max-tables`` and for one destination value,
-:mod:`icesink.destinations.owners`: a value refused either way is a dead letter with its reason,
-never a failed batch); checked as the write mode asks before anything is written
-(:mod:`icesink.upsert.checks`); made a table batch from its state, recovered once
-(:meth:`Tables.batch_of`); and evolved. A routed batch's tables are opened together on the
-catalog pool (:meth:`Tables.prepare`), ``prepare()``'s before the stream starts
-(:meth:`Tables.prepare_table`).
+A table is loaded or created for the columns the rows offer (a routed template's only within
+``route.max-tables`` and for one destination value, :mod:`icesink.destinations.owners`: a value
+refused either way is a dead letter with its reason, never a failed batch), checked as the write
+mode asks before anything is written (:mod:`icesink.upsert.checks`), made a table batch from its
+state, recovered once, and evolved; a routed batch's tables together, on the catalog pool.
 """
 
 from __future__ import annotations
@@ -77,12 +74,9 @@ class Tables:
         values: Sequence[str] = (),
         loaded: _Loaded | None = None,
     ) -> tuple[Table | None, dict[str, str]]:
-        """Load or create table ``name`` for rows of ``offered``; routed: for ``values``, and the values
-        refused -> why.
-
-        ``None`` when no value may have the table (it would pass ``route.max-tables``).
-        ``loaded``: the table as :meth:`prepare` found it, a new one already counted.
-        """
+        """Load or create table ``name`` for rows of ``offered`` (``None``: it would pass
+        ``route.max-tables``); routed: for ``values``, and the values refused -> why. ``loaded``: the
+        table as :meth:`prepare` found it, a new one already counted."""
         table = catalogs.load_table(self._catalog, name) if loaded is None else loaded.table
         if table is None:
             if not (self._budget.reserve(name) if loaded is None else loaded.counted):
@@ -109,8 +103,8 @@ class Tables:
         return TableBatch.of(self._states, name, config, table, key, query_id)
 
     def prepare_table(self, name: str, schema: st.StructType, value: str | None = None) -> Table:
-        """Before a stream starts: table ``name`` (routed: of destination ``value``), created or evolved
-        for rows of ``schema``, checked as a batch would check it.
+        """Before a stream starts: table ``name`` (routed: of destination ``value``), made ready for
+        rows of ``schema`` as a batch would make it.
 
         Raises:
             ConfigError: The value may not have the table (another value owns it, or it would
@@ -185,7 +179,6 @@ class Tables:
         key: BatchKey,
         query_id: str | None,
     ) -> tuple[RoutedTarget | None, bool, dict[str, str]]:
-        """Open one table, settle its crashed attempts, check its ledger, evolve it."""
         config = self._config_for(name)
         if config.upsert.enabled:  # the op and order columns describe a change: not stored
             columns = tuple(p for p in columns if schema.fields[p].name not in config.upsert.change_columns)
