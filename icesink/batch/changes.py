@@ -77,7 +77,7 @@ def rejection_reason(null_key: Column, op_value: Column) -> Column:
 
 
 class ChangeSplit:
-    """The changes of a sink's batches (see the module).
+    """The changes of a sink's batches.
 
     Args:
         config: The sink's configuration (its op and order columns, the names' case).

@@ -111,7 +111,6 @@ def _record_outcome(
     outcome: CommitOutcome,
     count: int = 1,
 ) -> None:
-    """A replay skipped by the ledger is counted as one; any other commit by :func:`record_committed`."""
     if outcome.skipped_replay:
         metrics.record_replay(name, sink_id)
     else:
@@ -257,6 +256,5 @@ class StagedCommits(Cadence):
 
 
 def commits_for(config: SinkConfig, metrics: SinkMetrics) -> AppendCommits | StagedCommits:
-    """The commit kind of an appending sink's tables: staged when a cadence is set, else appends."""
     staged = StagedCommits(config.commit, metrics)
     return staged if staged.policy.stages else AppendCommits(metrics)

@@ -1,10 +1,9 @@
 """Dead letters: the rows of a batch that cannot be written, in an Iceberg table of their own.
 
 The dead-letter table (``<table>__dlq`` unless ``dead-letter.table`` says otherwise) is created
-on first use, partitioned by day of ``failed_at``. Each row names the source table, the sink id
-and batch id, the first column that failed, the reason, the offending value and the whole row as
-JSON. The reason is a code (:class:`~icesink.normalize.BadRecordReason`); a routed row's adds why
-after a colon, so ``split_part(reason, ':', 1)`` groups by code.
+on first use, partitioned by day of ``failed_at``. A row's reason is a code
+(:class:`~icesink.normalize.BadRecordReason`); a routed row's adds why after a colon, so that
+``split_part(reason, ':', 1)`` groups by code.
 
 The table is a table batch of a fixed schema, with its own ledger, committed *before* the
 batch's data: if the process dies between the two commits, Spark replays the batch; the main
@@ -125,9 +124,7 @@ class DeadLetterQueue:
         """Commit a batch's dead letters: after its good rows were written, before they commit.
 
         Args:
-            dead_letters: Builds the batch's bad rows (see
-                :attr:`~icesink.normalize.NormalizedBatch.dead_letters`); called only when
-                ``counts`` has bad rows.
+            dead_letters: Builds the batch's bad rows; called only when ``counts`` has some.
             key: The batch attempt (its sink id is the dead-letter table's ledger key).
             rows_written: Good rows the write wrote: with the dead letters, every input row.
             counts: The batch's rows and bad rows, as the write counted them.

@@ -62,7 +62,6 @@ class Finish:
         self._upserts = RowDeltaCommits(metrics)  # its key index stores kept from batch to batch
 
     def config_for(self, name: str) -> SinkConfig:
-        """A table's configuration: a routed table's own options applied; the one table's is the sink's."""
         return self.options.config_for(name) if self._config.route.enabled else self._config
 
     def finish(self, key: BatchKey, done: WrittenBatch, changes: ChangeBatch, spark: SparkSession) -> None:
@@ -164,13 +163,9 @@ class IdleListeners:
         self._handler = FlushOnIdle(sink)
 
     def listen(self, batch_df: DataFrame) -> None:
-        """Flush the sink's staged batches when ``batch_df``'s query goes idle or stops (once per session).
-
-        Registered on the session that started the query
-        (:func:`~icesink.spark_session.query_session`): the session handed to ``foreachBatch`` is
-        a clone whose listeners never hear of any query. None under Spark Connect, where a
-        listener would run a copy of the sink elsewhere.
-        """
+        """Flush the sink when ``batch_df``'s query goes idle or stops: registered once on the session
+        that started the query, as the one handed to ``foreachBatch`` is a clone whose listeners never
+        hear of a query; never under Spark Connect, where a listener would run a copy of the sink."""
         spark = query_session(batch_df)
         if spark is None:
             return

@@ -9,7 +9,6 @@ __all__ = ["BatchKey", "new_attempt_id"]
 
 
 def new_attempt_id() -> str:
-    """16 hex digits, part of every file name the attempt writes."""
     return uuid.uuid4().hex[:16]
 
 

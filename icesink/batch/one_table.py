@@ -71,7 +71,6 @@ class OneTablePlan:
                 yield None if replayed else (batch, None if self.upsert.enabled else arrow_source)
 
     def prepare_schema(self, schema: st.StructType) -> Table:
-        """Before the stream starts: the table, created or evolved for rows of ``schema``."""
         table = self._tables.prepare_table(self.label, schema)
         check_normalizes(self.upsert.stored_schema(schema), table.schema(), self.normalize_options)
         return table

@@ -122,7 +122,6 @@ class RoutedStep:
         return tables
 
     def prepare_destinations(self, schemas: Mapping[str, st.StructType]) -> frozenset[str]:
-        """The tables of the values the source saw, before a batch; the values planned from now on."""
         if schemas:
             self._by_source.prepare(self._names.tables_of(schemas), schemas)
         return self._by_source.known()
@@ -248,5 +247,4 @@ class RoutedBatch:
 
     @property
     def unroutable(self) -> list[DestinationValue]:
-        """The values without a table: dead letters."""
         return [d for d in self.found if self.routed[d.value] is None]

@@ -132,7 +132,6 @@ def _deleted_keys(
 
 
 def _column(df: DataFrame, name: str, case_sensitive: bool) -> Column | None:
-    """The column of ``df`` named ``name`` (case-insensitive unless ``case_sensitive``), or ``None``."""
     found = next(
         (c for c in df.columns if c == name or (not case_sensitive and c.lower() == name.lower())), None
     )

@@ -59,12 +59,9 @@ class BatchWriter:
         fused: ArrowSource | None,
         by_source: SourceWrite | None = None,
     ) -> tuple[list[DataFileMessage], RowCounts]:
-        """Write the batch's data files; returns them and the rows the write received.
-
-        ``fused``: the tasks make the rows themselves. ``by_source``: the source's tasks wrote
-        some of the batch's rows already (:mod:`icesink.batch.source_write`); the rest are
-        written as the same attempt, and the batch is the files of both.
-        """
+        """Write the batch's data files; returns them and the rows the write received. ``fused``: the
+        tasks make the rows themselves; ``by_source``: the source's tasks wrote some of the rows, the
+        rest are written as the same attempt, and the batch is the files of both."""
         name, key, last = batch.name, batch.key, batch.state.routing.last
         # A fused batch's rows are made in the task, with no flag: none of them can be bad.
         flagged = normalized.bad_row_flag and fused is None
@@ -103,12 +100,10 @@ def write_failure(
     file_prefix: str | None = None,
     what: str = "write job",
 ) -> Exception:
-    """The sink's error for a failed write job of ``table`` (``df``: what it wrote; ``what``: which job).
-
-    A schema error stays as it is; a bad record (``dead-letter.on-bad-record=fail``) and a Python
-    worker that cannot import the sink get errors of their own; anything else is a
-    :class:`~icesink.errors.WriteError` quoting the first line that names an error code.
-    """
+    """The sink's error for a failed write job of ``table`` (``df``: what it wrote; ``what``: which job):
+    a schema error as it is, a bad record (``dead-letter.on-bad-record=fail``) and a Python worker
+    that cannot import the sink errors of their own, anything else a :class:`~icesink.errors.WriteError`
+    quoting the first line that names an error code."""
     found = find_error_code(str(error))
     if found is SchemaError:
         return error
