@@ -130,11 +130,14 @@ class Flushable(Protocol):
     def flush(self, query_id: str | None = None) -> None: ...
 
 
-class FlushOnIdle:
-    """The listener :class:`IdleListeners` registers (the session's listener holds it weakly)."""
+class IdleListeners:
+    """Flushes one sink's staged batches when its queries go idle or stop (a session's listener holds
+    it weakly; the sink keeps it alive)."""
 
     def __init__(self, sink: Flushable) -> None:
         self._sink = sink
+        self._lock = threading.Lock()
+        self._sessions: dict[str, SparkSession] = {}  # the sessions listened on, by JVM identity
 
     def on_progress(self, event: Any) -> None:
         pass
@@ -153,15 +156,6 @@ class FlushOnIdle:
         except Exception:  # a listener must not kill the listener bus; the next batch retries
             logger.exception("flushing staged batches of query %s failed", query_id)
 
-
-class IdleListeners:
-    """Flushes one sink's staged batches when its queries go idle or stop."""
-
-    def __init__(self, sink: Flushable) -> None:
-        self._lock = threading.Lock()
-        self._sessions: dict[str, SparkSession] = {}  # the sessions listened on, by JVM identity
-        self._handler = FlushOnIdle(sink)
-
     def listen(self, batch_df: DataFrame) -> None:
         """Flush the sink when ``batch_df``'s query goes idle or stops: registered once on the session
         that started the query, as the one handed to ``foreachBatch`` is a clone whose listeners never
@@ -174,11 +168,11 @@ class IdleListeners:
             if key in self._sessions:
                 return
             self._sessions[key] = spark
-        subscribe(spark, self._handler)
+        subscribe(spark, self)
 
     def stop(self) -> None:
         with self._lock:
             added = list(self._sessions.values())
         for spark in added:
             with contextlib.suppress(Exception):  # a stopped session has no listener bus left
-                unsubscribe(spark, self._handler)
+                unsubscribe(spark, self)
