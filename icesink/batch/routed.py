@@ -162,9 +162,7 @@ class RoutedStep:
                 tables_of = self._names.tables_of(d.value for d in found)
         prepared = self._tables.prepare(found, tables_of, batch_df.schema, key, query_id_of(batch_df))  # 2.
         routed = {v: None if v in prepared.refused else n for v, n in tables_of.items()}
-        written = source_targets(  # the tables the source's tasks alone wrote to
-            by_source, prepared.targets, self._options.config_for, key, self._states
-        )
+        written = source_targets(by_source, prepared.targets)  # the tables the source's tasks alone wrote to
         batch = RoutedBatch(key, by_source, found, routed, prepared, position, written)
         if batch.empty():
             logger.info(

@@ -28,7 +28,7 @@ from pyspark.sql import types as st
 from icesink import catalog as catalogs
 from icesink import failpoints
 from icesink.batch.key import BatchKey
-from icesink.batch.table_batch import PlannedTable, RoutedTarget, TableBatch
+from icesink.batch.table_batch import RoutedTarget, TableBatch
 from icesink.config import DistributionMode, SinkConfig
 from icesink.config_route import RouteBy
 from icesink.errors import SinkError
@@ -43,7 +43,7 @@ from icesink.write.source_task import TASK_PROPERTY, SourceTable, SourceWritePla
 from icesink.write.task import ArrowFunction
 
 if TYPE_CHECKING:
-    from icesink.batch.states import SinkParts, TableStates
+    from icesink.batch.states import SinkParts
     from icesink.batch.tables import Tables
 
 logger = logging.getLogger(__name__)
@@ -80,13 +80,14 @@ class ArrowSource:
 
 @dataclass
 class SourceWrite:
-    """One batch's write by the source's tasks: their plan, its one attempt on every table of ``tables``,
-    and after :meth:`record` the files they wrote and the rows they left (the batch's DataFrame)."""
+    """One batch's write by the source's tasks: their plan, its one attempt on every table (``tables``:
+    each table's batch, its attempt on record), and after :meth:`record` the files they wrote and the
+    rows they left (the batch's DataFrame)."""
 
     plan: SourceWritePlan
     batch_id: int
     attempt: str
-    tables: dict[str, PlannedTable]
+    tables: dict[str, TableBatch]
     files: list[DataFileMessage] = field(default_factory=list)
     remaining_rows: int = 0
 
@@ -121,7 +122,7 @@ class SourceWrite:
     def end(self, names: Iterable[str] | None = None) -> None:
         """Nothing of the attempt is left on these tables (default: all): forget it there."""
         for name in self.tables if names is None else names:
-            self.tables[name].attempts.end(self.batch_id, self.attempt)
+            self.tables[name].end()
 
 
 def plan_source_write(
@@ -140,7 +141,7 @@ def plan_source_write(
                 replace(spec, file_prefix=spec.file_prefix + SOURCE_FILE_SUFFIX), row_schema_of(batch.table)
             )
         )
-        planned[batch.name] = PlannedTable(batch.table, batch.attempts, spec)
+        planned[batch.name] = batch
     key = batches[0][0].key
     plan = SourceWritePlan(tuple(tables), memory_budget_bytes, routes, failpoints.for_tasks())
     return SourceWrite(plan, key.batch_id, key.attempt, planned)
@@ -256,30 +257,19 @@ class SourcePlanner:
         return batch, task_options
 
 
-def source_targets(
-    by_source: SourceWrite | None,
-    targets: list[RoutedTarget],
-    config_for: Callable[[str], SinkConfig],
-    key: BatchKey,
-    states: TableStates,
-) -> list[RoutedTarget]:
+def source_targets(by_source: SourceWrite | None, targets: list[RoutedTarget]) -> list[RoutedTarget]:
     """A target for each planned table only the source's tasks wrote files to, for its commit; on the
     tables that got no row of the batch at all, the attempt is ended."""
     if by_source is None:
         return []
     covered = {t.name for t in targets}
-    written, idle = [], []
+    written: list[TableBatch] = []
+    idle: list[TableBatch] = []
     for name, planned in by_source.tables.items():
-        if name in covered:
-            continue
-        if by_source.files_of(name):
-            batch = TableBatch.of(states, name, config_for(name), planned.table, key)
-            batch.adopt(planned.spec, planned.attempts)
-            written.append(RoutedTarget(batch, (), ()))
-        else:
-            idle.append(name)
-    run_parallel([functools.partial(by_source.end, [name]) for name in idle])
-    return written
+        if name not in covered:
+            (written if by_source.files_of(name) else idle).append(planned)
+    run_parallel([planned.end for planned in idle])
+    return [RoutedTarget(planned, (), ()) for planned in written]
 
 
 def record_source_files(by_source: SourceWrite, metrics: SinkMetrics) -> None:

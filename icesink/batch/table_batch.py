@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from icesink.batch.key import BatchKey
     from icesink.batch.states import TableState, TableStates
 
-__all__ = ["PlannedTable", "RoutedTarget", "TableBatch"]
+__all__ = ["RoutedTarget", "TableBatch"]
 
 logger = batch_logger(__name__)
 
@@ -133,18 +133,14 @@ class TableBatch:
         self.attempts.begin(record)
         self.spec = spec
 
-    def start(self, spec: WriteSpec, planned: Mapping[str, PlannedTable]) -> Callable[[], None]:
+    def start(self, spec: WriteSpec, planned: Mapping[str, TableBatch]) -> Callable[[], None]:
         """What puts the attempt of ``spec`` on record, to call before any file is written; nothing
-        when a source's tasks have it on record on this table already (``planned``)."""
+        when a source's tasks have it on record on this table already (``planned``: their batches)."""
         if self.name not in planned:
             return functools.partial(self.record, spec)
-        self.adopt(spec, planned[self.name].attempts)
+        self.spec = spec  # the source's attempt, taken over
+        self.__dict__["attempts"] = planned[self.name].attempts
         return lambda: None
-
-    def adopt(self, spec: WriteSpec, attempts: AttemptLog) -> None:
-        """The attempt was recorded before the batch (a source's own write): take it over."""
-        self.spec = spec
-        self.__dict__["attempts"] = attempts
 
     def end(self) -> None:
         """The attempt's files are accounted for elsewhere (committed, staged or deleted)."""
@@ -169,16 +165,6 @@ class TableBatch:
             f"{r.data_location.rstrip('/')}/" for r in self.attempts.open_attempts() if r.data_location
         ) + tuple(f"{b.location.rstrip('/')}/" for b in self.state.staging.batches if b.location)
         return lambda path: path in staged or path.startswith(folders)
-
-
-@dataclass(frozen=True)
-class PlannedTable:
-    """A table of a source write (:mod:`icesink.batch.source_write`): as loaded when the write was
-    planned, with the attempt log holding the write's attempt and the attempt's write spec."""
-
-    table: Table
-    attempts: AttemptLog
-    spec: WriteSpec
 
 
 @dataclass
