@@ -11,11 +11,10 @@
 9. commit       appended, staged for the cadence, or a row delta; exactly once  :mod:`icesink.batch.commits`
 10. maintenance compaction, expiry, orphan removal, in a time budget  :mod:`icesink.maintenance.after_commit`
 
-One loop writes every batch, for one table or many, as Iceberg Kafka Connect's
-``writerForTable`` and ``commitToTable`` do: a :class:`BatchPlan` prepares, splits and writes
-(:mod:`icesink.batch.one_table`, or :mod:`icesink.batch.routed` with ``route.by`` set), and
-:mod:`icesink.batch.finish` commits. Both plans open their tables through
-:mod:`icesink.batch.tables` and write each through a :class:`~icesink.batch.table_batch.TableBatch`.
+One loop writes every batch, for one table or many, as Iceberg Kafka Connect's ``writerForTable``
+and ``commitToTable`` do: a :class:`BatchPlan` (:mod:`icesink.batch.one_table`, or
+:mod:`icesink.batch.routed` with ``route.by`` set) prepares, splits and writes, and
+:mod:`icesink.batch.finish` commits, each table through a :class:`~icesink.batch.table_batch.TableBatch`.
 """
 
 from __future__ import annotations

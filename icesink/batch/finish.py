@@ -1,10 +1,9 @@
 """After the write, for one table or many: steps 8 to 10 of :mod:`icesink.sink`, and the flushes.
 
-The one ``commitToTable`` of every plan: the dead letters first (why: :mod:`icesink.batch.dead_letters`),
-then each table batch by its commit kind, then what the cadence says is due on the sink id's
-other tables, then the committed tables' maintenance in one time budget. Staged batches are
-also committed at a chunk boundary: an empty batch, ``close()``, and a query gone idle or
-stopped (:class:`IdleListeners`).
+The one ``commitToTable`` of every plan: the dead letters first (:mod:`icesink.batch.dead_letters`
+says why), each table batch by its commit kind, what is due on the sink id's other tables, the
+committed tables' maintenance in one time budget. Staged batches are also committed at a chunk
+boundary: an empty batch, ``close()``, a query gone idle or stopped (:class:`IdleListeners`).
 """
 
 from __future__ import annotations
