@@ -1,11 +1,9 @@
 """After the write: each table batch's files committed by one of the commit kinds, recorded once.
 
-A kind takes the written table batches of one micro-batch, one table or many, and commits each
-table on its own, with its own exactly-once ledger (:mod:`icesink.commit.ledger`), on the
-catalog pool: :class:`AppendCommits` at once, :class:`StagedCommits` by the commit cadence
-(:mod:`icesink.commit.policy`), and for upserts :class:`~icesink.batch.row_deltas.RowDeltaCommits`
-and :class:`~icesink.batch.staged_row_deltas.StagedRowDeltaCommits`. :func:`record_committed` is
-the one place a commit is counted and logged.
+A kind commits each table of a micro-batch on its own, with its own exactly-once ledger
+(:mod:`icesink.commit.ledger`), on the catalog pool: :class:`AppendCommits` at once,
+:class:`StagedCommits` by the commit cadence (:mod:`icesink.commit.policy`), and for upserts
+:mod:`icesink.batch.row_deltas` and :mod:`icesink.batch.staged_row_deltas`.
 """
 
 from __future__ import annotations
@@ -58,13 +56,9 @@ class Written:
 
 @dataclass(frozen=True)
 class WrittenBatch:
-    """What a plan's write leaves for the batch's commits.
-
-    Attributes:
-        counts: The rows the write received and the bad ones among them.
-        bad_rows: Builds the bad rows' dead letters (called only when there are some).
-        changed_keys: Builds the keys of the upserted table batches of ``written``, in order.
-    """
+    """What a plan's write leaves for the batch's commits: the rows the write received and the bad
+    ones among them, and what builds the bad rows' dead letters (called only when there are some)
+    and the keys of the upserted table batches of ``written`` (in order)."""
 
     written: list[Written]
     counts: RowCounts
@@ -82,11 +76,8 @@ def record_committed(
     count: int = 1,
     detail: str = "",
 ) -> None:
-    """Count and log a commit of ``count`` batches to table ``name``.
-
-    ``commit``: the new snapshot id, the tries the commit took and the conflicts among them;
-    ``detail``: what the log line says besides rows and files (an upsert's keys).
-    """
+    """The one place a commit of ``count`` batches to table ``name`` is counted and logged: ``commit`` is
+    its snapshot id, tries and conflicts; ``detail`` what the log line says besides rows and files."""
     snapshot_id, tries, conflicts = commit
     metrics.record_commit(name, sink_id, batches.last, list(files), tries, conflicts)
     metrics.batches.labels(name, sink_id, "committed").inc(count)
@@ -140,9 +131,7 @@ class AppendCommits:
 
     def commit_one(self, written: Written, *, record: bool = True) -> CommitOutcome | None:
         """Commit one table batch's files, then end its attempt; ``None`` when it has none.
-
-        ``record=False``: the caller counts and logs the commit (the dead letters' own way).
-        """
+        ``record=False``: the caller counts and logs the commit (the dead letters' own way)."""
         batch, files, metrics = written.batch, written.files, self._metrics
         key = batch.key
         if not files:

@@ -1,13 +1,11 @@
 """A routed batch's Spark jobs on its one projection: ONE writes every table's files, ONE collects
 the keys each upserted table's batch changes.
 
-Unless ``write.distribution-mode`` asks for a shuffle (:mod:`icesink.route.routed_shuffle`),
-routed writes are not shuffled. Either way each task splits its rows by table and computes
-their partition values itself (:mod:`icesink.write.routed_task`), so a routed table's partition
-spec must be computable from Arrow columns (:func:`~icesink.batch.tables.check_keys_in_task`).
-The keys, for the row deltas, are of each table's types: the written rows' from the
-projection's slots (bad rows left out: their key's current row stays), the deletes' cast to the
-same types (a key of no table type matches no row).
+Routed writes are not shuffled unless ``write.distribution-mode`` asks (:mod:`icesink.route.routed_shuffle`):
+each task splits its rows by table and computes their partition values itself
+(:mod:`icesink.write.routed_task`; :func:`~icesink.batch.tables.check_keys_in_task`). The keys are of
+each table's types: the written rows' from the projection (bad rows left out: their key's current
+row stays), the deletes' cast (a key of no table type matches no row).
 """
 
 from __future__ import annotations
