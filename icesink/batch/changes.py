@@ -77,12 +77,7 @@ def rejection_reason(null_key: Column, op_value: Column) -> Column:
 
 
 class ChangeSplit:
-    """The changes of a sink's batches.
-
-    Args:
-        config: The sink's configuration (its op and order columns, the names' case).
-        metrics: Where the rejected changes are counted.
-    """
+    """The changes of a sink's batches, by its op and order columns; the rejected ones counted."""
 
     def __init__(self, config: SinkConfig, metrics: SinkMetrics) -> None:
         self._op = config.upsert.op_column
@@ -100,7 +95,6 @@ class ChangeSplit:
         """The last change per key of each upserted table, and the rows set aside.
 
         Args:
-            batch_df: The micro-batch.
             dest: Each row's destination value (a literal when the sink has one table).
             upserted: Destination value -> configuration, of the values of upserted tables.
             only_upserted: Every row goes to an upserted table (a one-table sink's).

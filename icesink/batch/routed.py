@@ -222,14 +222,9 @@ class RoutedStep:
 
 @dataclass(frozen=True)
 class RoutedBatch:
-    """A routed batch's destinations and tables, as :meth:`RoutedStep.prepare` found them.
-
-    Attributes:
-        found: The batch's destination values and their non-null columns.
-        routed: Each value's table (``None``: unroutable or refused).
-        position: The route column's position in the batch (-1: the source wrote every row).
-        written: The tables the source's tasks alone wrote to.
-    """
+    """A routed batch's destinations and tables, as :meth:`RoutedStep.prepare` found them: each value's
+    table (``routed``; ``None``: unroutable or refused), the route column's ``position`` (-1: the
+    source wrote every row), and the tables only the source's tasks wrote to (``written``)."""
 
     key: BatchKey
     by_source: SourceWrite | None

@@ -30,14 +30,9 @@ logger = batch_logger(__name__)
 
 @dataclass
 class TableState:
-    """What the sink keeps for one table and sink id.
-
-    Attributes:
-        query_id: The streaming query that first wrote through it (``None``: unknown).
-        staging: Its batches written but not yet committed.
-        lock: Held while one of its batches is written or its staged batches committed.
-        routing: What its last batches' writes received, for the next shuffle's choice.
-    """
+    """What the sink keeps for one table and sink id: the streaming query that first wrote through it
+    (``None``: unknown), its staged batches, the lock held while one of its batches is written or its
+    staged batches committed, and what its last writes received (for the next shuffle's choice)."""
 
     name: str
     sink_id: str

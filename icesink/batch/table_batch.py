@@ -39,14 +39,8 @@ logger = batch_logger(__name__)
 
 @dataclass
 class TableBatch:
-    """One table's part of one attempt of a micro-batch.
-
-    Attributes:
-        name: The table's name (its metrics' ``table`` label).
-        config: The table's configuration (a routed table's own options applied).
-        table: The table, as loaded and evolved for this batch.
-        spec: The attempt's write spec, once on record.
-    """
+    """One table's part of one attempt of a micro-batch: ``config`` with a routed table's own options
+    applied, ``table`` as loaded and evolved for the batch, ``spec`` the attempt's once on record."""
 
     name: str
     config: SinkConfig
