@@ -48,7 +48,7 @@ class Finish:
         self.parts = parts
         self._config = config = parts.config
         self._catalog = catalog = parts.catalog
-        self._metrics = metrics = parts.metrics
+        metrics = parts.metrics
         self.states = states = parts.states
         self.dead_letters = DeadLetterQueue(config, catalog, metrics, states)
         self.changes = ChangeSplit(config, metrics)
