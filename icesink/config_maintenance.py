@@ -66,14 +66,19 @@ class MaintenanceConfig(BaseModel):
     min_small_files: int = Field(
         default=DEFAULT_MIN_SMALL_FILES,
         ge=2,
-        description="Data files below the table's target file size in one partition that make the "
-        "sink compact it (``maintenance.compact.min-small-files``, default 8). Only what pays is "
-        "rewritten, with its deletes applied: the small files from the smallest up while each is no "
-        "bigger than those chosen together (a large file waits until as many bytes came in smaller "
-        "ones, as an LSM store merges its runs), and files past "
-        "``maintenance.compact.delete-ratio-threshold``. Every reader opens each file: 8 keeps a "
-        "partition within a few more files than its compacted size, while each row is rewritten a "
-        "number of times that grows with the logarithm of the partition's size.",
+        description="Data files of one size class that make the sink compact a partition "
+        "(``maintenance.compact.min-small-files``, default 8), and the ratio between two classes. "
+        "In a partition without delete files the files below the table's target file size fall "
+        "into classes this many times apart, counted down from the target (with 8 and 512 MiB: "
+        "64-512 MiB, 8-64 MiB, 1-8 MiB, ...), and a class is merged once it holds this many files, "
+        "as size-tiered compaction does: each rewrite lifts a row a class, so a row is rewritten "
+        "about log(target / file size) / log(8) times on its way to the target (3 times from files "
+        "of 1-8 MiB), however long the stream, and after its compaction a partition holds at most "
+        "7 files of each class (21 below the target from files of 1-8 MiB). In a partition with "
+        "delete files, this many files below the target make the sink rewrite the small ones, "
+        "smallest first while each is no bigger than those chosen together, and the files past "
+        "``maintenance.compact.delete-ratio-threshold``, with their deletes applied. Larger: fewer "
+        "rewrites of each row, more files for every reader to open.",
     )
     delete_ratio_threshold: float = Field(
         default=DEFAULT_DELETE_RATIO_THRESHOLD,

@@ -1,37 +1,27 @@
 """The ``foreachBatch`` sink: one micro-batch, step by step, in the order the code runs.
 
-1. table       - load the table (create it on first use), check its  (:mod:`icesink.batch.tables`)
-                 keys, recover its state from what a crashed run left
-2. replay      - the table has the batch already: skipped           (:mod:`icesink.batch.table_batch`)
-3. changes     - upsert mode: the last change per key; rows with a  (:mod:`icesink.batch.changes`)
-                 null key or an unknown op set aside
-4. schema      - new columns and wider types added to the table     (:mod:`icesink.schema.coordinator`)
-5. normalize   - the rows aligned to the table's schema, bad ones   (:mod:`icesink.normalize`)
-                 flagged
-6. distribute  - partition values, the shuffle to the write tasks   (:mod:`icesink.route.router`)
-7. write       - the attempt recorded, then the executors write     (:mod:`icesink.batch.write_job`, on
-                 Parquet data files                                   the executors :mod:`icesink.write.task`)
-8. dead        - bad rows to the dead-letter table, committed        (:mod:`icesink.batch.dead_letters`)
-   letters       before the data
-9. commit      - appended, staged for the commit cadence, or a row  (:mod:`icesink.batch.commits`)
-                 delta (upsert mode); exactly once by the ledger
-10. maintenance - compaction, snapshot expiry, orphan removal, in a (:mod:`icesink.maintenance.after_commit`)
-                 time budget
+1. table        loaded, or created on first use; keys checked; state recovered  :mod:`icesink.batch.tables`
+2. replay       the table has the batch already: skipped                   :mod:`icesink.batch.table_batch`
+3. changes      upsert mode: the last change per key, bad changes set aside    :mod:`icesink.batch.changes`
+4. schema       new columns and wider types added to the table             :mod:`icesink.schema.coordinator`
+5. normalize    the rows aligned to the table's schema, bad ones flagged            :mod:`icesink.normalize`
+6. distribute   partition values, the shuffle to the write tasks                 :mod:`icesink.route.router`
+7. write        the attempt recorded, then the tasks write data files       :mod:`icesink.batch.write_job`
+8. dead letters bad rows to their own table, committed before the data   :mod:`icesink.batch.dead_letters`
+9. commit       appended, staged for the cadence, or a row delta; exactly once  :mod:`icesink.batch.commits`
+10. maintenance compaction, expiry, orphan removal, in a time budget  :mod:`icesink.maintenance.after_commit`
 
-The loop is the same for one table or many: a plan (:mod:`icesink.batch.plan`) prepares, splits
-and writes, :mod:`icesink.batch.finish` commits. With ``route.by`` set, a batch goes to many
-tables: :mod:`icesink.batch.routed` runs the same steps for all of them at once (one route job,
-one projection, one write job); without, :mod:`icesink.batch.one_table` writes the one table.
-Either opens its tables through :mod:`icesink.batch.tables` and writes each through a
-:class:`~icesink.batch.table_batch.TableBatch` and the same commit kinds. Every step
-is timed and counted (:mod:`icesink.metrics`); the flush of staged batches when a query goes
-idle is :mod:`icesink.batch.idle`.
+One loop writes every batch, for one table or many, as Iceberg Kafka Connect's ``writerForTable``
+and ``commitToTable`` do: a :class:`BatchPlan` (:mod:`icesink.batch.one_table`, or
+:mod:`icesink.batch.routed` with ``route.by`` set) prepares, splits and writes, and
+:mod:`icesink.batch.finish` commits, each table through a :class:`~icesink.batch.table_batch.TableBatch`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, overload
+from contextlib import AbstractContextManager
+from typing import Any, Protocol, TypeVar, overload
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
@@ -39,14 +29,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as st
 
 from icesink import catalog as catalogs
-from icesink.batch.arrow_source import ArrowSource
-from icesink.batch.finish import Finish
-from icesink.batch.idle import IdleListeners
+from icesink.batch.changes import ChangeBatch
+from icesink.batch.commits import WrittenBatch
+from icesink.batch.finish import Finish, IdleListeners
 from icesink.batch.key import BatchKey
 from icesink.batch.one_table import OneTablePlan
-from icesink.batch.plan import BatchPlan
 from icesink.batch.routed import RoutedStep
-from icesink.batch.source_write import SourceWrite
+from icesink.batch.source_write import ArrowSource, SourceWrite
 from icesink.batch.states import SinkParts, TableStates
 from icesink.batch.tables import Tables
 from icesink.bounded_waits import server_errors
@@ -64,6 +53,28 @@ from icesink.write.workers_ahead import start_workers_ahead
 __all__ = ["ArrowSource", "IcebergSink"]
 
 logger = batch_logger(__name__)
+
+Prepared = TypeVar("Prepared")
+
+
+class BatchPlan(Protocol[Prepared]):
+    """What the batch loop of :meth:`IcebergSink.__call__` asks of the plan of one table or of many."""
+
+    label: str  # names the sink in its batches' log records
+
+    def source_write(self, batch_df: DataFrame, batch_id: int) -> SourceWrite | None: ...
+
+    def prepare(
+        self, batch_df: DataFrame, key: BatchKey, arrow_source: ArrowSource | None
+    ) -> AbstractContextManager[Prepared | None]:
+        """Inside: the batch's table batches, the tables' locks held; ``None``: nothing left to write."""
+        ...
+
+    def changes(self, batch_df: DataFrame, prepared: Prepared) -> ChangeBatch:
+        """Upsert mode: the last change per key of each upserted table; else the batch as it is."""
+        ...
+
+    def write(self, prepared: Prepared, changes: ChangeBatch) -> WrittenBatch: ...
 
 
 class IcebergSink:
@@ -90,16 +101,14 @@ class IcebergSink:
         self.metrics_server: MetricsServer | None = export(self.metrics, config.metrics)
         self.catalog: Catalog = catalogs.open_catalog(config)
         state_location(config)  # where the sink's bookkeeping goes: checked at start-up
-        self._states = TableStates(self.metrics)  # per table and sink id: recovered once, staged batches
+        self._states = TableStates(self.metrics)
         parts = SinkParts(config, self.catalog, self.metrics, self._states)
-        self._finish = Finish(parts)  # dead letters, commits
-        # The one table, or each routed table: opened, checked and evolved in one place
+        self._finish = Finish(parts)
         tables = Tables(parts, self._finish.config_for, (self._finish.dead_letters.table_name,))
         self._one = OneTablePlan(self._finish, tables)
-        label = config.table or route_label(config.route)  # route.by set: RoutedStep writes the batches
-        self._routed = RoutedStep(self._finish, label, tables)
+        self._routed = RoutedStep(self._finish, config.table or route_label(config.route), tables)
         self._plan: BatchPlan[Any] = self._routed if config.route.enabled else self._one
-        self._idle = IdleListeners(self)  # with a commit cadence: flush when a query idles or stops
+        self._idle = IdleListeners(self)
         self._closed = False
 
     def __getstate__(self) -> dict[str, Any]:
@@ -124,11 +133,10 @@ class IcebergSink:
     def prepare(self, schema: st.StructType | Mapping[str, st.StructType]) -> Table | dict[str, Table]:
         """Check the stream's schema against the table before the stream starts.
 
-        The table is created if missing, and evolved for new columns and wider types
-        (unless ``schema.evolution=off``). The write's Python workers and the self-checks
-        Spark-computed bucket values need start in the background, not in the first batch.
-        A routed sink takes each destination value's schema (``{"orders": schema, ...}``)
-        and returns each value's table.
+        The table is created if missing, and evolved for new columns and wider types (unless
+        ``schema.evolution=off``); the write's Python workers and the self-checks of Spark's
+        bucket values start in the background, not in the first batch. A routed sink takes each
+        destination value's schema (``{"orders": schema, ...}``) and returns each value's table.
 
         Raises:
             PartitionSpecError: ``partition-by`` names a missing column or an impossible transform.
@@ -168,8 +176,7 @@ class IcebergSink:
     def __call__(self, batch_df: DataFrame, batch_id: int, arrow_source: ArrowSource | None = None) -> None:
         """Write one micro-batch (the ``foreachBatch`` function).
 
-        ``arrow_source``, from callers that made ``batch_df`` in Python, says how: the
-        write may then run that Python function inside its own tasks (see :class:`ArrowSource`).
+        ``arrow_source``: how ``batch_df`` was made in Python, if it was (see :class:`ArrowSource`).
 
         Raises:
             CatalogError: The catalog was unreachable or silent past ``timeout.*`` (named);
@@ -182,8 +189,7 @@ class IcebergSink:
         key = BatchKey.new(sink_id_of(batch_df, self.config.sink_id), batch_id, attempt)
         if self._finish.stages:
             self._idle.listen(batch_df)
-        plan = self._plan  # one table, or many (route.by set): the same steps
-        # Every log record of the batch names it; a catalog's or store's failure is named too.
+        plan = self._plan
         with (
             batch_context(plan.label, key.sink_id, batch_id),
             server_errors(self.config, table=self.config.table or None, batch_id=batch_id),

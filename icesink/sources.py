@@ -43,15 +43,14 @@ from typing import TYPE_CHECKING
 from icesink._lazy import lazy_names
 
 if TYPE_CHECKING:
-    from icesink.batch.arrow_source import ArrowSource
-    from icesink.batch.source_write import SourceWrite
+    from icesink.batch.source_write import ArrowSource, SourceWrite
     from icesink.metric_families import TOMBSTONE
     from icesink.schema.casts import TIMESTAMP_MAX_MICROS, TIMESTAMP_MIN_MICROS
     from icesink.write.messages import DataFileMessage, RowCounts
     from icesink.write.source_task import SourceTaskWriter, SourceWritePlan, plan_in_task
 
 _EXPORTS = {
-    "ArrowSource": "icesink.batch.arrow_source",
+    "ArrowSource": "icesink.batch.source_write",
     "SourceWrite": "icesink.batch.source_write",
     "plan_in_task": "icesink.write.source_task",
     "SourceWritePlan": "icesink.write.source_task",

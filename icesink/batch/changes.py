@@ -1,16 +1,12 @@
-"""Upsert mode's changes: a batch split into the last change per key of each upserted table.
+"""Upsert mode's split of a batch, for one table or the upserted tables of a routed batch.
 
-With ``write.mode=upsert`` a batch is a list of changes. Before the usual steps, one
-split serves one table or the upserted tables of a routed batch (:class:`ChangeSplit`):
-the last change per (table, key) (:mod:`icesink.upsert.changes`, one shuffle, no job), and
-the rows with a null key or an unknown op set aside (dead letters ``null_key`` and
-``unknown_op``; a truncate, op ``t``, is ``truncate``: the sink never empties a table). One
-job, without a shuffle, counts them and collects a one-table batch's delete changes
-(:mod:`icesink.upsert.split_facts`). The rows whose last change is
-an insert or replace go through normalize, distribute and write like appended rows (the op and
-order columns describe the change and are not stored); after the write, the keys the batch
-changes are looked up and its files committed with the position deletes of the rows they
-replace or delete (:mod:`icesink.batch.row_deltas`).
+With ``write.mode=upsert`` a batch is a list of changes. :class:`ChangeSplit` keeps the last
+change per (table, key) (:mod:`icesink.upsert.changes`, one shuffle, no job) and sets aside as
+dead letters the rows with a null key (``null_key``), an unknown op (``unknown_op``) or a
+truncate (op ``t``: ``truncate``, the sink never empties a table). One job, without a shuffle,
+counts them and collects a one-table batch's delete changes (:mod:`icesink.upsert.split_facts`).
+The op and order columns describe a change and are not stored; the keys a batch changes are
+looked up after the write (:mod:`icesink.batch.row_deltas`).
 """
 
 from __future__ import annotations
@@ -88,12 +84,7 @@ def rejection_reason(null_key: Column, op_value: Column) -> Column:
 
 
 class ChangeSplit:
-    """The changes of a sink's batches (see the module).
-
-    Args:
-        config: The sink's configuration (its op and order columns, the names' case).
-        metrics: Where the rejected changes are counted.
-    """
+    """The changes of a sink's batches, by its op and order columns; the rejected ones counted."""
 
     def __init__(self, config: SinkConfig, metrics: SinkMetrics) -> None:
         self._op = config.upsert.op_column
@@ -111,7 +102,6 @@ class ChangeSplit:
         """The last change per key of each upserted table, and the rows set aside.
 
         Args:
-            batch_df: The micro-batch.
             dest: Each row's destination value (a literal when the sink has one table).
             upserted: Destination value -> configuration, of the values of upserted tables.
             only_upserted: Every row goes to an upserted table (a one-table sink's).

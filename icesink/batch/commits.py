@@ -1,19 +1,9 @@
-"""After the write: each table batch's files committed by one of four kinds, recorded once.
+"""After the write: each table batch's files committed by one of the commit kinds, recorded once.
 
-* :class:`AppendCommits` - every batch in a snapshot of its own, now (no commit cadence);
-* :class:`StagedCommits` - the commit cadence (``commit.max-batches``, ``commit.interval-s``,
-  ``commit.target-file-size-bytes``): a batch's files are staged durably and committed with the
-  batches staged before them once the policy says so (:mod:`icesink.commit.policy`);
-* :class:`~icesink.batch.row_deltas.RowDeltaCommits` - upserts: the files with the position
-  deletes of the rows they replace, in one snapshot;
-* :class:`~icesink.batch.staged_row_deltas.StagedRowDeltaCommits` - upserts with the commit
-  cadence: each batch staged with its position deletes, the staged batches in one row delta.
-
-The two staged kinds share :class:`Cadence` (the policy, staging under the table state's lock on
-the pool, what is due): each says only what it stages.
-All take the written table batches of one micro-batch, one or many tables, and commit each
-table on its own with its own exactly-once ledger (:mod:`icesink.commit.ledger`), on the sink's
-catalog thread pool. :func:`record_committed` is the one place a commit is counted and logged.
+A kind commits each table of a micro-batch on its own, with its own exactly-once ledger
+(:mod:`icesink.commit.ledger`), on the catalog pool: :class:`AppendCommits` at once,
+:class:`StagedCommits` by the commit cadence (:mod:`icesink.commit.policy`), and for upserts
+:mod:`icesink.batch.row_deltas` and :mod:`icesink.batch.staged_row_deltas`.
 """
 
 from __future__ import annotations
@@ -21,7 +11,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyiceberg.table import Table
@@ -44,7 +34,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AppendCommits",
-    "Commits",
     "StagedCommits",
     "Written",
     "WrittenBatch",
@@ -57,13 +46,8 @@ logger = batch_logger(__name__)
 
 @dataclass
 class Written:
-    """A table batch after the write: its data files, not yet committed.
-
-    Attributes:
-        batch: The table batch.
-        files: Its data files.
-        keys: Upsert mode: every key the batch changes on the table, of the table's types.
-    """
+    """A table batch after the write: its data files, not yet committed, and in upsert mode
+    every key the batch changes on the table (of the table's types)."""
 
     batch: TableBatch
     files: list[DataFileMessage]
@@ -72,25 +56,14 @@ class Written:
 
 @dataclass(frozen=True)
 class WrittenBatch:
-    """What a plan's write (:mod:`icesink.batch.plan`) leaves for the batch's commits.
-
-    Attributes:
-        written: Every table batch written, with its files.
-        counts: The rows the write received and the bad ones among them.
-        bad_rows: Builds the bad rows' dead letters (called only when there are some).
-        changed_keys: Builds the keys of the upserted table batches of ``written``, in order.
-    """
+    """What a plan's write leaves for the batch's commits: the rows the write received and the bad
+    ones among them, and what builds the bad rows' dead letters (called only when there are some)
+    and the keys of the upserted table batches of ``written`` (in order)."""
 
     written: list[Written]
     counts: RowCounts
     bad_rows: Callable[[], DataFrame]
     changed_keys: Callable[[], Sequence[pa.Table]]
-
-
-class Commits(Protocol):
-    """A commit kind: commits the written table batches of one micro-batch."""
-
-    def commit(self, written: Sequence[Written]) -> None: ...
 
 
 def record_committed(
@@ -103,11 +76,8 @@ def record_committed(
     count: int = 1,
     detail: str = "",
 ) -> None:
-    """Count and log a commit of ``count`` batches to table ``name``.
-
-    ``commit`` is the new snapshot id, the tries the commit took and the conflicts among them;
-    ``detail`` what the log line says besides rows and files (an upsert's keys).
-    """
+    """The one place a commit of ``count`` batches to table ``name`` is counted and logged: ``commit`` is
+    its snapshot id, tries and conflicts; ``detail`` what the log line says besides rows and files."""
     snapshot_id, tries, conflicts = commit
     metrics.record_commit(name, sink_id, batches.last, list(files), tries, conflicts)
     metrics.batches.labels(name, sink_id, "committed").inc(count)
@@ -123,6 +93,22 @@ def record_committed(
     )
 
 
+def _record_outcome(
+    metrics: SinkMetrics,
+    name: str,
+    sink_id: str,
+    batches: BatchRange,
+    files: Sequence[DataFileMessage],
+    outcome: CommitOutcome,
+    count: int = 1,
+) -> None:
+    if outcome.skipped_replay:
+        metrics.record_replay(name, sink_id)
+    else:
+        commit = (outcome.snapshot_id, outcome.attempts, outcome.conflicts)
+        record_committed(metrics, name, sink_id, batches, files, commit, count)
+
+
 def _record_empty(metrics: SinkMetrics, batch: TableBatch) -> None:
     """A batch without rows for the table: the source has caught up, nothing to commit."""
     key = batch.key
@@ -131,11 +117,7 @@ def _record_empty(metrics: SinkMetrics, batch: TableBatch) -> None:
 
 
 class AppendCommits:
-    """Every table batch in a snapshot of its own, now (see the module).
-
-    Args:
-        metrics: Where commits and replays are recorded.
-    """
+    """Every table batch in a snapshot of its own, now."""
 
     def __init__(self, metrics: SinkMetrics) -> None:
         self._metrics = metrics
@@ -149,9 +131,7 @@ class AppendCommits:
 
     def commit_one(self, written: Written, *, record: bool = True) -> CommitOutcome | None:
         """Commit one table batch's files, then end its attempt; ``None`` when it has none.
-
-        ``record=False``: the caller counts and logs the commit (the dead letters' own way).
-        """
+        ``record=False``: the caller counts and logs the commit (the dead letters' own way)."""
         batch, files, metrics = written.batch, written.files, self._metrics
         key = batch.key
         if not files:
@@ -165,22 +145,15 @@ class AppendCommits:
         with metrics.time_commit(batch.name, key.sink_id):
             outcome = committer.commit_batches([staged], batches, durable=False)
         batch.end()
-        if outcome.skipped_replay:
-            metrics.record_replay(batch.name, key.sink_id)
-        elif record:
-            commit = (outcome.snapshot_id, outcome.attempts, outcome.conflicts)
-            record_committed(metrics, batch.name, key.sink_id, batches, files, commit)
+        if record or outcome.skipped_replay:
+            _record_outcome(metrics, batch.name, key.sink_id, batches, files, outcome)
         return outcome
 
 
 class Cadence:
-    """What the two staged commit kinds share: the policy of the commit cadence, each written
-    table batch staged on the pool, and the commit of what is due or asked for.
-
-    Args:
-        config: The cadence and retry settings.
-        metrics: Where commits, replays and staged files are recorded.
-    """
+    """What the two staged commit kinds share: the policy, each written table batch staged under
+    its state's lock on the pool, and the commit of what is due or asked for; each kind says
+    only what it stages and how it commits the staged batches."""
 
     def __init__(self, config: CommitConfig, metrics: SinkMetrics) -> None:
         self._metrics = metrics
@@ -244,14 +217,14 @@ class Cadence:
     def commit_staged(
         self, table: Table, config: SinkConfig, state: TableState, last_batch_id: int | None = None
     ) -> None:
+        """Commit every batch ``state`` has staged (``last_batch_id``: an empty batch after them)."""
         raise NotImplementedError
 
 
 class StagedCommits(Cadence):
-    """The commit cadence of one sink configuration (see the module)."""
+    """The commit cadence of appended tables: the staged batches' data files in one snapshot."""
 
     def stage(self, written: Written) -> StagedBatch | None:
-        """The table batch's data files, as they are, or ``None`` when it has none."""
         batch, files = written.batch, written.files
         if not files:
             return None
@@ -260,23 +233,17 @@ class StagedCommits(Cadence):
     def commit_staged(
         self, table: Table, config: SinkConfig, state: TableState, last_batch_id: int | None = None
     ) -> None:
-        """Commit every batch ``state`` has staged in one snapshot."""
         name, sink_id, staged = state.name, state.sink_id, list(state.staging.batches)
         files = state.staging.files
         batches = BatchRange(staged[0].batch_id, max(staged[-1].batch_id, last_batch_id or -1))
         committer = Committer(table, sink_id, config.commit)
         with self._metrics.time_commit(name, sink_id):
             outcome = committer.commit_batches(staged, batches, durable=True)
-        if outcome.skipped_replay:
-            self._metrics.record_replay(name, sink_id)
-        else:
-            commit = (outcome.snapshot_id, outcome.attempts, outcome.conflicts)
-            record_committed(self._metrics, name, sink_id, batches, files, commit, count=len(staged))
+        _record_outcome(self._metrics, name, sink_id, batches, files, outcome, count=len(staged))
         state.staging.remove(staged)
         self._metrics.record_staged(name, sink_id, state.staging.files)
 
 
 def commits_for(config: SinkConfig, metrics: SinkMetrics) -> AppendCommits | StagedCommits:
-    """The commit kind of an appending sink's tables: staged when a cadence is set, else appends."""
     staged = StagedCommits(config.commit, metrics)
     return staged if staged.policy.stages else AppendCommits(metrics)

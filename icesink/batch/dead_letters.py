@@ -1,20 +1,14 @@
-"""Dead letters: the rows of a batch that could not be converted, in an Iceberg table of their own.
+"""Dead letters: the rows of a batch that cannot be written, in an Iceberg table of their own.
 
-The dead-letter table (``<table>__dlq`` unless ``dead-letter.table`` says otherwise) is
-created on first use, partitioned by day of ``failed_at``. Each row names the source
-table, the sink id and batch id, the first column that failed, the reason, the
-offending value and the whole original row as JSON. The reason is a code
-(:class:`~icesink.normalize.BadRecordReason`: ``parse_error``, ``unroutable``, ...); a routed
-row's adds why after a colon (``unroutable: values 'pay.in' and 'pay-in' both make table
-events.pay_in, ...``), so ``split_part(reason, ':', 1)`` groups by code.
+The dead-letter table (``<table>__dlq`` unless ``dead-letter.table`` says otherwise) is created
+on first use, partitioned by day of ``failed_at``. A row's reason is a code
+(:class:`~icesink.normalize.BadRecordReason`); a routed row's adds why after a colon, so that
+``split_part(reason, ':', 1)`` groups by code.
 
-Dead letters go through the same machinery as data: the executors write the files
-(:mod:`icesink.write.task`), the :class:`~icesink.commit.committer.Committer` commits them
-with the sink id and batch id in the dead-letter table's own ledger, and an attempt
-record lets a restart delete the files of a crashed attempt. The dead letters of a
-batch are committed *before* its data. If the process dies between the two commits,
-Spark replays the batch: the main table does not have it, so it is written again, but
-the dead-letter ledger has it, so its dead letters are not. Exactly once on both sides.
+The table is a table batch of a fixed schema, with its own ledger, committed *before* the
+batch's data: if the process dies between the two commits, Spark replays the batch; the main
+table does not have it, so it is written again, but the dead-letter ledger has it, so its dead
+letters are not. Exactly once on both sides.
 """
 
 from __future__ import annotations
@@ -38,7 +32,7 @@ from icesink import failpoints
 from icesink.batch.commits import AppendCommits, Written
 from icesink.batch.states import TableStates
 from icesink.batch.table_batch import TableBatch
-from icesink.batch.write_errors import write_failures
+from icesink.batch.write_job import write_failures
 from icesink.catalog import CREATED_TABLE_PROPERTIES
 from icesink.commit.committer import Committer
 from icesink.config import SinkConfig
@@ -86,13 +80,8 @@ def dead_letter_table_name(config: SinkConfig) -> str:
 
 @dataclass(frozen=True)
 class DeadLetterOutcome:
-    """What :meth:`DeadLetterQueue.deliver` did.
-
-    Attributes:
-        rows: Rows committed to the dead-letter table by this call.
-        skipped_replay: The batch's dead letters were already committed (a replay).
-        snapshot_id: The dead-letter table's new snapshot.
-    """
+    """What :meth:`DeadLetterQueue.deliver` did: the rows it committed, as snapshot ``snapshot_id``;
+    or ``skipped_replay``: the batch's dead letters were committed already."""
 
     rows: int = 0
     skipped_replay: bool = False
@@ -106,6 +95,7 @@ class DeadLetterQueue:
         config: The sink's configuration.
         catalog: The sink's catalog.
         metrics: Where to count dead-lettered rows.
+        states: The sink's table states (the dead-letter table's attempts recovered once).
 
     Raises:
         ConfigError: The dead-letter table is the sink's own table.
@@ -134,13 +124,10 @@ class DeadLetterQueue:
         """Commit a batch's dead letters: after its good rows were written, before they commit.
 
         Args:
-            dead_letters: Builds the batch's bad rows (see
-                :attr:`~icesink.normalize.NormalizedBatch.dead_letters`); called only when
-                ``counts`` has bad rows.
+            dead_letters: Builds the batch's bad rows; called only when ``counts`` has some.
             key: The batch attempt (its sink id is the dead-letter table's ledger key).
-            rows_written: Good rows the write step wrote: with the dead letters, they must
-                account for every input row.
-            counts: The batch's rows and bad rows, as the write step counted them.
+            rows_written: Good rows the write wrote: with the dead letters, every input row.
+            counts: The batch's rows and bad rows, as the write counted them.
 
         Raises:
             WriteError: Rows are unaccounted for, or writing the dead letters failed.
@@ -174,7 +161,6 @@ class DeadLetterQueue:
     def _write_and_commit(
         self, dead_letters: Callable[[], DataFrame], batch: TableBatch, bad_rows: int
     ) -> DeadLetterOutcome:
-        """Write the batch's ``bad_rows`` dead letters and commit them under its batch id."""
         observation = Observation()
         key = batch.key
         rows = self._frame(dead_letters(), batch.table, key, observation)

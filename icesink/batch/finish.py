@@ -1,31 +1,22 @@
-"""After the write, for one table or many: the dead letters, then every table batch's commit.
+"""After the write, for one table or many: steps 8 to 10 of :mod:`icesink.sink`, and the flushes.
 
-The last steps of a micro-batch, told once for the one-table sink (:mod:`icesink.sink`) and the
-routed step (:mod:`icesink.batch.routed`), as Iceberg Kafka Connect commits one table or many
-through one ``commitToTable``:
-
-1. the dead letters (bad values, rejected changes), committed before the data, so a replay
-   cannot repeat them (:mod:`icesink.batch.dead_letters`);
-2. the upserted tables: the keys they change (one job; a one-table batch's written keys come
-   with its files, only its deletes' are collected), then a row delta each
-   (:mod:`icesink.batch.row_deltas`), or, with a commit cadence, staged with their position
-   deletes (:mod:`icesink.batch.staged_row_deltas`);
-3. the appended tables: appended, or staged for the commit cadence (:mod:`icesink.batch.commits`);
-4. the cadence of the sink id's other tables: what is due is committed;
-5. the committed tables' maintenance, in one time budget (:mod:`icesink.maintenance.after_commit`).
-
-:meth:`Finish.flush` commits what the table states it is given have staged: a query gone
-idle or stopped, an empty batch, ``close()``.
+The one ``commitToTable`` of every plan: the dead letters first (:mod:`icesink.batch.dead_letters`
+says why), each table batch by its commit kind, what is due on the sink id's other tables, the
+committed tables' maintenance in one time budget. Staged batches are also committed at a chunk
+boundary: an empty batch, ``close()``, a query gone idle or stopped (:class:`IdleListeners`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
+import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pyiceberg.table import Table
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from icesink import failpoints
 from icesink.batch.changes import ChangeSplit
@@ -36,32 +27,28 @@ from icesink.batch.staged_row_deltas import StagedRowDeltaCommits
 from icesink.bounded_waits import server_errors
 from icesink.config import SinkConfig
 from icesink.destinations.table_options import TableOptions
+from icesink.errors import SinkClosedError
 from icesink.maintenance.after_commit import BatchMaintenance
 from icesink.parallel import run_parallel
+from icesink.query_events import subscribe, unsubscribe
+from icesink.spark_session import query_session, session_key
 
 if TYPE_CHECKING:
     from icesink.batch.changes import ChangeBatch
     from icesink.batch.key import BatchKey
     from icesink.batch.states import SinkParts, TableState
 
+logger = logging.getLogger(__name__)
+
 
 class Finish:
-    """The commits of a sink's batches, whatever their number of tables (see the module).
-
-    Args:
-        parts: The sink's configuration, catalog, metrics and table states (their staged batches).
-
-    Attributes:
-        dead_letters: The sink's dead-letter queue.
-        changes: The sink's upsert split (its rejected changes' dead letters and counts).
-        options: Each routed table's configuration; :meth:`config_for` any table's.
-    """
+    """The commits of a sink's batches, whatever their number of tables."""
 
     def __init__(self, parts: SinkParts) -> None:
         self.parts = parts
         self._config = config = parts.config
         self._catalog = catalog = parts.catalog
-        self._metrics = metrics = parts.metrics
+        metrics = parts.metrics
         self.states = states = parts.states
         self.dead_letters = DeadLetterQueue(config, catalog, metrics, states)
         self.changes = ChangeSplit(config, metrics)
@@ -69,16 +56,15 @@ class Finish:
         self.maintenance = BatchMaintenance(config, metrics)
         self._commits = commits_for(config, metrics)
         self._staged = self._commits if isinstance(self._commits, StagedCommits) else None
-        self.stages = self._staged is not None  # a commit cadence: flushed when a query idles
+        self.stages = self._staged is not None
         self._staged_upserts = StagedRowDeltaCommits(config.commit, metrics)
         self._upserts = RowDeltaCommits(metrics)  # its key index stores kept from batch to batch
 
     def config_for(self, name: str) -> SinkConfig:
-        """A table's configuration: a routed table's own options applied; the one table's is the sink's."""
         return self.options.config_for(name) if self._config.route.enabled else self._config
 
     def finish(self, key: BatchKey, done: WrittenBatch, changes: ChangeBatch, spark: SparkSession) -> None:
-        """Steps 1 to 5 of the module for what the batch ``key``'s write left (``done``).
+        """Commit what the write of batch ``key`` left (``done``).
 
         ``changes``: the batch's changes (upsert mode), or the batch as it is; ``spark``: the
         batch's session (the upserts' lookup job runs on it).
@@ -86,10 +72,10 @@ class Finish:
         written = done.written
         rows = sum(f.record_count for w in written for f in w.files)
         dead_letters, counts = self.changes.dead_letters(changes, done.bad_rows, done.counts)
-        if not self.dead_letters.deliver(dead_letters, key, rows, counts).skipped_replay:  # 1.
+        if not self.dead_letters.deliver(dead_letters, key, rows, counts).skipped_replay:
             self.changes.count_rejected(changes)
         upserted = [w for w in written if w.batch.config.upsert.enabled]
-        if upserted:  # 2.
+        if upserted:
             with self.changes.timed((w.batch.name for w in upserted), "keys"):
                 keys = done.changed_keys()
             for w, table_keys in zip(upserted, keys, strict=True):
@@ -99,11 +85,11 @@ class Finish:
                 self._staged_upserts.commit(upserted)
             else:
                 self._upserts.commit(upserted, spark)
-        self._commits.commit([w for w in written if not w.batch.config.upsert.enabled])  # 3.
+        self._commits.commit([w for w in written if not w.batch.config.upsert.enabled])
         failpoints.hit("commit.after")
-        now = {w.batch.name for w in written}  # 4.
+        now = {w.batch.name for w in written}
         self.flush(lambda s: s.sink_id == key.sink_id and s.name not in now, due_only=True)
-        self.maintenance.after_commit([w.batch.committed() for w in written])  # 5.
+        self.maintenance.after_commit([w.batch.committed() for w in written])
 
     def flush(
         self,
@@ -124,7 +110,6 @@ class Finish:
             run_parallel([functools.partial(self._flush, self._kind(s), s, last_batch_id) for s in states])
 
     def _kind(self, state: TableState) -> StagedCommits | StagedRowDeltaCommits:
-        """The staged commit kind of a table: row deltas for an upserted one."""
         assert self._staged is not None
         return self._staged_upserts if self.config_for(state.name).upsert.enabled else self._staged
 
@@ -136,3 +121,57 @@ class Finish:
 
     def _table_of(self, state: TableState) -> tuple[Table, SinkConfig]:
         return self._catalog.load_table(state.name), self.config_for(state.name)
+
+
+class Flushable(Protocol):
+    """What :class:`IdleListeners` flushes: the sink itself, so that a closed sink refuses."""
+
+    def flush(self, query_id: str | None = None) -> None: ...
+
+
+class IdleListeners:
+    """Flushes one sink's staged batches when its queries go idle or stop (a session's listener holds
+    it weakly; the sink keeps it alive)."""
+
+    def __init__(self, sink: Flushable) -> None:
+        self._sink = sink
+        self._lock = threading.Lock()
+        self._sessions: dict[str, SparkSession] = {}  # the sessions listened on, by JVM identity
+
+    def on_progress(self, event: Any) -> None:
+        pass
+
+    def on_idle(self, query_id: str) -> None:
+        self._flush(query_id)
+
+    def on_terminated(self, query_id: str) -> None:
+        self._flush(query_id)
+
+    def _flush(self, query_id: str) -> None:
+        try:
+            self._sink.flush(query_id)
+        except SinkClosedError:  # an event queued before close() unsubscribed
+            return
+        except Exception:  # a listener must not kill the listener bus; the next batch retries
+            logger.exception("flushing staged batches of query %s failed", query_id)
+
+    def listen(self, batch_df: DataFrame) -> None:
+        """Flush the sink when ``batch_df``'s query goes idle or stops: registered once on the session
+        that started the query, as the one handed to ``foreachBatch`` is a clone whose listeners never
+        hear of a query; never under Spark Connect, where a listener would run a copy of the sink."""
+        spark = query_session(batch_df)
+        if spark is None:
+            return
+        key = session_key(spark)
+        with self._lock:
+            if key in self._sessions:
+                return
+            self._sessions[key] = spark
+        subscribe(spark, self)
+
+    def stop(self) -> None:
+        with self._lock:
+            added = list(self._sessions.values())
+        for spark in added:
+            with contextlib.suppress(Exception):  # a stopped session has no listener bus left
+                unsubscribe(spark, self)

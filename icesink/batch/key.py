@@ -9,7 +9,6 @@ __all__ = ["BatchKey", "new_attempt_id"]
 
 
 def new_attempt_id() -> str:
-    """A fresh attempt id: 16 hex digits, part of every file name the attempt writes."""
     return uuid.uuid4().hex[:16]
 
 
@@ -19,9 +18,8 @@ class BatchKey:
 
     Attributes:
         sink_id: The sink's identity in every table's ledger (the query id unless ``sink-id`` is set).
-        batch_id: The micro-batch.
-        attempt: This attempt's id: a batch replayed by Spark is written again as a new attempt,
-            so two attempts' files never share a name.
+        attempt: A batch replayed by Spark is written again as a new attempt, so that two
+            attempts' files never share a name.
     """
 
     sink_id: str

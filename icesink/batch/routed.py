@@ -1,22 +1,13 @@
-"""The routed micro-batch (``route.by`` = ``topic`` | ``field``): many tables from one stream.
+"""The routed plan (``route.by`` = ``topic`` | ``field``): a :class:`~icesink.sink.BatchPlan` of many tables.
 
-The routed plan (:mod:`icesink.batch.plan`): the steps of :mod:`icesink.sink` for every
-destination table at once. Before them, the source's tasks may have written the rows of
-tables of earlier batches (:mod:`icesink.batch.source_write`): the batch is the rest. Step 1
-finds the batch's destination values and their non-null columns in ONE Spark job
-(:mod:`icesink.destinations.resolve`, :mod:`icesink.destinations.naming`); each table is then
-loaded or created with its own options, within ``route.max-tables``, as a one-table sink
-opens its table (:mod:`icesink.batch.tables`), skipped when its ledger has the batch, and
-evolved with its own columns only. ONE projection normalizes the rows of every table
-(:mod:`icesink.destinations.projection`) and ONE write job writes them, each task splitting
-rows by table (:mod:`icesink.batch.routed_write`); upserted tables take ONE key job
-(:mod:`icesink.batch.routed_keys`) and ONE lookup job. Unroutable and refused rows are dead
-letters. Each table commits on its own, with its own exactly-once ledger.
-
-The number of Spark jobs of a batch does not grow with its number of tables (none after
-the source's when its tasks wrote every row); the catalog and storage calls do, a few per
-table on a small thread pool. A crash between two tables' commits replays the batch: the
-tables that have it are skipped and their rows left out of the write.
+The number of its Spark jobs does not grow with its tables: ONE job finds the batch's
+destination values and their non-null columns (:mod:`icesink.destinations.resolve`), ONE
+projection normalizes every table's rows (:mod:`icesink.destinations.projection`), ONE job
+writes them and ONE collects the upserted tables' keys (:mod:`icesink.batch.routed_write`) for
+ONE lookup job; none after the source's when its tasks wrote every row. Its catalog and
+storage calls do grow, a few per table on a small thread pool. Each table commits on its own,
+with its own ledger: a crash between two tables' commits replays the batch, and the tables that
+have it are skipped, their rows left out of the write.
 """
 
 from __future__ import annotations
@@ -34,13 +25,17 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as st
 
-from icesink.batch.arrow_source import ArrowSource
 from icesink.batch.changes import ChangeBatch
 from icesink.batch.commits import Written, WrittenBatch
 from icesink.batch.key import BatchKey
-from icesink.batch.routed_keys import routed_changed_keys
-from icesink.batch.routed_write import RoutedWrites
-from icesink.batch.source_write import SourcePlanner, SourceWrite, record_source_files, source_targets
+from icesink.batch.routed_write import RoutedWrites, routed_changed_keys
+from icesink.batch.source_write import (
+    ArrowSource,
+    SourcePlanner,
+    SourceWrite,
+    record_source_files,
+    source_targets,
+)
 from icesink.batch.table_batch import RoutedTarget
 from icesink.batch.tables import PreparedTables, Tables
 from icesink.destinations.destination_table import DestinationTable
@@ -66,14 +61,8 @@ logger = batch_logger(__name__)
 
 
 class RoutedStep:
-    """Writes routed micro-batches for one sink configuration.
-
-    Args:
-        finish: The sink's commits: its parts (metrics: each table under its own ``table`` label),
-            dead letters, tables' options and commit kinds.
-        label: What names the sink where no single table does (shared steps, unroutable rows).
-        tables: Opens the sink's tables (the same as a one-table sink's).
-    """
+    """Writes a routed sink's micro-batches; ``label`` names the sink where no single table does
+    (shared steps, unroutable rows)."""
 
     def __init__(self, finish: Finish, label: str, tables: Tables) -> None:
         parts = finish.parts
@@ -93,12 +82,14 @@ class RoutedStep:
         self._unsettled: dict[str, SourceWrite] = {}  # sink id -> its planned write not yet written
         self._by_source = SourcePlanner(parts, options.config_for, self._tables)
 
-    def source_write(self, batch_df: DataFrame, batch_id: int) -> SourceWrite | None:
-        """Before ``batch_df``'s source runs: its tasks' write to known tables (:mod:`.source_write`)."""
-        sink_id = sink_id_of(batch_df, self._config.sink_id)
+    def _sink_lock(self, sink_id: str) -> threading.Lock:
+        """Held while a batch of the sink id is planned or prepared: its batches run one at a time."""
         with self._lock:
-            sink_lock = self._sink_locks.setdefault(sink_id, threading.Lock())
-        with sink_lock:
+            return self._sink_locks.setdefault(sink_id, threading.Lock())
+
+    def source_write(self, batch_df: DataFrame, batch_id: int) -> SourceWrite | None:
+        sink_id = sink_id_of(batch_df, self._config.sink_id)
+        with self._sink_lock(sink_id):
             failed = self._unsettled.pop(sink_id, None)  # its batch failed before reaching the sink
             if failed is not None:
                 self._states.forget(failed.tables, sink_id)
@@ -131,7 +122,6 @@ class RoutedStep:
         return tables
 
     def prepare_destinations(self, schemas: Mapping[str, st.StructType]) -> frozenset[str]:
-        """The tables of the values the source saw, before a batch; the values planned from now on."""
         if schemas:
             self._by_source.prepare(self._names.tables_of(schemas), schemas)
         return self._by_source.known()
@@ -140,16 +130,13 @@ class RoutedStep:
     def prepare(
         self, batch_df: DataFrame, key: BatchKey, arrow_source: ArrowSource | None
     ) -> Iterator[RoutedBatch | None]:
-        """Steps 0 to 2: inside, the batch's tables (``None``: none to write); the sink id's lock held.
-
-        When ``arrow_source.written``, the source's tasks wrote some of the batch's rows
-        (:mod:`icesink.batch.source_write`); ``batch_df`` holds the rest.
-        """
+        """Inside: the batch's destinations and tables, the sink id's lock held; ``None``: none to write."""
         by_source = arrow_source.written if arrow_source is not None else None
         sink_id = key.sink_id
-        with self._lock:
-            sink_lock = self._sink_locks.setdefault(sink_id, threading.Lock())
-        with sink_lock, self._metrics.batch(self.label, sink_id, key.batch_id, query_id_of(batch_df)):
+        with (
+            self._sink_lock(sink_id),
+            self._metrics.batch(self.label, sink_id, key.batch_id, query_id_of(batch_df)),
+        ):
             self._unsettled.pop(sink_id, None)
             batch = None
             try:
@@ -175,9 +162,7 @@ class RoutedStep:
                 tables_of = self._names.tables_of(d.value for d in found)
         prepared = self._tables.prepare(found, tables_of, batch_df.schema, key, query_id_of(batch_df))  # 2.
         routed = {v: None if v in prepared.refused else n for v, n in tables_of.items()}
-        written = source_targets(  # the tables the source's tasks alone wrote to
-            by_source, prepared.targets, self._options.config_for, key, self._states
-        )
+        written = source_targets(by_source, prepared.targets)  # the tables the source's tasks alone wrote to
         batch = RoutedBatch(key, by_source, found, routed, prepared, position, written)
         if batch.empty():
             logger.info(
@@ -188,7 +173,6 @@ class RoutedStep:
         return batch
 
     def changes(self, batch_df: DataFrame, prepared: RoutedBatch) -> ChangeBatch:
-        """Upserted tables: the last change per key."""
         routed = prepared.routed
         configs = {
             d.value: self._options.config_for(n) for d in prepared.found if d.value and (n := routed[d.value])
@@ -200,7 +184,6 @@ class RoutedStep:
         return self._upserts.split(batch_df, dest, upserted)
 
     def write(self, prepared: RoutedBatch, changes: ChangeBatch) -> WrittenBatch:
-        """Steps 3 and 4, and what steps 5 and 6 commit."""
         key, by_source, targets = prepared.key, prepared.by_source, prepared.tables.targets
         position = prepared.position
         skipped = dict.fromkeys(prepared.tables.skipped, SKIPPED)
@@ -239,17 +222,9 @@ class RoutedStep:
 
 @dataclass(frozen=True)
 class RoutedBatch:
-    """A routed batch's destinations and tables, as steps 0 to 2 found them.
-
-    Attributes:
-        key: The batch attempt.
-        by_source: The source's write of some of the batch's rows, if any.
-        found: The batch's destination values and their non-null columns.
-        routed: Each value's table (``None``: unroutable or refused).
-        tables: The tables to write, those that have the batch, the values refused.
-        position: The route column's position in the batch (-1: the source wrote every row).
-        written: The tables the source's tasks alone wrote to.
-    """
+    """A routed batch's destinations and tables, as :meth:`RoutedStep.prepare` found them: each value's
+    table (``routed``; ``None``: unroutable or refused), the route column's ``position`` (-1: the
+    source wrote every row), and the tables only the source's tasks wrote to (``written``)."""
 
     key: BatchKey
     by_source: SourceWrite | None
@@ -265,5 +240,4 @@ class RoutedBatch:
 
     @property
     def unroutable(self) -> list[DestinationValue]:
-        """The values without a table: dead letters."""
         return [d for d in self.found if self.routed[d.value] is None]

@@ -1,21 +1,13 @@
-"""The row delta commit kind: an upserted table's new rows and the position deletes of the rows they replace.
+"""The row delta commit kind: an upserted table's new rows with the position deletes of the rows they replace.
 
-For the written table batches of one micro-batch, one table or many, each with the keys
-the batch changes on it (:attr:`~icesink.batch.commits.Written.keys`):
-
-1. lookup  - each table's lookup planned on its own snapshot (on the catalog pool), then
-             the tasks of every table run in ONE Spark job (:func:`~icesink.upsert.lookup.run_lookups`)
-             sized by the work: a Spark task per partition touched, at most the application's
-             default parallelism, never ``spark.sql.shuffle.partitions``; or, when they read
-             few files (``upsert.lookup-driver-max-files``), in the driver's process, saving the
-             job's fixed cost. Either way a partition gets at most one delete file a batch;
-2. commit  - each table's row delta on its own, with its own ledger (on the pool); a
-             conflict redoes that table's lookup alone (:class:`~icesink.upsert.batch.UpsertApplier`).
-
-Delete files go to the batch attempt's folder of their table, named with its prefix, so
-the attempt records settle them after a crash as they settle its data files. Every batch is
-committed here; with a commit cadence, the batches are staged with their deletes and their
-lookups also search the staged batches (:mod:`icesink.batch.staged_row_deltas`).
+For the written table batches of one micro-batch, one table or many: each table's lookup is
+planned on its own snapshot (on the catalog pool), then the tasks of every table run together
+(:func:`~icesink.upsert.lookup_jobs.run_table_lookups`: ONE Spark job, or the driver's process);
+a partition gets at most one delete file a batch. Each table's row delta then commits on its own,
+with its own ledger; a conflict redoes that table's lookup alone
+(:class:`~icesink.upsert.batch.UpsertApplier`). Delete files go to the attempt's folder, named
+with its prefix, so that the attempt records settle them after a crash as they settle its data
+files. With a commit cadence, :mod:`icesink.batch.staged_row_deltas` commits instead.
 """
 
 from __future__ import annotations
@@ -62,15 +54,9 @@ def _result(planned: PlannedLookup | None, ran: Iterator[LookupResult]) -> Looku
 
 
 class RowDeltaCommits:
-    """Commits upserted table batches (see the module).
-
-    One per sink, for every batch: each table's key index store (the index of its last
-    snapshot and the blobs decoded) lives from one batch to the next, so a batch reads
-    only what changed since the last.
-
-    Args:
-        metrics: Where commits, upserted and deleted keys and delete files are recorded.
-    """
+    """Commits upserted table batches. One per sink, for every batch: each table's key index store (the
+    index of its last snapshot and the blobs decoded) lives from one batch to the next, so that a
+    batch reads only what changed since the last."""
 
     def __init__(self, metrics: SinkMetrics) -> None:
         self._metrics = metrics

@@ -1,32 +1,14 @@
-"""Step 4 done by the source: a batch whose rows the source's own tasks write as they make them.
+"""Rows a source makes in Python, written with no round trip through the JVM.
 
-A source that makes its rows in Python (the Kafka job's decoding source) would hand them
-to the JVM, and the write tasks would get them back. When the batch needs nothing from
-Spark on the way (no shuffle, no partition-value column, no row that can be bad), the
-source's tasks can write the files themselves (:mod:`icesink.write.source_task`), for one
-table or for each table a routed sink knows:
-
-1. before the source runs, :class:`SourcePlanner` decides which tables allow it and records
-   the write's attempt on each, one attempt id for all (so a crash leaves files a restart
-   can find, as for any write), and :meth:`SourceWrite.in_source_tasks` hands the plan to
-   the tasks of the jobs that read the batch;
-2. each task writes the rows it can give their table's exact type, and yields the rest as
-   usual;
-3. the sink gets the files' messages with the batch (:meth:`SourceWrite.record`); what
-   the source did not write goes through the usual steps as the same attempt, and each
-   table's files of both are committed in one snapshot, exactly once, with its own ledger.
-
-Only a table whose columns are all optional qualifies (a null is never a bad row there),
-with no shuffle (``write.distribution-mode=none``, or an unpartitioned table), partition
-values the tasks can compute, and no upsert.
-
-A sink routing by topic knows, from the batches it wrote, which topic goes to which
-table. A topic it has not written yet goes the routed step's way (:mod:`icesink.batch.routed`),
-and is planned from the next batch on, unless the source prepared its table before the
-batch: a source that can look at a topic's latest records before they are read (the Kafka
-job's) hands their type to :meth:`SourcePlanner.prepare`, which creates the table from it
-(or evolves an existing one for it) and plans the topic from that batch on. Records of a
-type the table does not take yet still go the routed step's way, which evolves the table first.
+A source that makes its rows in Python (the Kafka job's decoding tasks) describes its batch with
+an :class:`ArrowSource`, so that the write tasks may make the rows themselves; or its own tasks
+write them as they make them (:mod:`icesink.write.source_task`), to one table or to each table a
+routed sink knows. Before the source runs, :class:`SourcePlanner` picks the tables that allow it
+(:func:`source_task_options`, and no upserts) and records one attempt on each, so that a crash
+leaves files a restart can find; each task writes the rows it can give their table's exact type
+and yields the rest, which goes through the usual steps as the same attempt; each table's files
+of both are committed in one snapshot. A topic a routing sink has not written yet goes the
+routed step's way, unless the source prepared its table (:meth:`SourcePlanner.prepare`).
 """
 
 from __future__ import annotations
@@ -46,7 +28,7 @@ from pyspark.sql import types as st
 from icesink import catalog as catalogs
 from icesink import failpoints
 from icesink.batch.key import BatchKey
-from icesink.batch.table_batch import PlannedTable, RoutedTarget, TableBatch
+from icesink.batch.table_batch import RoutedTarget, TableBatch
 from icesink.config import DistributionMode, SinkConfig
 from icesink.config_route import RouteBy
 from icesink.errors import SinkError
@@ -58,9 +40,10 @@ from icesink.type_mapping import all_optional, row_schema_of
 from icesink.write.keys import arrow_key_functions
 from icesink.write.messages import DataFileMessage, RowCounts, files_of
 from icesink.write.source_task import TASK_PROPERTY, SourceTable, SourceWritePlan
+from icesink.write.task import ArrowFunction
 
 if TYPE_CHECKING:
-    from icesink.batch.states import SinkParts, TableStates
+    from icesink.batch.states import SinkParts
     from icesink.batch.tables import Tables
 
 logger = logging.getLogger(__name__)
@@ -68,30 +51,48 @@ logger = logging.getLogger(__name__)
 SOURCE_FILE_SUFFIX = "-s"  # after the attempt's file prefix: its write tasks' names stay apart
 
 
-@dataclass
-class SourceWrite:
-    """One batch's write by the source's tasks (see the module).
+@dataclass(frozen=True)
+class ArrowSource:
+    """How a batch was made in Python: ``df.mapInArrow(function, <the batch's schema>)``.
+
+    Handing the rows from that function to the JVM and back to the write task costs two
+    conversions of every row. When the batch needs nothing from Spark on the way (its
+    schema is the table's, no row can be bad but in ``in_range_columns``, no partition-value
+    column or shuffle is added: :func:`~icesink.batch.one_table.fusable`), the write tasks run
+    ``function`` on ``df``'s rows themselves.
 
     Attributes:
-        plan: What the tasks are told.
-        batch_id: The micro-batch.
-        attempt: The write's attempt id, on every table of the plan; the rows the source
-            leaves go out as the same attempt.
-        tables: The plan's tables by name, each with the attempt on record.
-        files: The data files the source's tasks wrote (after :meth:`record`), each naming its table.
-        remaining_rows: The batch's other rows, which reach the sink as its DataFrame.
+        df: The DataFrame ``function`` maps.
+        function: The ``mapInArrow`` function that made the batch.
+        rows: The batch's rows, as its maker counted them: the write must account for each.
+        in_range_columns: Date and timestamp columns whose values the maker keeps within
+            the range the sink writes (0001-01-01 to 9999-12-31), so Spark need not check them.
+        written: The rows the source's own tasks wrote (:meth:`IcebergSink.source_write
+            <icesink.sink.IcebergSink.source_write>`); the batch is the rest of the rows.
     """
+
+    df: DataFrame
+    function: ArrowFunction
+    rows: int
+    in_range_columns: frozenset[str] = frozenset()
+    written: SourceWrite | None = None
+
+
+@dataclass
+class SourceWrite:
+    """One batch's write by the source's tasks: their plan, its one attempt on every table (``tables``:
+    each table's batch, its attempt on record), and after :meth:`record` the files they wrote and the
+    rows they left (the batch's DataFrame)."""
 
     plan: SourceWritePlan
     batch_id: int
     attempt: str
-    tables: dict[str, PlannedTable]
+    tables: dict[str, TableBatch]
     files: list[DataFileMessage] = field(default_factory=list)
     remaining_rows: int = 0
 
     @property
     def rows(self) -> int:
-        """The rows in ``files``."""
         return sum(f.record_count for f in self.files)
 
     def joined(
@@ -101,7 +102,6 @@ class SourceWrite:
         return self.files + files, RowCounts(counts.input_rows + self.rows, counts.bad_rows)
 
     def files_of(self, table: str) -> list[DataFileMessage]:
-        """The files the source's tasks wrote to ``table``."""
         return files_of(self.files, table)
 
     @contextmanager
@@ -116,14 +116,13 @@ class SourceWrite:
             yield
 
     def record(self, messages: Iterable[str], remaining_rows: int) -> None:
-        """The messages the source's tasks yielded, and the count of the rows they left."""
         self.files = [DataFileMessage.from_json(text) for text in messages]
         self.remaining_rows = remaining_rows
 
     def end(self, names: Iterable[str] | None = None) -> None:
         """Nothing of the attempt is left on these tables (default: all): forget it there."""
         for name in self.tables if names is None else names:
-            self.tables[name].attempts.end(self.batch_id, self.attempt)
+            self.tables[name].end()
 
 
 def plan_source_write(
@@ -132,11 +131,8 @@ def plan_source_write(
     routes: Mapping[str, int] | None = None,
 ) -> SourceWrite:
     """The source's write of a batch to the tables of ``batches`` (each with its tasks' options),
-    every attempt on record; ``routes``: a routed source's value -> index in ``batches``.
-
-    Each table's crashed attempts must be settled first (its state recovered): a recovery
-    after this would delete the files the source's tasks write.
-    """
+    every attempt on record; ``routes``: a routed source's value -> index in ``batches``. Each
+    table's state must be recovered first: a recovery after this would delete the tasks' files."""
     tables, planned = [], {}
     for batch, task_options in batches:
         spec = batch.begin(task_options)
@@ -145,19 +141,15 @@ def plan_source_write(
                 replace(spec, file_prefix=spec.file_prefix + SOURCE_FILE_SUFFIX), row_schema_of(batch.table)
             )
         )
-        planned[batch.name] = PlannedTable(batch.table, batch.attempts, spec)
+        planned[batch.name] = batch
     key = batches[0][0].key
     plan = SourceWritePlan(tuple(tables), memory_budget_bytes, routes, failpoints.for_tasks())
     return SourceWrite(plan, key.batch_id, key.attempt, planned)
 
 
 def source_task_options(table: Table, config: SinkConfig, routed: bool = False) -> dict[str, Any] | None:
-    """The write tasks' options for ``table`` when a source's tasks can write it; else ``None``.
-
-    Every column optional (a null is never a bad row there), and no shuffle (an
-    unpartitioned table, or ``write.distribution-mode=none``, a routed sink's unless it asks
-    for one) with partition values the tasks can compute.
-    """
+    """The write tasks' options for ``table`` when a source's tasks can write it: every column optional
+    (a null is never a bad row), no shuffle, partition values the tasks can compute; else ``None``."""
     spec, schema = table.spec(), table.schema()
     if not all_optional(row_schema_of(table)):
         return None
@@ -173,14 +165,7 @@ def source_task_options(table: Table, config: SinkConfig, routed: bool = False) 
 
 
 class SourcePlanner:
-    """Plans the source's writes of a sink's batches, to its one table or its routed ones (see the module).
-
-    Args:
-        parts: The sink's configuration, catalog, metrics and table states: each table's
-            crashed attempts are settled before its first planned write.
-        config_for: Each table's configuration.
-        tables: A routed sink's: opens each table (within ``route.max-tables``, for one value).
-    """
+    """Plans the source's writes of a sink's batches, to its one table or (``tables``) its routed ones."""
 
     def __init__(
         self, parts: SinkParts, config_for: Callable[[str], SinkConfig], tables: Tables | None = None
@@ -206,11 +191,12 @@ class SourcePlanner:
     def prepare(
         self, tables_of: Mapping[str | None, str | None], schemas: Mapping[str, st.StructType]
     ) -> None:
-        """Load or create (and evolve) the table of each topic not known yet, for rows of its schema.
+        """Load or create (and evolve) the table of each topic not known yet for rows of its schema (as
+        the source saw its latest records), and plan the topic from the coming batch on.
 
-        ``tables_of`` names each topic's table (``None``: unroutable, left alone). A table
-        that cannot be made from what was seen (a ``partition-by`` column missing, say) is
-        left to the routed step, which fails or succeeds with the batch's own rows.
+        ``tables_of`` names each topic's table (``None``: unroutable, left alone). A table that
+        cannot be made from what was seen (a ``partition-by`` column missing, say) is left to the
+        routed step, which fails or succeeds with the batch's own rows.
         """
         known = self.known()
         wanted = {
@@ -271,33 +257,19 @@ class SourcePlanner:
         return batch, task_options
 
 
-def source_targets(
-    by_source: SourceWrite | None,
-    targets: list[RoutedTarget],
-    config_for: Callable[[str], SinkConfig],
-    key: BatchKey,
-    states: TableStates,
-) -> list[RoutedTarget]:
-    """The planned tables the routed step's own write leaves out, for their commits.
-
-    A target for each table the source's tasks wrote files to; on the others, which
-    got no row of the batch at all, the attempt is ended.
-    """
+def source_targets(by_source: SourceWrite | None, targets: list[RoutedTarget]) -> list[RoutedTarget]:
+    """A target for each planned table only the source's tasks wrote files to, for its commit; on the
+    tables that got no row of the batch at all, the attempt is ended."""
     if by_source is None:
         return []
     covered = {t.name for t in targets}
-    written, idle = [], []
+    written: list[TableBatch] = []
+    idle: list[TableBatch] = []
     for name, planned in by_source.tables.items():
-        if name in covered:
-            continue
-        if by_source.files_of(name):
-            batch = TableBatch.of(states, name, config_for(name), planned.table, key)
-            batch.adopt(planned.spec, planned.attempts)
-            written.append(RoutedTarget(batch, (), ()))
-        else:
-            idle.append(name)
-    run_parallel([functools.partial(by_source.end, [name]) for name in idle])
-    return written
+        if name not in covered:
+            (written if by_source.files_of(name) else idle).append(planned)
+    run_parallel([planned.end for planned in idle])
+    return [RoutedTarget(planned, (), ()) for planned in written]
 
 
 def record_source_files(by_source: SourceWrite, metrics: SinkMetrics) -> None:

@@ -1,19 +1,12 @@
 """The staged row delta commit kind: upserts with the commit cadence, exactly once.
 
-With ``write.mode=upsert`` and a commit cadence (``commit.max-batches``,
-``commit.interval-s``, ``commit.target-bytes``), a table batch is, under its table state's
-lock:
-
-1. looked up  - its keys searched in the table's current snapshot AND in the data files of
-                the batches staged before it, skipping the rows their staged delete files
-                already removed (:meth:`~icesink.upsert.plan.LookupPlanner.plan`); the position
-                deletes go to the batch attempt's folder;
-2. staged     - its data files, delete files, keys and the lookup's snapshot recorded durably
-                (:class:`~icesink.commit.staging.StagedBatch`) before ``foreachBatch`` returns;
-3. committed  - once the cadence is due (or at a boundary: an empty batch, the query idle or
-                stopped, ``flush()``/``close()``), every staged batch in ONE row delta, from
-                the first staged batch's snapshot, with the whole range of batches in the
-                ledger and the union of their keys checked against concurrent commits.
+Under its table state's lock, a table batch's keys are looked up in the table's current snapshot
+AND in the data files of the batches staged before it, skipping the rows their staged delete files
+removed already (:meth:`~icesink.upsert.plan.LookupPlanner.plan`); the batch is staged with its
+delete files, keys and lookup snapshot (:class:`~icesink.commit.staging.StagedBatch`) before
+``foreachBatch`` returns. Once the cadence is due, or at a chunk boundary, every staged batch is
+committed in ONE row delta from the first one's snapshot, the whole range of batches in the
+ledger and the union of their keys checked against concurrent commits.
 
 One snapshot is valid for all of them: its files share one data sequence number, and a
 position delete applies to the data files of its partition whose data sequence number is
@@ -87,15 +80,8 @@ def union_keys(staged: Sequence[StagedBatch]) -> pa.Table:
 
 
 class StagedRowDeltaCommits(Cadence):
-    """The commit cadence of an upserting sink (see the module).
-
-    Args:
-        config: The cadence and retry settings.
-        metrics: Where commits, staged files, upserted and deleted keys are recorded.
-
-    Attributes:
-        spark: The session lookups run on (the last batch's; ``None``: in this process).
-    """
+    """The commit cadence of an upserting sink; ``spark``: the session lookups run on (the last batch's;
+    ``None``: in this process)."""
 
     def __init__(self, config: CommitConfig, metrics: SinkMetrics) -> None:
         super().__init__(config, metrics)

@@ -1,13 +1,9 @@
 """What a sink keeps per table and sink id, and the one place a crashed run's leftovers are settled.
 
-A sink id (the streaming query's id unless ``sink-id`` is set) writes each of its tables
-with a :class:`TableState`: its staged batches (:mod:`icesink.commit.staging`), its routing
-history (:mod:`icesink.route.skew`) and a lock. The state is made on the first batch of that
-table and sink id in the process, and only once what a crashed run left behind is settled:
-staged batches the ledger has are forgotten, the others reloaded, and the files of
-attempts that were neither committed nor staged deleted (:mod:`icesink.commit.recovery`).
-A batch that fails on a table may :meth:`TableStates.forget` it, so the replay settles
-the failed attempt's files first.
+A :class:`TableState` (staged batches, routing history, a lock) is made on the first batch of a
+table and sink id in the process, and only once what a crashed run left is settled
+(:meth:`TableStates._recover`, :mod:`icesink.commit.recovery`). A batch that fails on a table
+may :meth:`TableStates.forget` it, so that the replay settles the failed attempt's files first.
 """
 
 from __future__ import annotations
@@ -34,16 +30,9 @@ logger = batch_logger(__name__)
 
 @dataclass
 class TableState:
-    """What the sink keeps for one table and sink id.
-
-    Attributes:
-        name: The table.
-        sink_id: The sink id.
-        query_id: The streaming query that first wrote through it (``None``: unknown).
-        staging: Its batches written but not yet committed.
-        lock: Held while one of its batches is written or its staged batches committed.
-        routing: What its last batches' writes received, for the next shuffle's choice.
-    """
+    """What the sink keeps for one table and sink id: the streaming query that first wrote through it
+    (``None``: unknown), its staged batches, the lock held while one of its batches is written or its
+    staged batches committed, and what its last writes received (for the next shuffle's choice)."""
 
     name: str
     sink_id: str
@@ -60,11 +49,7 @@ class _Slot:
 
 
 class TableStates:
-    """The states of a sink's tables, each recovered once (see the module).
-
-    Args:
-        metrics: Where the orphan files a recovery deletes or keeps are counted.
-    """
+    """The states of a sink's tables, each recovered once."""
 
     def __init__(self, metrics: SinkMetrics) -> None:
         self._metrics = metrics
@@ -86,9 +71,11 @@ class TableStates:
             return slot.state
 
     def _recover(self, name: str, config: SinkConfig, table: Table, state: TableState) -> None:
+        """Staged batches the ledger has are forgotten (the crash came between commit and cleanup),
+        the others reloaded, and the files of attempts neither committed nor staged deleted."""
         staged = state.staging.load()
         committed = [b for b in staged if ledger.is_committed(table, state.sink_id, b.batch_id)]
-        state.staging.remove(committed)  # the crash came between commit and cleanup
+        state.staging.remove(committed)
         batches = state.staging.batches
         if batches:
             logger.info(

@@ -1,19 +1,10 @@
 """One table's part of one micro-batch: the per-table lifecycle, written once.
 
-Every table a batch writes (the sink's table, each table of a routed batch, the
-dead-letter table, the tables a source's own tasks write) goes through a
-:class:`TableBatch`:
-
-1. the replay check: the table's ledger, or its staged batches, have the batch;
-2. schema evolution for the columns the batch offers (:mod:`icesink.schema.coordinator`);
-3. the attempt: its :class:`~icesink.write.spec.WriteSpec` (file prefix and folder of the
-   attempt, the table's write settings) and its attempt record, on storage before any
-   file is written, so a crash leaves files a restart can find (:mod:`icesink.commit.recovery`);
-4. after the write, one of the commit kinds (:mod:`icesink.batch.commits`) commits its
-   files and ends the attempt.
-
-Load-or-create and recover-once are the sink's, per table and sink id
-(:mod:`icesink.batch.states`): a table batch starts from a recovered table.
+Every table a batch writes (the sink's, each routed table, the dead-letter table, the tables a
+source's tasks write) goes through a :class:`TableBatch`, from a table opened and a state
+recovered once (:mod:`icesink.batch.tables`): the replay check, schema evolution, the attempt
+(its write spec, on record before any file is written, so that a crash leaves files a restart
+can find: :mod:`icesink.commit.recovery`), then one of the commit kinds (:mod:`icesink.batch.commits`).
 """
 
 from __future__ import annotations
@@ -41,23 +32,15 @@ if TYPE_CHECKING:
     from icesink.batch.key import BatchKey
     from icesink.batch.states import TableState, TableStates
 
-__all__ = ["PlannedTable", "RoutedTarget", "TableBatch"]
+__all__ = ["RoutedTarget", "TableBatch"]
 
 logger = batch_logger(__name__)
 
 
 @dataclass
 class TableBatch:
-    """One table's part of one attempt of a micro-batch (see the module).
-
-    Attributes:
-        name: The table's name (its metrics' ``table`` label).
-        config: The table's configuration (a routed table's own options applied).
-        table: The table, as loaded and evolved for this batch.
-        key: The batch attempt.
-        state: What the sink keeps for this table and sink id (recovered, staged batches).
-        spec: The attempt's write spec, once :meth:`begin` recorded it.
-    """
+    """One table's part of one attempt of a micro-batch: ``config`` with a routed table's own options
+    applied, ``table`` as loaded and evolved for the batch, ``spec`` the attempt's once on record."""
 
     name: str
     config: SinkConfig
@@ -81,11 +64,9 @@ class TableBatch:
 
     @cached_property
     def attempts(self) -> AttemptLog:
-        """The attempt records of this table's sink id."""
         return AttemptLog.for_sink(self.config, self.table, self.key.sink_id)
 
     def has_batch(self) -> bool:
-        """Whether the table has the batch already: committed, or staged for a later commit."""
         key = self.key
         return ledger.is_committed(self.table, key.sink_id, key.batch_id) or self.state.staging.contains(
             key.batch_id
@@ -103,7 +84,6 @@ class TableBatch:
         return True
 
     def evolve(self, offered: st.StructType, metrics: SinkMetrics) -> Table:
-        """Evolve the table for the columns the batch offers (unless ``schema.evolution=off``)."""
         self.table = evolve_table(
             self.config, self.table, offered, metrics, self.key.sink_id, self.key.batch_id
         )
@@ -147,19 +127,14 @@ class TableBatch:
         self.attempts.begin(record)
         self.spec = spec
 
-    def start(self, spec: WriteSpec, planned: Mapping[str, PlannedTable]) -> Callable[[], None]:
-        """The attempt of ``spec``: taken over when a source's tasks have it on record on this table
-        (``planned``, :mod:`icesink.batch.source_write`); else what puts it on record, to call before any
-        file is written."""
+    def start(self, spec: WriteSpec, planned: Mapping[str, TableBatch]) -> Callable[[], None]:
+        """What puts the attempt of ``spec`` on record, to call before any file is written; nothing
+        when a source's tasks have it on record on this table already (``planned``: their batches)."""
         if self.name not in planned:
             return functools.partial(self.record, spec)
-        self.adopt(spec, planned[self.name].attempts)
+        self.spec = spec  # the source's attempt, taken over
+        self.__dict__["attempts"] = planned[self.name].attempts
         return lambda: None
-
-    def adopt(self, spec: WriteSpec, attempts: AttemptLog) -> None:
-        """The attempt was recorded before the batch (a source's own write): take it over."""
-        self.spec = spec
-        self.__dict__["attempts"] = attempts
 
     def end(self) -> None:
         """The attempt's files are accounted for elsewhere (committed, staged or deleted)."""
@@ -167,7 +142,7 @@ class TableBatch:
 
     @property
     def location(self) -> str:
-        """The folder of the attempt's files."""
+        """The folder of the attempt's files (once on record)."""
         assert self.spec is not None, "begin() first"
         return self.spec.data_location
 
@@ -184,21 +159,6 @@ class TableBatch:
             f"{r.data_location.rstrip('/')}/" for r in self.attempts.open_attempts() if r.data_location
         ) + tuple(f"{b.location.rstrip('/')}/" for b in self.state.staging.batches if b.location)
         return lambda path: path in staged or path.startswith(folders)
-
-
-@dataclass(frozen=True)
-class PlannedTable:
-    """A table of a source write (:mod:`icesink.batch.source_write`).
-
-    Attributes:
-        table: The table as loaded when the write was planned.
-        attempts: The attempt log holding the write's attempt on it.
-        spec: The attempt's write spec on it (the source's tasks name their files apart).
-    """
-
-    table: Table
-    attempts: AttemptLog
-    spec: WriteSpec
 
 
 @dataclass

@@ -1,21 +1,10 @@
-"""The tables of a sink's batches, opened in one place: its one table, or each destination's.
+"""The tables of a sink's batches opened in one place, one or many (Kafka Connect's ``writerForTable``).
 
-Every table the sink writes rows to is opened here, as Iceberg Kafka Connect's
-``writerForTable`` opens one table or many: the one-table plan's (:mod:`icesink.batch.one_table`),
-each table of a routed batch (:mod:`icesink.batch.routed`), the tables a source's tasks write
-(:mod:`icesink.batch.source_write`), and ``prepare()``'s. A table is
-
-1. loaded, or created for the columns the rows offer (:meth:`Tables.open`); a routed
-   template's table only within ``route.max-tables``, holding the rows of one destination value
-   (:mod:`icesink.destinations.owners`): a value refused either way is a dead letter with its
-   reason, never a failed batch;
-2. checked as the write mode asks, before anything is written (:mod:`icesink.upsert.checks`),
-   and its table batch made from its state, recovered once (:meth:`Tables.batch_of`);
-3. evolved for the batch's columns (:class:`~icesink.batch.table_batch.TableBatch`), or, before
-   the stream starts, for the stream's schema (:meth:`Tables.prepare_table`).
-
-Step 2 of a routed batch (:meth:`Tables.prepare`) does all three for every table of the batch
-on the catalog pool.
+A table is loaded or created for the columns the rows offer (a routed template's only within
+``route.max-tables`` and for one destination value, :mod:`icesink.destinations.owners`: a value
+refused either way is a dead letter with its reason, never a failed batch), checked as the write
+mode asks before anything is written (:mod:`icesink.upsert.checks`), made a table batch from its
+state, recovered once, and evolved; a routed batch's tables together, on the catalog pool.
 """
 
 from __future__ import annotations
@@ -46,7 +35,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class _Loaded:
-    """A table as step 2 found it (``None``: missing), and whether a new one is counted already."""
+    """A table as :meth:`Tables.prepare` found it (``None``: missing), and whether a new one is counted."""
 
     table: Table | None
     counted: bool
@@ -54,13 +43,8 @@ class _Loaded:
 
 @dataclass
 class PreparedTables:
-    """Step 2's outcome for a batch.
-
-    Attributes:
-        targets: The tables to write, indexed.
-        skipped: Values of tables that have the batch already (a replay).
-        refused: Values without a table after all -> their dead-letter reason.
-    """
+    """The tables of a routed batch: those to write, indexed; the values of those that have the batch
+    already (``skipped``); the values refused a table after all, with their dead-letter reason."""
 
     targets: list[RoutedTarget] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
@@ -68,13 +52,8 @@ class PreparedTables:
 
 
 class Tables:
-    """Opens, checks and evolves the tables of a sink's batches (see the module).
-
-    Args:
-        parts: The sink's configuration, catalog, metrics and table states (each table recovered once).
-        config_for: Each table's configuration (a routed table's own options applied).
-        reserved: Tables no destination value may have (the dead-letter table).
-    """
+    """Opens, checks and evolves the tables of a sink's batches; ``reserved``: tables no destination
+    value may have (the dead-letter table)."""
 
     def __init__(
         self, parts: SinkParts, config_for: Callable[[str], SinkConfig], reserved: Sequence[str]
@@ -95,12 +74,9 @@ class Tables:
         values: Sequence[str] = (),
         loaded: _Loaded | None = None,
     ) -> tuple[Table | None, dict[str, str]]:
-        """Load or create table ``name`` for rows of ``offered``; routed: for ``values``, and the values
-        refused -> why.
-
-        ``None`` when no value may have the table (it would pass ``route.max-tables``).
-        ``loaded``: the table as :meth:`prepare` found it, a new one already counted.
-        """
+        """Load or create table ``name`` for rows of ``offered`` (``None``: it would pass
+        ``route.max-tables``); routed: for ``values``, and the values refused -> why. ``loaded``: the
+        table as :meth:`prepare` found it, a new one already counted."""
         table = catalogs.load_table(self._catalog, name) if loaded is None else loaded.table
         if table is None:
             if not (self._budget.reserve(name) if loaded is None else loaded.counted):
@@ -127,8 +103,8 @@ class Tables:
         return TableBatch.of(self._states, name, config, table, key, query_id)
 
     def prepare_table(self, name: str, schema: st.StructType, value: str | None = None) -> Table:
-        """Before a stream starts: table ``name`` (routed: of destination ``value``), created or evolved
-        for rows of ``schema``, checked as a batch would check it.
+        """Before a stream starts: table ``name`` (routed: of destination ``value``), made ready for
+        rows of ``schema`` as a batch would make it.
 
         Raises:
             ConfigError: The value may not have the table (another value owns it, or it would
@@ -158,7 +134,7 @@ class Tables:
         key: BatchKey,
         query_id: str | None = None,
     ) -> PreparedTables:
-        """Step 2 for every table of the batch (``query_id``: the streaming query's, for its flushes)."""
+        """Every table of a routed batch (``query_id``: the streaming query's, for its flushes)."""
         grouped: dict[str, tuple[set[int], list[str]]] = {}
         for d in found:
             name = tables_of[d.value]
@@ -203,7 +179,6 @@ class Tables:
         key: BatchKey,
         query_id: str | None,
     ) -> tuple[RoutedTarget | None, bool, dict[str, str]]:
-        """Open one table, settle its crashed attempts, check its ledger, evolve it."""
         config = self._config_for(name)
         if config.upsert.enabled:  # the op and order columns describe a change: not stored
             columns = tuple(p for p in columns if schema.fields[p].name not in config.upsert.change_columns)

@@ -1,46 +1,43 @@
-"""The write job on the driver: run it for a table batch and turn its failure into an error of the sink.
+"""A table batch's write job on the driver, and the one place a failed write job becomes the sink's error.
 
-The executors' side is :mod:`icesink.write.task`; the table batch (:mod:`icesink.batch.table_batch`)
-decides what they are told (its :class:`~icesink.write.spec.WriteSpec`) and records the attempt
-first (so a crash leaves files a restart can find, :mod:`icesink.commit.recovery`). A failed write
-job reaches the driver as text: :func:`write_failure` is the one place it becomes the sink's
-error (for a table's write, a routed write and the dead letters' alike).
+The executors' side is :mod:`icesink.write.task`. A failed job reaches the driver as text (a
+Python worker's traceback inside Spark's): :func:`write_failures` turns it into an error naming
+the table, the batch and the fix, the same way for a table's write, a routed write and the
+dead letters'.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from icesink.batch.commits import Written
-from icesink.batch.write_errors import write_failures
+from pyspark.sql import DataFrame
+
+from icesink.errors import BadRecordError, SchemaError, WriteError, find_error_code
 from icesink.log_context import batch_logger
 from icesink.metrics import SinkMetrics
-from icesink.normalize import NormalizedBatch
+from icesink.normalize import NormalizedBatch, bad_record_error
 from icesink.route.routed import RoutedBatch
 from icesink.route.router import BucketRouter
-from icesink.write.messages import RowCounts, WriteResult
+from icesink.worker_python import worker_import_error
+from icesink.write.messages import DataFileMessage, RowCounts, WriteResult
 from icesink.write.task import run_write
 
 if TYPE_CHECKING:
-    from icesink.batch.arrow_source import ArrowSource
-    from icesink.batch.source_write import SourceWrite
+    from icesink.batch.source_write import ArrowSource, SourceWrite
     from icesink.batch.table_batch import TableBatch
 
 logger = batch_logger(__name__)
 
 
 class BatchWriter:
-    """Distributes a table batch's rows and runs its write job.
-
-    Args:
-        metrics: Where the write step is timed and the files are recorded.
-    """
+    """Distributes a one-table batch's rows and runs its write job."""
 
     def __init__(self, metrics: SinkMetrics) -> None:
         self.metrics = metrics
 
     def distribute(self, batch: TableBatch, normalized: NormalizedBatch) -> RoutedBatch:
-        """The batch's rows distributed to their write tasks (:mod:`icesink.route.router`)."""
         table, key = batch.table, batch.key
         router = BucketRouter.for_table(
             table,
@@ -61,14 +58,10 @@ class BatchWriter:
         routed: RoutedBatch,
         fused: ArrowSource | None,
         by_source: SourceWrite | None = None,
-    ) -> tuple[Written, RowCounts]:
-        """Write the batch's data files (``fused``: the tasks make the rows themselves).
-
-        With ``by_source``, the source's tasks wrote some of the batch's rows already
-        (:mod:`icesink.batch.source_write`): the rest are written as the same attempt, and the
-        batch is the files of both. What the write received is recorded in the table's
-        routing history, for the next batch. Returns the files and the rows the write received.
-        """
+    ) -> tuple[list[DataFileMessage], RowCounts]:
+        """Write the batch's data files; returns them and the rows the write received. ``fused``: the
+        tasks make the rows themselves; ``by_source``: the source's tasks wrote some of the rows, the
+        rest are written as the same attempt, and the batch is the files of both."""
         name, key, last = batch.name, batch.key, batch.state.routing.last
         # A fused batch's rows are made in the task, with no flag: none of them can be bad.
         flagged = normalized.bad_row_flag and fused is None
@@ -96,4 +89,56 @@ class BatchWriter:
         batch.state.routing.record(
             files, result.source_partitions, result.input_row_bytes, routed.bucket_check
         )
-        return Written(batch, files), counts
+        return files, counts
+
+
+def write_failure(
+    error: Exception,
+    df: DataFrame,
+    table: str,
+    batch_id: int,
+    file_prefix: str | None = None,
+    what: str = "write job",
+) -> Exception:
+    """The sink's error for a failed write job of ``table`` (``df``: what it wrote; ``what``: which job):
+    a schema error as it is, a bad record (``dead-letter.on-bad-record=fail``) and a Python worker
+    that cannot import the sink errors of their own, anything else a :class:`~icesink.errors.WriteError`
+    quoting the first line that names an error code."""
+    found = find_error_code(str(error))
+    if found is SchemaError:
+        return error
+    if found is BadRecordError:
+        bad = bad_record_error(str(error), table, batch_id)
+        if bad is not None:
+            return bad
+    worker = worker_import_error(error, df, table, batch_id)
+    if worker is not None:
+        return worker
+    return WriteError(
+        f"{what} of batch {batch_id} failed: {_first_line(error)}",
+        table=table,
+        batch_id=batch_id,
+        file_prefix=file_prefix,
+    )
+
+
+@contextmanager
+def write_failures(
+    df: DataFrame, table: str, batch_id: int, file_prefix: str | None = None, what: str = "write job"
+) -> Iterator[None]:
+    """Raise the failure of the write job run inside as :func:`write_failure` says."""
+    try:
+        yield
+    except Exception as e:
+        failure = write_failure(e, df, table, batch_id, file_prefix, what)
+        if failure is e:
+            raise
+        raise failure from e
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error)
+    for line in text.splitlines():
+        if "ICESINK-" in line:
+            return line.strip()
+    return text.splitlines()[0] if text else type(error).__name__

@@ -7,9 +7,10 @@ positions, its data files below the target size and its largest data file, and f
   :func:`~icesink.upsert.delete_merge.merge_deletes`), and
 - the partitions whose data files to rewrite (:func:`~icesink.upsert.compaction.compact_partition`):
   every file of those with ``maintenance.compact.min-delete-files`` delete files; only what pays
-  of those with ``maintenance.compact.min-small-files`` small files, or with delete files to
-  merge that hold ``maintenance.compact.delete-ratio-threshold`` of the rows of their largest
-  file. Most delete files first: they cost readers most.
+  of those without delete files that have ``maintenance.compact.min-small-files`` files of one
+  size class (:mod:`icesink.upsert.size_tiers`), of those with delete files that have as many
+  small files, or delete files to merge that hold ``maintenance.compact.delete-ratio-threshold``
+  of the rows of their largest file. Most delete files first: they cost readers most.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pyiceberg.table.snapshots import Snapshot
 
 from icesink.commit.manifest_entries import live_entries
 from icesink.config_maintenance import MaintenanceConfig
+from icesink.upsert.size_tiers import tiers_to_merge
 
 Partition = tuple[Any, ...]
 
@@ -65,21 +67,30 @@ def plan_partitions(table: Table, config: MaintenanceConfig, target_file_size_by
     deletes: Counter[Partition] = Counter()
     positions: Counter[Partition] = Counter()
     largest: Counter[Partition] = Counter()  # rows of the largest data file
+    sizes: dict[Partition, list[int]] = {}
     for values, file in live_files(table, snapshot):
         if file.content != DataFileContent.DATA:
             deletes[values] += 1
             positions[values] += file.record_count
             continue
         largest[values] = max(largest[values], file.record_count)
+        sizes.setdefault(values, []).append(file.file_size_in_bytes)
         if file.file_size_in_bytes < target_file_size_bytes:
             small[values] += 1
+    tiered = {  # appended partitions: by size class
+        p
+        for p, s in sizes.items()
+        if not deletes[p] and tiers_to_merge(s, target_file_size_bytes, config.min_small_files)
+    }
     full = {p for p, n in deletes.items() if n >= config.min_delete_files}
     worn = {  # examined with the merges: a stream of deletes alone adds no small file
         p
         for p, n in positions.items()
         if deletes[p] > config.max_delete_files and n >= config.delete_ratio_threshold * max(largest[p], 1)
     }
-    chosen = full | worn | {p for p, n in small.items() if n >= config.min_small_files}
+    chosen = (
+        full | worn | tiered | {p for p, n in small.items() if deletes[p] and n >= config.min_small_files}
+    )
     order = sorted(chosen, key=lambda p: (-deletes[p], -small[p], repr(p)))
     return PartitionPlan(
         merges=sorted((p for p, n in deletes.items() if n > config.max_delete_files), key=repr),

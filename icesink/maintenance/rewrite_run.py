@@ -77,7 +77,14 @@ def rewrite_partitions(
             found = files.get(rewrite.partition, PartitionFiles())
             read = positions[rewrite.partition] = DeletePositions.read(table, found.deletes)
             result = rewrite_partition(
-                table, rewrite.partition, found, target_file_size_bytes, 2, ratio, read
+                table,
+                rewrite.partition,
+                found,
+                target_file_size_bytes,
+                2,
+                ratio,
+                read,
+                config.min_small_files,
             )
             if result is not None:
                 done.append(result)

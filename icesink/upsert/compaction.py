@@ -15,12 +15,15 @@ The new data files get the snapshot's sequence number, higher than any delete fi
 delete file can apply to them.
 
 Which data files are rewritten (:func:`files_to_rewrite`): every one (``compact()``, or a
-partition past ``maintenance.compact.min-delete-files``), or, LSM-style, only where it pays:
-the small files, smallest first, while each is no bigger than those chosen together (a large
-file waits until as many bytes came in smaller ones), and any file whose share of deleted rows
-reached ``maintenance.compact.delete-ratio-threshold``. Each row is then rewritten a number of
-times that grows with the logarithm of the partition's size, not with the batches since the
-last compaction.
+partition past ``maintenance.compact.min-delete-files``), or, LSM-style, only where it pays. In a
+partition without delete files (an appended stream's), the files of each size class that holds
+``maintenance.compact.min-small-files`` of them (:mod:`icesink.upsert.size_tiers`): a row is
+rewritten once per class on its way to the target size, a number of times that grows with the
+logarithm of the partition's size, not with the batches since the last compaction. In a partition
+with delete files, the small files, smallest first, while each is no bigger than those chosen
+together (a large file waits until as many bytes came in smaller ones), and any file whose share
+of deleted rows reached ``maintenance.compact.delete-ratio-threshold``: rewriting small files there
+also drops the delete files that point at them.
 
 Safe to run while a stream writes: before committing, the snapshots committed since the
 compaction started are checked (:mod:`icesink.upsert.rewrite_files`). If one removed a file being
@@ -63,6 +66,7 @@ from icesink.upsert.rewrite_files import (
     smallest_tier,
     table_name,
 )
+from icesink.upsert.size_tiers import tiers_to_merge
 from icesink.write.manifest_entry import data_file_from_message, encoded_entry
 from icesink.write.messages import DataFileMessage
 from icesink.write.spec import WriteSpec
@@ -183,18 +187,21 @@ def rewrite_partition(
     min_files: int,
     delete_ratio_threshold: float | None,
     positions: DeletePositions | None = None,
+    fan_in: int | None = None,
 ) -> PartitionRewrite | None:
     """The chosen data ``files`` of ``partition`` rewritten and its deletes merged, nothing committed
-    (``None``: nothing worth it; the arguments as :func:`compact_partition`'s, and ``positions``,
-    its delete files' positions when read already: the rewrite and the merge share them)."""
+    (``None``: nothing worth it; the arguments as :func:`compact_partition`'s, ``positions``, its
+    delete files' positions when read already: the rewrite and the merge share them, and ``fan_in``,
+    when a partition without delete files is compacted by size class, the files a class needs)."""
     if not files.data or (len(files.data) < min_files and not files.deletes):
         return None
     if positions is None:
         positions = DeletePositions.read(table, files.deletes)
     chosen = files.data
     if delete_ratio_threshold is not None:
+        tiers = fan_in if not files.deletes else None
         chosen = files_to_rewrite(
-            files.data, positions.counts(), target_file_size_bytes, delete_ratio_threshold, min_files
+            files.data, positions.counts(), target_file_size_bytes, delete_ratio_threshold, min_files, tiers
         )
         if not chosen:
             return None
@@ -246,9 +253,14 @@ def files_to_rewrite(
     target_file_size_bytes: int,
     delete_ratio_threshold: float,
     min_files: int,
+    fan_in: int | None = None,
 ) -> list[ManifestEntry]:
     """The data files worth rewriting (see the module), ``deleted`` holding the positions deleted of
-    each; none when fewer than ``min_files`` small ones and none past the delete ratio."""
+    each: with ``fan_in``, the size classes due (a partition without delete files); else none when
+    fewer than ``min_files`` small ones and none past the delete ratio."""
+    if fan_in is not None:
+        sizes = [e.data_file.file_size_in_bytes for e in data]
+        return [data[i] for i in tiers_to_merge(sizes, target_file_size_bytes, fan_in)]
     worn = [
         e
         for e in data

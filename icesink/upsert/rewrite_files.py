@@ -159,8 +159,9 @@ def by_size(entry: ManifestEntry) -> tuple[int, str]:
 
 def smallest_tier(entries: list[ManifestEntry]) -> list[ManifestEntry]:
     """``entries`` smallest first, as long as each is no bigger than those taken before it (at least
-    two): files of a similar size rewritten together, so no file is rewritten again and again with
-    a few small ones (a size-tiered pick, as log-structured stores merge)."""
+    two): a large file waits until as many bytes came in smaller ones. The delete files a merge
+    takes, and the small data files of a partition with delete files; an appended partition's data
+    files go by size class (:mod:`icesink.upsert.size_tiers`)."""
     ordered = sorted(entries, key=by_size)
     chosen, size = ordered[:2], sum(e.data_file.file_size_in_bytes for e in ordered[:2])
     for entry in ordered[2:]:

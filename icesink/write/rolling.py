@@ -12,8 +12,9 @@ from icesink.write.messages import DataFileMessage
 from icesink.write.parquet import CompressionEstimator, ParquetFileWriter
 from icesink.write.protocol import FileWriter
 
-# A batch that would overshoot the target by more than this fraction is split.
-_SPLIT_TOLERANCE = 0.02
+# A batch that would overshoot the target by more than this fraction is split, and a file
+# this close under the target is closed: it has reached it.
+SPLIT_TOLERANCE = 0.02
 
 Finisher: TypeAlias = Callable[[DataFileMessage], DataFileMessage]
 """What becomes of a file's message as the file closes (see :class:`RollingFileWriter`)."""
@@ -66,7 +67,7 @@ class RollingFileWriter(FileWriter[list[DataFileMessage]]):
             piece = batch if take == rows else batch.slice(offset, take)
             self._current.write(piece, int(take * arrow_per_row))
             offset += take
-            if self._current.length_bytes() >= self._target * (1 - _SPLIT_TOLERANCE):
+            if self._current.length_bytes() >= self._target * (1 - SPLIT_TOLERANCE):
                 self.close_current()
 
     def _rows_that_fit(self, rows: int, arrow_per_row: float) -> int:
@@ -82,7 +83,7 @@ class RollingFileWriter(FileWriter[list[DataFileMessage]]):
         if disk_per_row <= 0:
             return rows
         group = max(1, int(self._current.row_group_size_bytes / disk_per_row))
-        if rows * disk_per_row <= room * (1 + _SPLIT_TOLERANCE):
+        if rows * disk_per_row <= room * (1 + SPLIT_TOLERANCE):
             return min(rows, group)
         return max(1, min(rows, group, int(room / disk_per_row)))
 
