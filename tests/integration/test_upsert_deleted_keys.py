@@ -15,6 +15,7 @@ import pyarrow as pa
 import pytest
 
 from icesink import IcebergSink
+from tests.integration.test_upsert_sink import upsert_options
 from tests.support.duckdb_reader import duckdb_read
 from tests.support.tables import table_rows
 
@@ -23,19 +24,6 @@ def _schema(v: pa.DataType) -> pa.Schema:
     return pa.schema(
         [("id", pa.int64()), ("name", pa.string()), ("v", v), ("_op", pa.string()), ("seq", pa.int64())]
     )
-
-
-def _options(catalog_options: dict[str, str]) -> dict[str, str]:
-    return {
-        **catalog_options,
-        "table": "db.items",
-        "partition-by": "bucket(4, id)",
-        "write.mode": "upsert",
-        "upsert.key-columns": "id",
-        "upsert.order-column": "seq",
-        "sink-id": "deleted-keys",
-        "maintenance.enabled": "false",
-    }
 
 
 def _batch(spark: Any, rows: list[tuple[Any, ...]], v: pa.DataType) -> Any:
@@ -47,7 +35,9 @@ def _batch(spark: Any, rows: list[tuple[Any, ...]], v: pa.DataType) -> Any:
 
 @pytest.mark.parametrize("bad", [False, True], ids=["deletes-in-the-driver", "bad-rows-deletes-collected"])
 def test_each_key_gets_its_last_change(spark: Any, catalog_options: dict[str, str], bad: bool) -> None:
-    sink = IcebergSink.from_options(_options(catalog_options))
+    sink = IcebergSink.from_options(
+        upsert_options(catalog_options, **{"sink-id": "deleted-keys", "maintenance.enabled": "false"})
+    )
     sink(_batch(spark, [(k, f"k{k}", k, "c", 0) for k in range(1, 9)], pa.int64()), 0)  # v: a long
     changes = [
         (1, None, None, "d", 1),  # deleted
