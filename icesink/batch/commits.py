@@ -93,6 +93,26 @@ def record_committed(
     )
 
 
+def record_row_delta(
+    metrics: SinkMetrics,
+    name: str,
+    sink_id: str,
+    batches: BatchRange,
+    files: Sequence[DataFileMessage],
+    commit: tuple[int | None, int, int],
+    deletes: tuple[int, int],
+    count: int = 1,
+) -> None:
+    """:func:`record_committed` of a row delta, its keys and delete files counted too: ``deletes`` is
+    the keys it deleted and the delete files it added; every row it added upserted a key."""
+    (deleted, delete_files), upserted = deletes, sum(f.record_count for f in files)
+    metrics.upserted_keys.labels(name, sink_id).inc(upserted)
+    metrics.deleted_keys.labels(name, sink_id).inc(deleted)
+    metrics.delete_files.labels(name, sink_id).inc(delete_files)
+    detail = f" ({upserted} keys upserted, {deleted} deleted, {delete_files} delete files)"
+    record_committed(metrics, name, sink_id, batches, files, commit, count=count, detail=detail)
+
+
 def _record_outcome(
     metrics: SinkMetrics,
     name: str,

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 from pyspark.sql import SparkSession
 
-from icesink.batch.commits import Written, record_committed
+from icesink.batch.commits import Written, record_row_delta
 from icesink.catalog import executor_io_properties
 from icesink.commit.ledger import BatchRange
 from icesink.commit.recovery import delete_leftovers
@@ -146,22 +146,10 @@ class RowDeltaCommits:
 
     def _record(self, written: Written, keys: int, outcome: UpsertOutcome) -> None:
         """Count and log one committed upsert batch (``keys``: every key it changed)."""
-        batch, metrics = written.batch, self._metrics
-        name, sink_id = batch.name, batch.key.sink_id
-        upserted = sum(f.record_count for f in written.files)
-        deleted = max(0, keys - upserted)
-        commit = outcome.commit
-        metrics.upserted_keys.labels(name, sink_id).inc(upserted)
-        metrics.deleted_keys.labels(name, sink_id).inc(deleted)
-        metrics.delete_files.labels(name, sink_id).inc(outcome.delete_files)
-        detail = f" ({upserted} keys upserted, {deleted} deleted, {outcome.delete_files} delete files)"
+        batch, commit = written.batch, outcome.commit
+        deleted = max(0, keys - sum(f.record_count for f in written.files))
         batches = BatchRange(batch.key.batch_id, batch.key.batch_id)
-        record_committed(
-            metrics,
-            name,
-            sink_id,
-            batches,
-            written.files,
-            (commit.snapshot_id, commit.attempts, commit.conflicts),
-            detail=detail,
-        )
+        attempt = (commit.snapshot_id, commit.attempts, commit.conflicts)
+        deletes = (deleted, outcome.delete_files)
+        name, sink_id, files = batch.name, batch.key.sink_id, written.files
+        record_row_delta(self._metrics, name, sink_id, batches, files, attempt, deletes)

@@ -26,7 +26,7 @@ import pyarrow as pa
 from pyiceberg.table import Table
 from pyspark.sql import SparkSession
 
-from icesink.batch.commits import Cadence, Written, record_committed
+from icesink.batch.commits import Cadence, Written, record_row_delta
 from icesink.batch.key import BatchKey, new_attempt_id
 from icesink.catalog import executor_io_properties
 from icesink.commit import metadata_cache
@@ -254,16 +254,11 @@ class StagedRowDeltaCommits(Cadence):
         self, state: TableState, staged: list[StagedBatch], batches: BatchRange, outcome: RowDeltaOutcome
     ) -> None:
         """Count and log one committed row delta of staged upsert batches."""
-        name, sink_id, metrics = state.name, state.sink_id, self._metrics
         files = [f for b in staged for f in b.files]
-        upserted = sum(f.record_count for f in files)
         deleted = sum(
             max(0, decode_keys(b.keys).num_rows - sum(f.record_count for f in b.files)) for b in staged
         )
-        delete_files = sum(len(b.delete_files) for b in staged)
-        metrics.upserted_keys.labels(name, sink_id).inc(upserted)
-        metrics.deleted_keys.labels(name, sink_id).inc(deleted)
-        metrics.delete_files.labels(name, sink_id).inc(delete_files)
-        detail = f" ({upserted} keys upserted, {deleted} deleted, {delete_files} delete files)"
+        deletes = (deleted, sum(len(b.delete_files) for b in staged))
         commit = (outcome.snapshot_id, outcome.attempts, outcome.conflicts)
-        record_committed(metrics, name, sink_id, batches, files, commit, count=len(staged), detail=detail)
+        metrics = self._metrics
+        record_row_delta(metrics, state.name, state.sink_id, batches, files, commit, deletes, len(staged))
