@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import os
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -137,6 +138,8 @@ def test_one_percent_bad_values_are_dead_lettered_and_the_stream_goes_on(
     (tmp_path / "in").mkdir()
     write_parquet(tmp_path / "in" / "part-0.parquet", first)
     write_parquet(tmp_path / "in" / "part-1.parquet", second)
+    for n in (0, 1):  # Spark's file source takes the oldest first: the bad rows are batch 0
+        os.utime(tmp_path / "in" / f"part-{n}.parquet", (1_700_000_000 + n, 1_700_000_000 + n))
     schema = spark.read.parquet(str(tmp_path / "in")).schema
     query = (
         spark.readStream.schema(schema)
