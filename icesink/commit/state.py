@@ -20,6 +20,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import os
+import uuid
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
@@ -74,9 +76,24 @@ class StateFolder:
         return f"{self.location}/{name}"
 
     def write(self, name: str, data: bytes) -> None:
-        """Write (or replace) record ``name``."""
-        with self.io.new_output(self.path(name)).create(overwrite=True) as out:
+        """Write (or replace) record ``name``, whole or not at all.
+
+        An object store puts a whole object; a local file is written beside the record and renamed
+        over it, so a process killed mid-write (a routed batch stages its tables in parallel) leaves
+        the previous record or none, never a truncated one that a restart could not read.
+        """
+        path = self.path(name)
+        parsed = urlparse(path)
+        if parsed.scheme not in ("", "file"):
+            with self.io.new_output(path).create(overwrite=True) as out:
+                out.write(data)
+            return
+        local = parsed.path
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        partial = f"{local}.{uuid.uuid4().hex[:12]}.partial"
+        with open(partial, "wb") as out:
             out.write(data)
+        os.replace(partial, local)
 
     def read(self, path: str) -> bytes:
         """The content of the record at ``path``."""
