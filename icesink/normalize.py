@@ -39,6 +39,7 @@ from icesink.errors import BadRecordError
 from icesink.log_context import batch_logger
 from icesink.schema.conversion import BadRecordReason, ColumnConverter, Problem
 from icesink.spark_session import application_id
+from icesink.type_mapping import iceberg_to_spark_schema
 
 __all__ = [
     "BAD_ROW_COLUMN",
@@ -162,6 +163,7 @@ class _Plan:
     problem: Column  # aliased PROBLEM_COLUMN
     keep: Column | None  # the good-row filter (None: no row can be bad)
     range_checks: frozenset[str] | None  # see NormalizedBatch
+    value_checks: tuple[frozenset[str], frozenset[str]] | None  # see value_checks
     table_columns: tuple[Column, ...]
     dead_letter_columns: tuple[Column, ...]
 
@@ -171,16 +173,51 @@ _PLANS_LOCK = threading.Lock()
 _PLANS_KEPT = 64
 
 
+def value_checks(
+    spark: SparkSession, batch_schema: st.StructType, schema: Schema, options: NormalizeOptions
+) -> tuple[frozenset[str], frozenset[str]] | None:
+    """When every way a row of a batch of ``batch_schema`` can be bad is a date or timestamp out
+    of range or a null in a required column: those columns, ``(range checked, required)``;
+    ``None`` when there are other ways. Without a DataFrame."""
+    return _plan_of(spark, batch_schema, schema, options).value_checks
+
+
+def is_table_schema(batch_schema: st.StructType, schema: Schema) -> bool:
+    """Whether ``batch_schema`` has the table's columns, names and types, in its order: normalizing
+    such a batch changes nothing but may find bad rows (:attr:`NormalizedBatch.range_checks`)."""
+    table_fields = iceberg_to_spark_schema(schema).fields
+    return len(batch_schema.fields) == len(table_fields) and all(
+        b.name == t.name and b.dataType == t.dataType
+        for b, t in zip(batch_schema.fields, table_fields, strict=True)
+    )
+
+
+def checked_elsewhere(rows: DataFrame) -> NormalizedBatch:
+    """``rows`` of the table's schema (:func:`is_table_schema`), with no bad row: their ranges were
+    checked as they were collected (:mod:`icesink.batch.collected`)."""
+
+    def no_dead_letters() -> DataFrame:
+        raise AssertionError("rows checked before the write have no dead letters")
+
+    return NormalizedBatch(rows, False, frozenset(), no_dead_letters)
+
+
 def _plan_for(batch_df: DataFrame, schema: Schema, options: NormalizeOptions) -> _Plan:
+    return _plan_of(batch_df.sparkSession, batch_df.schema, schema, options)
+
+
+def _plan_of(
+    spark: SparkSession, batch_schema: st.StructType, schema: Schema, options: NormalizeOptions
+) -> _Plan:
     """The cached plan for this batch schema, table schema and options (in this Spark context)."""
-    context = application_id(batch_df.sparkSession)  # Columns belong to one JVM
-    key = (context, batch_df.schema.json(), schema.model_dump_json(), options)
+    context = application_id(spark)  # Columns belong to one JVM
+    key = (context, batch_schema.json(), schema.model_dump_json(), options)
     with _PLANS_LOCK:
         plan = _PLANS.get(key)
         if plan is not None:
             _PLANS.move_to_end(key)
             return plan
-    plan = _build_plan(list(batch_df.schema.fields), schema, options)
+    plan = _build_plan(list(batch_schema.fields), schema, options)
     with _PLANS_LOCK:
         _PLANS[key] = plan
         while len(_PLANS) > _PLANS_KEPT:
@@ -215,12 +252,20 @@ def _build_plan(source_fields: list[st.StructField], schema: Schema, options: No
         problem=first_problem(problems).alias(PROBLEM_COLUMN),
         keep=keep,
         range_checks=frozenset(p.path for p in problems) if all(p.range_check for p in problems) else None,
+        value_checks=_value_checks(problems),
         table_columns=tuple(F.col(v).alias(f.name) for v, f in zip(value_names, schema.fields, strict=True)),
         dead_letter_columns=(
             *[problem[c].alias(c) for c in DEAD_LETTER_COLUMNS[:3]],
             F.to_json(row, {"ignoreNullFields": "false"}).alias("original_row"),
         ),
     )
+
+
+def _value_checks(problems: list[Problem]) -> tuple[frozenset[str], frozenset[str]] | None:
+    ranged = frozenset(p.path for p in problems if p.range_check)
+    required = frozenset(p.path for p in problems if p.reason is BadRecordReason.NULL_IN_REQUIRED)
+    others = [p for p in problems if not p.range_check and p.reason is not BadRecordReason.NULL_IN_REQUIRED]
+    return None if others else (ranged, required)
 
 
 def check_normalizes(schema: st.StructType, table_schema: Schema, options: NormalizeOptions) -> None:

@@ -27,7 +27,7 @@ from icesink.metrics import SinkMetrics
 from icesink.normalize import BAD_ROW_COLUMN, NormalizedBatch
 from icesink.spark_session import default_parallelism
 from icesink.type_mapping import iceberg_to_spark_type
-from icesink.upsert.changes import DELETE_OP, TRUNCATE_OP, UPSERT_OPS, last_changes_df
+from icesink.upsert.changes import DELETE_OP, TRUNCATE_OP, UPSERT_OPS, ChangeSet, last_changes_df
 from icesink.upsert.checks import UpsertChecks
 from icesink.upsert.split_facts import SplitFacts
 from icesink.write.messages import DataFileMessage, RowCounts
@@ -52,12 +52,15 @@ class ChangeBatch:
             op, counted, and a one-table batch's delete changes; ``None`` when the batch upserts
             no table.
         cached: The persisted changes, released after the batch.
+        collected: The changes split in the driver (:mod:`icesink.batch.collected`), which
+            writes their ``rows`` (of the stored columns); ``rows`` then only describes them.
     """
 
     rows: DataFrame
     deletes: DataFrame | None = None
     facts: SplitFacts | None = None
     cached: DataFrame | None = None
+    collected: ChangeSet | None = None
 
     @property
     def rejected_by_table(self) -> tuple[tuple[str, str, int], ...]:
@@ -147,10 +150,11 @@ class ChangeSplit:
         cores = default_parallelism(batch_df.sparkSession)
         by = partition if one_table else [F.col(_DEST), *partition]
         changes = last_changes_df(keyed, by, order, cores)
-        # Cached though a one-table batch reads them once (its deleted keys come from the split's
-        # job): a write by the driver or by one task reads the changes through coalesce(1), which
-        # would otherwise run the window's stage as one task; the cache keeps it a task a core.
-        changes = (changes if one_table else changes.drop(_DEST, _KEY)).persist()
+        # A routed batch reads its changes twice (its rows, then its deleted keys): cached. A
+        # one-table batch reads them once (its deleted keys come from the split's job), and the
+        # cache would cost a plan and a job: the driver's write collects the window's stage a
+        # task a core, one task's write runs it in its one task.
+        changes = changes if one_table else changes.drop(_DEST, _KEY).persist()
         is_delete = op == DELETE_OP if op is not None else F.lit(False)
         rows = changes.where(~is_delete)
         if not only_upserted:  # the appended tables' rows pass as they are
@@ -172,11 +176,19 @@ class ChangeSplit:
             deleted,
         )
         deletes = changes.where(is_delete) if op is not None else None
-        return ChangeBatch(rows, deletes, facts, changes)
+        return ChangeBatch(rows, deletes, facts, None if one_table else changes)
 
-    def split_one(self, batch_df: DataFrame, config: SinkConfig) -> ChangeBatch:
+    def split_one(
+        self,
+        batch_df: DataFrame,
+        config: SinkConfig,
+        in_driver: Callable[[], ChangeBatch | None] | None = None,
+    ) -> ChangeBatch:
         """A one-table sink's batch: upsert mode's split, its rows without the op and order
         columns (they describe a change and are not stored); append mode: the batch.
+
+        ``in_driver``: tried first, the batch split in the driver (:mod:`icesink.batch.collected`);
+        when it gives ``None``, the batch is split by Spark.
 
         Raises:
             UpsertError: The batch lacks a key column.
@@ -185,7 +197,11 @@ class ChangeSplit:
         if not checks.enabled:
             return ChangeBatch(batch_df)
         checks.check_keys(batch_df.columns)
-        changes = self.split(batch_df, F.lit(config.table), {config.table: config}, only_upserted=True)
+        with self.timed([config.table]):
+            collected = in_driver() if in_driver is not None else None
+            if collected is not None:
+                return collected
+            changes = self._split(batch_df, F.lit(config.table), {config.table: config}, True)
         stored = [F.col(quoted(c)) for c in changes.rows.columns if c not in config.upsert.change_columns]
         return replace(changes, rows=changes.rows.select(*stored))
 
@@ -295,7 +311,8 @@ def changed_keys(
 ) -> pa.Table:
     """Every key a one-table batch changes, of the table's types: written rows and deletes.
 
-    The written rows' keys come with the batch's ``files``
+    A batch split in the driver has them all (:mod:`icesink.batch.collected`). Otherwise the
+    written rows' keys come with the batch's ``files``
     (:attr:`~icesink.write.messages.DataFileMessage.keys`, sent by the write tasks), and the
     deleted keys from the split's job (:meth:`~icesink.upsert.split_facts.SplitFacts.deleted_keys`)
     when the write dropped no bad row: no job. Else the deletes are collected from the last
@@ -307,6 +324,8 @@ def changed_keys(
     """
     sent = [f.key_rows() for f in files]
     written = [k for k in sent if k is not None]
+    if changes.collected is not None:  # every last change's key, found in the driver
+        return changes.collected.keys.cast(written[0].schema) if written else changes.collected.keys
     if written and len(written) == len(sent):
         found = pa.concat_tables(written)
         if changes.deletes is None:

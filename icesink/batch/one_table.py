@@ -8,6 +8,7 @@ way (:func:`fusable`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -18,17 +19,24 @@ from pyspark.sql import types as st
 
 from icesink import failpoints
 from icesink.batch.changes import ChangeBatch, changed_keys
+from icesink.batch.collected import collect_changes
 from icesink.batch.commits import Written, WrittenBatch
 from icesink.batch.source_write import ArrowSource, SourcePlanner, SourceWrite
 from icesink.batch.table_batch import TableBatch
 from icesink.batch.write_job import BatchWriter
 from icesink.config import DistributionMode
 from icesink.metrics_server import is_exported
-from icesink.normalize import NormalizedBatch, NormalizeOptions, check_normalizes, normalize
+from icesink.normalize import (
+    NormalizedBatch,
+    NormalizeOptions,
+    check_normalizes,
+    checked_elsewhere,
+    is_table_schema,
+    normalize,
+)
 from icesink.progress import watch_query
 from icesink.route.routed import RoutedBatch
 from icesink.spark_session import query_id_of, sink_id_of
-from icesink.type_mapping import iceberg_to_spark_schema
 from icesink.upsert.checks import UpsertChecks
 
 if TYPE_CHECKING:
@@ -81,7 +89,13 @@ class OneTablePlan:
         return self._tables.batch_of(self.label, self._config, table, key, query_id_of(batch_df))
 
     def changes(self, batch_df: DataFrame, prepared: OneTableBatch) -> ChangeBatch:
-        return self._changes.split_one(batch_df, self._config)
+        batch, _ = prepared
+        in_driver = None
+        if self.upsert.enabled and self._writer.router(batch).writes_in_driver():
+            in_driver = functools.partial(
+                collect_changes, batch_df, self._config, batch.table, self.normalize_options
+            )
+        return self._changes.split_one(batch_df, self._config, in_driver)
 
     def write(self, prepared: OneTableBatch, changes: ChangeBatch) -> WrittenBatch:
         (batch, arrow_source), batch_df = prepared, changes.rows
@@ -90,11 +104,15 @@ class OneTablePlan:
         with self._metrics.time_step(name, "schema"):
             table = batch.evolve(batch_df.schema, self._metrics)
         failpoints.hit("normalize")  # 5. normalize
+        collected = changes.collected.rows if changes.collected is not None else None
         with self._metrics.time_step(name, "normalize"):
-            normalized = normalize(batch_df, table.schema(), self.normalize_options)
+            if collected is None:
+                normalized = normalize(batch_df, table.schema(), self.normalize_options)
+            else:
+                normalized = checked_elsewhere(batch_df)
         failpoints.hit("route")  # 6. distribute
         with self._metrics.time_step(name, "route"):
-            routed = self._writer.distribute(batch, normalized)
+            routed = self._writer.distribute(batch, normalized, collected)
         # 7. write (timed inside: the attempt record is written first)
         fusing = arrow_source is not None and fusable(batch_df, table, normalized, routed, arrow_source)
         by_source = arrow_source.written if arrow_source is not None else None
@@ -123,8 +141,4 @@ def fusable(
     checks = normalized.range_checks
     if checks is None or not checks <= source.in_range_columns:
         return False  # Spark must find the bad rows
-    table_fields = iceberg_to_spark_schema(table.schema()).fields
-    batch_fields = batch_df.schema.fields
-    return len(batch_fields) == len(table_fields) and all(
-        b.name == t.name and b.dataType == t.dataType for b, t in zip(batch_fields, table_fields, strict=True)
-    )
+    return is_table_schema(batch_df.schema, table.schema())

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from icesink.errors import BadRecordError, SchemaError, WriteError, find_error_code
@@ -37,9 +38,17 @@ class BatchWriter:
     def __init__(self, metrics: SinkMetrics) -> None:
         self.metrics = metrics
 
-    def distribute(self, batch: TableBatch, normalized: NormalizedBatch) -> RoutedBatch:
+    def distribute(
+        self, batch: TableBatch, normalized: NormalizedBatch, collected: pa.Table | None = None
+    ) -> RoutedBatch:
+        """``normalized``'s rows routed (``collected``: already in the driver, which writes them)."""
+        return self.router(batch).route(normalized.rows, collected)
+
+    @staticmethod
+    def router(batch: TableBatch) -> BucketRouter:
+        """The router of ``batch``'s table, with its sink's history."""
         table, key = batch.table, batch.key
-        router = BucketRouter.for_table(
+        return BucketRouter.for_table(
             table,
             batch.config.write.distribution_mode,
             batch.state.routing,
@@ -49,7 +58,6 @@ class BatchWriter:
             batch_id=key.batch_id,
             memory_budget_bytes=batch.config.write.memory_budget_bytes,
         )
-        return router.route(normalized.rows)
 
     def write(
         self,
@@ -80,7 +88,9 @@ class BatchWriter:
                 )
                 result = run_write(df, spec, before=fused.function, row_bytes=row_bytes)
             else:
-                result = run_write(df, spec, in_driver=routed.in_driver, row_bytes=row_bytes)
+                result = run_write(
+                    df, spec, in_driver=routed.in_driver, collected=routed.collected, row_bytes=row_bytes
+                )
         # Rows as the write tasks received them; a fused batch's maker counted them before that.
         files, counts = result.files, result.counts if fused is None else RowCounts(fused.rows, 0)
         if by_source is not None:

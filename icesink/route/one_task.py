@@ -1,4 +1,17 @@
-"""Whether one write task beats a shuffle: on two cores, whenever it can hold the batch.
+"""Whether one writer beats a shuffle: after a small batch, and on two cores whenever one task can hold it.
+
+One rule writes a partitioned batch in one task, in every mode: when the sink's previous
+non-empty batch wrote at most :data:`SINGLE_TASK_MAX_BYTES` of data files and one target file
+size, or, on two cores, one task can hold it (below), the batch is coalesced into one task
+(``coalesce(1)``, a narrow dependency). It writes every value, one file each while under the
+target, as few files as the shuffle gives, for one Python task instead of a shuffle stage and
+one task per bucket (``none``: instead of one file per value and source task). A first batch
+goes by what its plan reads, when it knows; a batch much larger than the one before it is
+written by one task too, slower but with the same files, and the next is shuffled again.
+Below :data:`DRIVER_MAX_BYTES` the driver writes the batch itself, without a Python task,
+collecting every partition at once; known before the batch is read
+(:meth:`~icesink.route.router.BucketRouter.writes_in_driver`), so a one-table upsert batch may
+be collected and split there at once (:mod:`icesink.batch.collected`).
 
 A shuffle spreads a batch's write over every core, at a price paid on every row: the
 JVM serializes, compresses and writes the rows, reads them back and decompresses them
@@ -17,8 +30,7 @@ target file size (every value then fits in one file, none is hot enough to be sp
 tasks: :mod:`icesink.route.skew`) and the task holds every value's rows at once: the
 previous batch's rows, in Arrow, within :data:`ONE_TASK_BUDGET_SHARE` of a write task's
 memory budget (the rest goes to the chunks in flight and to a larger next batch). On more
-cores the shuffle's parallelism wins, and only small batches go to one task
-(:data:`~icesink.route.router.SINGLE_TASK_MAX_BYTES`).
+cores the shuffle's parallelism wins, and only small batches go to one task.
 
 A first batch has no previous one to go by. When its plan knows what it reads before
 reading it (a file source's micro-batch: the bytes of its files,
@@ -43,6 +55,23 @@ from icesink.write.parquet import INITIAL_COMPRESSION_RATIO
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+SINGLE_TASK_MAX_BYTES = 16 * 1024 * 1024
+"""A batch after one that wrote at most this many bytes (and one target) is written by one task.
+
+Set well below where one task and the bucket shuffle break even on two cores (more
+cores favour the shuffle sooner): ``benchmarks/README.md``, "Figures behind the code's
+thresholds".
+"""
+
+DRIVER_MAX_BYTES = 4 * 1024 * 1024
+"""A batch after one that wrote at most this many bytes (and one target) is written by the driver.
+
+It is collected as Arrow (a Spark job without a Python worker) and written in the
+driver's process by the same writer the tasks use: for small batches the cheapest path,
+with no Python task to schedule and no result to send back (``benchmarks/README.md``,
+"Figures behind the code's thresholds"). The driver then holds one small batch in memory.
+"""
+
 ONE_TASK_MAX_CORES = 2
 """Most cores of an application on which one write task is as fast as a shuffle's tasks."""
 
@@ -66,7 +95,7 @@ def one_task_reason(
         df: The batch.
         last: What the sink's previous non-empty batch of the table wrote, if any.
         small: The previous batch was small enough for one task on any number of cores
-            (:data:`~icesink.route.router.SINGLE_TASK_MAX_BYTES`).
+            (:data:`SINGLE_TASK_MAX_BYTES`).
         memory_budget_bytes: A write task's memory budget (``write.fanout.memory-budget-bytes``).
         target_file_size_bytes: The table's target data file size.
     """

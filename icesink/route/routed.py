@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.transforms import BucketTransform
 from pyspark.sql import DataFrame
@@ -31,13 +32,16 @@ class RoutedBatch:
         partition_values_in_task: ``df`` has no partition-value columns: the write tasks
             compute them (whenever pyarrow can; :mod:`icesink.write.keys`).
         in_driver: The batch is small enough to be written by the driver itself
-            (:data:`icesink.route.router.DRIVER_MAX_BYTES`).
+            (:data:`icesink.route.one_task.DRIVER_MAX_BYTES`).
         sequential_buckets: The bucket shuffle is read in fewer tasks than it has
             partitions, each task reading whole partitions one after the other: a
             bucket's rows are all in once the next bucket's begin (bucket mode).
         source_partition_column: ``df`` ends with the Spark partition of the batch each
             row came from, taken before any shuffle; the write tasks report the ones they
             saw, for the next batch's routing, and do not write the column.
+        collected: The rows, already in the driver, which writes them (``in_driver``): a
+            one-table upsert batch split there (:mod:`icesink.batch.collected`); ``df`` is
+            then only their description.
         bucket_check: The layout by which the files written must show one task per bucket
             (a bucket shuffle of values the tasks compute, no value split); checked by
             :meth:`~icesink.route.skew.RoutingHistory.record`.
@@ -54,6 +58,7 @@ class RoutedBatch:
     sequential_buckets: bool = False
     source_partition_column: bool = False
     bucket_check: BucketLayout | None = None
+    collected: pa.Table | None = None
 
     def task_options(self) -> dict[str, Any]:
         """What the write tasks need to know of the routing (fields of ``WriteSpec``)."""

@@ -32,16 +32,9 @@ tasks, the sink's later batches are shuffled by hash. Otherwise Spark's values a
 files' too, and the first bucketed batch waits for the self-checks
 (:mod:`icesink.route.self_check_runs`); a failure fails it before any file is written.
 
-One rule writes a partitioned batch in one task, in every mode: when the sink's previous
-non-empty batch wrote at most :data:`SINGLE_TASK_MAX_BYTES` of data files and one target
-file size, or, on two cores, one task can hold it (:mod:`icesink.route.one_task`), the
-batch is coalesced into one task (``coalesce(1)``, a narrow dependency). It writes every
-value, one file each while under the target, as few files as the shuffle gives, for one
-Python task instead of a shuffle stage and one task per bucket (``none``: instead of one
-file per value and source task). A first batch goes by what its plan reads, when it knows;
-a batch much larger than the one before it is written by one task too, slower but with
-the same files, and the next is shuffled again. Below :data:`DRIVER_MAX_BYTES` the driver
-writes the batch itself, without a Python task.
+One rule writes a partitioned batch by one writer, one task or the driver, in every mode,
+without a shuffle: after a small batch, or when one task can hold it on two cores
+(:mod:`icesink.route.one_task`).
 
 A batch that is a single Spark partition (a source that read it in one task) is not
 shuffled either: its one task writes one file per value, as many as a shuffle gives. Nor
@@ -51,6 +44,7 @@ file of one row group: :attr:`~icesink.route.skew.BatchProfile.rows_in_one_parti
 
 from __future__ import annotations
 
+import pyarrow as pa
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
@@ -60,7 +54,7 @@ from pyspark.sql import functions as F
 from icesink.config import DEFAULT_MEMORY_BUDGET_BYTES, DEFAULT_TARGET_FILE_SIZE_BYTES, DistributionMode
 from icesink.log_context import batch_logger
 from icesink.route.hot_values import count_hot_values, salt_columns, spread
-from icesink.route.one_task import one_task_reason
+from icesink.route.one_task import DRIVER_MAX_BYTES, SINGLE_TASK_MAX_BYTES, one_task_reason
 from icesink.route.routed import RoutedBatch, resolve_mode
 from icesink.route.self_check_runs import bucket_source_types, ensure_self_checks
 from icesink.route.shuffle import exact_repartition
@@ -75,31 +69,12 @@ logger = batch_logger(__name__)
 
 PARTITION_COLUMN_PREFIX = "__icesink_partition_"
 SOURCE_PARTITION_COLUMN = "__icesink_source_partition"
-SINGLE_TASK_MAX_BYTES = 16 * 1024 * 1024
-"""A batch after one that wrote at most this many bytes (and one target) is written by one task.
-
-Set well below where one task and the bucket shuffle break even on two cores (more
-cores favour the shuffle sooner): ``benchmarks/README.md``, "Figures behind the code's
-thresholds".
-"""
-
-
 WRITE_TASKS_PER_CORE = 2
 """Tasks per core of the application that write a bucket shuffle (whole buckets each).
 
 Two per core rather than one leave room for buckets of unequal size; more tasks cost more
 Python-worker time for the same files (``benchmarks/README.md``, "Figures behind the code's
 thresholds").
-"""
-
-
-DRIVER_MAX_BYTES = 4 * 1024 * 1024
-"""A batch after one that wrote at most this many bytes (and one target) is written by the driver.
-
-It is collected as Arrow (a Spark job without a Python worker) and written in the
-driver's process by the same writer the tasks use: for small batches the cheapest path,
-with no Python task to schedule and no result to send back (``benchmarks/README.md``,
-"Figures behind the code's thresholds"). The driver then holds one small batch in memory.
 """
 
 
@@ -186,8 +161,19 @@ class BucketRouter:
             memory_budget_bytes=memory_budget_bytes,
         )
 
-    def route(self, df: DataFrame) -> RoutedBatch:
+    @property
+    def _keys_in_task(self) -> bool:  # the write tasks (or the driver) compute the partition values
+        return bool(self._spec.fields) and arrow_key_functions(self._spec, self._schema) is not None
+
+    def writes_in_driver(self) -> bool:
+        """Whether :meth:`route` has the driver write the next batch (see the module): known before
+        the batch is read, so a batch bound for the driver may be collected there at once."""
+        return self._keys_in_task and self._last_batch_wrote_at_most(DRIVER_MAX_BYTES)
+
+    def route(self, df: DataFrame, collected: pa.Table | None = None) -> RoutedBatch:
         """Add the partition columns to ``df`` (already aligned to the table) and distribute it.
+
+        ``collected``: ``df``'s rows, in the driver (:meth:`writes_in_driver`), which writes them.
 
         Raises:
             SelfCheckError: Spark computes the partition values (the write tasks cannot),
@@ -195,16 +181,26 @@ class BucketRouter:
                 hash or the bucket shuffle wrong.
         """
         n = len(df.columns)
-        keys_in_task = bool(self._spec.fields) and arrow_key_functions(self._spec, self._schema) is not None
+        if collected is not None:
+            return RoutedBatch(
+                df,
+                n,
+                self.mode,
+                single_task=True,
+                partition_values_in_task=True,
+                in_driver=True,
+                collected=collected,
+            )
+        keys_in_task = self._keys_in_task
         why_one = self._one_task_reason(df) if keys_in_task else None
         if why_one is not None:
-            return self._unshuffled(df.coalesce(1), n, why_one, partition_values_in_task=True)
+            return self._unshuffled(df, n, why_one, partition_values_in_task=True)
         if self.mode is DistributionMode.NONE and keys_in_task:
             return RoutedBatch(df, n, self.mode, partition_values_in_task=True)
         if keys_in_task and self._last is not None and self._last.rows_in_one_partition:
-            one_task = _with_source_partition(df).coalesce(1)  # its rows tell again where they were
+            told = _with_source_partition(df)  # its rows tell again where they were
             why = "the previous batch's rows came from one Spark partition"
-            return self._unshuffled(one_task, n, why, partition_values_in_task=True, told=True)
+            return self._unshuffled(told, n, why, partition_values_in_task=True, told=True)
         if keys_in_task and num_partitions(df) == 1:  # plans the query: after the cheaper rules above
             return self._unshuffled(df, n, "the batch is one Spark partition", partition_values_in_task=True)
         if keys_in_task:  # Spark's values only choose the task: they need not wait for the checks
@@ -218,7 +214,7 @@ class BucketRouter:
         routed = df.select("*", *aliased) if columns else df
         why_one = self._one_task_reason(df) if columns else None
         if why_one is not None:
-            return self._unshuffled(routed.coalesce(1), n, why_one)
+            return self._unshuffled(routed, n, why_one)
         if not columns or self.mode is DistributionMode.NONE:
             return RoutedBatch(routed, n, self.mode)
         return self._shuffled(routed, n, [F.col(name) for name in names], in_task=False)
@@ -300,14 +296,15 @@ class BucketRouter:
     def _unshuffled(
         self, df: DataFrame, n: int, why: str, *, partition_values_in_task: bool = False, told: bool = False
     ) -> RoutedBatch:
-        """The batch written by one writer, without a shuffle: the driver when small, else one task."""
+        """The batch written by one writer, without a shuffle: the driver when small (collecting
+        every partition at once), else one task (coalesced into one, a narrow dependency)."""
         in_driver = self._last_batch_wrote_at_most(DRIVER_MAX_BYTES)
         writer = "the driver" if in_driver else "one task"
         logger.info(
             "batch %s of sink %s: %s; %s writes %s, no shuffle", *self._log[:2], why, writer, self._log[2]
         )
         return RoutedBatch(
-            df,
+            df if in_driver else df.coalesce(1),
             n,
             self.mode,
             single_task=True,

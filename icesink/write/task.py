@@ -52,6 +52,7 @@ def run_write(
     spec: WriteSpec,
     *,
     in_driver: bool = False,
+    collected: pa.Table | None = None,
     before: ArrowFunction | None = None,
     row_bytes: int = 0,
 ) -> WriteResult:
@@ -59,15 +60,17 @@ def run_write(
 
     By default in Spark's executors. With ``in_driver`` (small batches only), ``df`` is
     collected as Arrow, a job without Python workers, and written from this process by
-    the same writer as a task's. With ``before``, each task writes what ``before`` makes
-    of its rows instead of the rows. ``row_bytes``: the widest rows the sink's previous
-    write received (:func:`~icesink.write.arrow_input.byte_check_skipped`).
+    the same writer as a task's (``collected``: ``df``'s rows, already in the driver). With
+    ``before``, each task writes what ``before`` makes of its rows instead of the rows.
+    ``row_bytes``: the widest rows the sink's previous write received
+    (:func:`~icesink.write.arrow_input.byte_check_skipped`).
     """
     if in_driver:
         if before is not None:
             raise ValueError("a batch written in the driver has no tasks to run 'before' in")
         writer = DataTaskWriter(spec, task_id=0, attempt=0)
-        files = writer.write_all(iter(df.toArrow().to_batches()))
+        rows = collected if collected is not None else df.toArrow()
+        files = writer.write_all(iter(rows.to_batches()))
         report = writer.report
         counts = RowCounts(report.input_rows, report.bad_rows)
         return WriteResult(files, counts, frozenset(report.source_partitions))

@@ -148,13 +148,16 @@ def test_single_task_after_a_small_batch(spark: SparkSession) -> None:
     router = BucketRouter(spec((2, BucketTransform(8))), SCHEMA, None, history=history)
     routed = router.route(frame(spark))
     assert routed.single_task and routed.in_driver  # 9,000 bytes: the driver writes it
-    assert routed.df.rdd.getNumPartitions() == 1
+    assert router.writes_in_driver()  # known before the batch is read
+    assert routed.df.rdd.getNumPartitions() == 3  # collected a task a core, not coalesced into one
     medium = RoutingHistory()
     medium.record(
         [DataFileMessage(path="f", partition=(1,), spec_id=0, record_count=400, file_size_bytes=8 * 2**20)]
     )
-    routed = BucketRouter(spec((2, BucketTransform(8))), SCHEMA, None, history=medium).route(frame(spark))
-    assert routed.single_task and not routed.in_driver
+    router = BucketRouter(spec((2, BucketTransform(8))), SCHEMA, None, history=medium)
+    routed = router.route(frame(spark))
+    assert routed.single_task and not routed.in_driver and not router.writes_in_driver()
+    assert routed.df.rdd.getNumPartitions() == 1  # one task writes it
     large = RoutingHistory()
     large.record(
         [DataFileMessage(path="f", partition=(1,), spec_id=0, record_count=400, file_size_bytes=10**9)]
@@ -175,7 +178,8 @@ def test_a_batch_in_one_spark_partition_is_not_shuffled(spark: SparkSession) -> 
     for transforms in cases:
         routed = BucketRouter(spec(*transforms), SCHEMA, None).route(one)
         assert routed.single_task and routed.partition_values_in_task and not routed.in_driver
-        assert routed.df is one  # nothing added: the task computes the values
+        assert routed.df.columns == one.columns  # nothing added: the task computes the values
+        assert routed.df.rdd.getNumPartitions() == 1
     # two partitions: the shuffle gives fewer files, so it stays
     assert BucketRouter(spec((2, BucketTransform(8))), SCHEMA, None).route(frame(spark)).num_partitions == 9
 
