@@ -132,6 +132,7 @@ class ChangeSplit:
             groups.setdefault(config.upsert.key_columns, []).append(value)
         partition, null_key, first_null = self._key_expressions(batch_df, dest, groups)
         op = self._column(batch_df, self._op)
+        op = op.cast("string") if op is not None else None  # ops of another type: unknown, as text
         unknown_op = (
             ~F.coalesce(op.isin(*UPSERT_OPS, DELETE_OP), F.lit(False)) if op is not None else F.lit(False)
         )
@@ -316,11 +317,10 @@ def changed_keys(
     (:attr:`~icesink.write.messages.DataFileMessage.keys`, sent by the write tasks), and the
     deleted keys from the split's job (:meth:`~icesink.upsert.split_facts.SplitFacts.deleted_keys`)
     when the write dropped no bad row: no job. Else the deletes are collected from the last
-    changes, a job without Python workers. Without
-    files, or files without keys (key columns that are not top-level), the written keys are
-    collected with them. A change whose values could not be converted (``flagged``: the
-    write dropped bad rows) is a dead letter: its key is not looked up, so the key's
-    current row stays. A deleted key of no table type matches no row.
+    changes, a job without Python workers. Without files, or files without keys (key columns
+    that are not top-level), the written keys are collected with them. A change whose values
+    could not be converted (``flagged``: the write dropped bad rows) is a dead letter: its key
+    is not looked up, so the key's current row stays. A deleted key of no table type matches no row.
     """
     sent = [f.key_rows() for f in files]
     written = [k for k in sent if k is not None]

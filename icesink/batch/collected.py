@@ -64,11 +64,15 @@ def collect_changes(
     case_sensitive = config.table_schema.case_sensitive
     op = _named(batch_df.columns, config.upsert.op_column, case_sensitive)
     order = _named(batch_df.columns, config.upsert.order_column, case_sensitive)
+    if op is not None and not isinstance(batch_df.schema[op].dataType, st.StringType):
+        return None  # Spark compares the ops as text, and rejects those that are not
     try:
         split = change_set(batch_df.toArrow(), keys, op, order)
-    except pa.ArrowNotImplementedError:  # a key type Arrow does not group
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError):  # a key or order type Arrow cannot group or sort
         return None
-    rows = split.rows.select([f.name for f in stored.fields])
+    # In key order, as Spark's window leaves them: the files' keys sorted compress well, and the
+    # key index takes them as they are.
+    rows = split.rows.select([f.name for f in stored.fields]).sort_by([(k, "ascending") for k in keys])
     if split.rejected.num_rows or any(rows.column(name).null_count for name in required):
         return None
     if not all(_in_range(rows.column(name)) for name in ranged):

@@ -105,8 +105,16 @@ def test_batches_the_driver_may_not_split_go_through_spark(
     expected_state(state, back)
     assert_reads(sink.catalog.load_table("db.items"), state)
 
+    numbered_ops = spark.createDataFrame(changes((7, "seven", 7, None, 4))).selectExpr(
+        "id", "name", "v", "CAST(1 AS INT) AS _op", "seq"
+    )
+    assert count_spark_jobs(spark, functools.partial(sink, numbered_ops, 4)) > 1  # ops not text: Spark's
+    assert [r["reason"] for r in table_rows(sink.catalog.load_table("db.items__dlq"))].count(
+        "unknown_op"
+    ) == 2
+
     wider = spark.createDataFrame(changes((6, "six", 6, "u", 4))).selectExpr("*", "'new' AS extra")
-    assert count_spark_jobs(spark, functools.partial(sink, wider, 4)) > 1  # a new column: Spark's split
+    assert count_spark_jobs(spark, functools.partial(sink, wider, 5)) > 1  # a new column: Spark's split
     table = sink.catalog.load_table("db.items")
     assert table.schema().column_names == ["id", "name", "v", "extra"]
     assert {r["id"]: r["extra"] for r in table_rows(table)}[6] == "new"
