@@ -46,7 +46,8 @@ def _blob(rng: np.random.Generator, ids: np.ndarray, files: int, prefix: str) ->
     return decode_blob(encode_blob(entries, ["id"])[0], ["id"])
 
 
-def _median_ms(run: Callable[[], Any], repeats: int) -> float:
+def median_ms(run: Callable[[], Any], repeats: int) -> float:
+    """The median milliseconds of ``repeats`` calls of ``run``."""
     times = []
     for _ in range(repeats):
         started = time.perf_counter()
@@ -79,16 +80,16 @@ def main() -> None:
     by_joins = newest_entries(links, KEYS, keep_deleted=False)
     assert in_order is not None and in_order.num_rows == by_joins.num_rows
     figures = {
-        "lookup, searched": _median_ms(lambda: searched.live(PARTITION, keys), args.repeats),
-        "lookup, joined": _median_ms(lambda: joined.live(PARTITION, keys), args.repeats),
-        "full blob merged in order": _median_ms(
+        "lookup, searched": median_ms(lambda: searched.live(PARTITION, keys), args.repeats),
+        "lookup, joined": median_ms(lambda: joined.live(PARTITION, keys), args.repeats),
+        "full blob merged in order": median_ms(
             lambda: merged_in_order(searched.searchable_links(PARTITION), KEYS), args.repeats
         ),
-        "full blob merged by joins": _median_ms(
+        "full blob merged by joins": median_ms(
             lambda: newest_entries(links, KEYS, keep_deleted=False), args.repeats
         ),
-        "full blob encoded, in order": _median_ms(lambda: encode_blob(in_order, ["id"], True), args.repeats),
-        "full blob encoded, sorted": _median_ms(lambda: encode_blob(by_joins, ["id"]), args.repeats),
+        "full blob encoded, in order": median_ms(lambda: encode_blob(in_order, ["id"], True), args.repeats),
+        "full blob encoded, sorted": median_ms(lambda: encode_blob(by_joins, ["id"]), args.repeats),
     }
     print(f"{args.entries:,} entries, {args.deltas} deltas and a lookup of {keys.num_rows:,} keys")
     print(f"full blob: {len(encode_blob(in_order, ['id'], True)[0]):,} bytes")

@@ -20,23 +20,13 @@ from __future__ import annotations
 import argparse
 import functools
 import io
-import statistics
-import time
-from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyiceberg.io.pyarrow import _combine_positional_deletes
 
-
-def _median_ms(run: Callable[[], object], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1000
+from benchmarks.key_index_ops import median_ms
 
 
 def _apply(deletes: pa.ChunkedArray, rows: int, batch_rows: int) -> int:
@@ -54,14 +44,14 @@ def measure(rows: int, batch_rows: int, repeats: int) -> dict[str, float]:
     buffer = io.BytesIO()
     pq.write_table(pa.table({"id": rng.permutation(rows).astype(np.int64)}), buffer)
     data = buffer.getvalue()
-    figures = {"decode": _median_ms(lambda: pq.read_table(io.BytesIO(data)), repeats)}
+    figures = {"decode": median_ms(lambda: pq.read_table(io.BytesIO(data)), repeats)}
     for count in (1, rows // 100, rows // 10):
         positions = np.sort(rng.choice(rows, count, replace=False)).astype(np.int64)
         deletes = pa.chunked_array([pa.array(positions)])
         kept = _apply(deletes, rows, batch_rows)
         if kept != rows - count:
             raise AssertionError(f"{kept} rows kept of {rows} with {count} deleted")
-        figures[str(count)] = _median_ms(functools.partial(_apply, deletes, rows, batch_rows), repeats)
+        figures[str(count)] = median_ms(functools.partial(_apply, deletes, rows, batch_rows), repeats)
     return figures
 
 

@@ -236,6 +236,7 @@ def _build_plan(source_fields: list[st.StructField], schema: Schema, options: No
         sources, source_fields, schema.fields, converted=[F.col(v) for v in value_names]
     )
     problems = [p for c in checks for p in c.problems]
+    values = _value_checks(problems)
     problem = F.col(PROBLEM_COLUMN)
     if not problems:
         keep = None
@@ -251,8 +252,8 @@ def _build_plan(source_fields: list[st.StructField], schema: Schema, options: No
         value_columns=tuple(F.col(v) for v in value_names),
         problem=first_problem(problems).alias(PROBLEM_COLUMN),
         keep=keep,
-        range_checks=frozenset(p.path for p in problems) if all(p.range_check for p in problems) else None,
-        value_checks=_value_checks(problems),
+        range_checks=values[0] if values is not None and not values[1] else None,
+        value_checks=values,
         table_columns=tuple(F.col(v).alias(f.name) for v, f in zip(value_names, schema.fields, strict=True)),
         dead_letter_columns=(
             *[problem[c].alias(c) for c in DEAD_LETTER_COLUMNS[:3]],

@@ -25,6 +25,7 @@ from icesink.config import SinkConfig
 from icesink.destinations.resolve import quoted
 from icesink.metrics import SinkMetrics
 from icesink.normalize import BAD_ROW_COLUMN, NormalizedBatch
+from icesink.schema.names import column_named
 from icesink.spark_session import default_parallelism
 from icesink.type_mapping import iceberg_to_spark_type
 from icesink.upsert.changes import DELETE_OP, TRUNCATE_OP, UPSERT_OPS, ChangeSet, last_changes_df
@@ -137,7 +138,7 @@ class ChangeSplit:
             ~F.coalesce(op.isin(*UPSERT_OPS, DELETE_OP), F.lit(False)) if op is not None else F.lit(False)
         )
         valid = ~null_key & ~unknown_op
-        order = next((c for c in batch_df.columns if self._order and self._named(c, self._order)), None)
+        order = column_named(batch_df.columns, self._order, self._case_sensitive)
         # One table: the destination is a literal, which Spark drops from the window's partitioning
         # but not from the repartition's; partitioned by it, the window would shuffle the changes
         # again, into spark.sql.shuffle.partitions tasks (200 by default) of every later job on them.
@@ -263,12 +264,9 @@ class ChangeSplit:
         )
 
     def _column(self, batch_df: DataFrame, name: str) -> Column | None:
-        """The batch column named ``name`` (case-insensitive unless the sink is), or ``None``."""
-        found = next((c for c in batch_df.columns if self._named(c, name)), None)
+        """The batch column named ``name`` (see :func:`column_named`), or ``None``."""
+        found = column_named(batch_df.columns, name, self._case_sensitive)
         return F.col(quoted(found)) if found is not None else None
-
-    def _named(self, column: str, name: str) -> bool:
-        return column == name or (not self._case_sensitive and column.lower() == name.lower())
 
     def dead_letters(
         self, changes: ChangeBatch, dead_letters: Callable[[], DataFrame], counts: RowCounts

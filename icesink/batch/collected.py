@@ -34,6 +34,7 @@ from icesink.config import SinkConfig
 from icesink.destinations.resolve import quoted
 from icesink.normalize import NormalizeOptions, is_table_schema, value_checks
 from icesink.schema.casts import TIMESTAMP_MAX_MICROS, TIMESTAMP_MIN_MICROS
+from icesink.schema.names import column_named
 from icesink.upsert.changes import change_set
 from icesink.upsert.checks import UpsertChecks
 
@@ -62,30 +63,25 @@ def collect_changes(
         return None
     ranged, required = checks
     case_sensitive = config.table_schema.case_sensitive
-    op = _named(batch_df.columns, config.upsert.op_column, case_sensitive)
-    order = _named(batch_df.columns, config.upsert.order_column, case_sensitive)
+    op = column_named(batch_df.columns, config.upsert.op_column, case_sensitive)
+    order = column_named(batch_df.columns, config.upsert.order_column, case_sensitive)
     if op is not None and not isinstance(batch_df.schema[op].dataType, st.StringType):
         return None  # Spark compares the ops as text, and rejects those that are not
     try:
         split = change_set(batch_df.toArrow(), keys, op, order)
     except (pa.ArrowNotImplementedError, pa.ArrowTypeError):  # a key or order type Arrow cannot group or sort
         return None
+    if split.rejected.num_rows:
+        return None
     # In key order, as Spark's window leaves them: the files' keys sorted compress well, and the
     # key index takes them as they are.
     rows = split.rows.select([f.name for f in stored.fields]).sort_by([(k, "ascending") for k in keys])
-    if split.rejected.num_rows or any(rows.column(name).null_count for name in required):
+    if any(rows.column(name).null_count for name in required):
         return None
     if not all(_in_range(rows.column(name)) for name in ranged):
         return None
     described = batch_df.select(*[quoted(f.name) for f in stored.fields])
     return ChangeBatch(described, collected=replace(split, rows=rows))
-
-
-def _named(columns: list[str], name: str | None, case_sensitive: bool) -> str | None:
-    """The column called ``name`` (case-insensitively unless ``case_sensitive``), as the Spark path's."""
-    if not name:
-        return None
-    return next((c for c in columns if c == name or (not case_sensitive and c.lower() == name.lower())), None)
 
 
 def _in_range(column: pa.ChunkedArray) -> bool:

@@ -50,7 +50,7 @@ def state_location(config: SinkConfig) -> str:
     if config.state_location:
         return config.state_location.rstrip("/")
     warehouse = config.catalog.plain_properties().get("warehouse", "")
-    if warehouse and urlparse(warehouse).scheme in ("", "file"):
+    if warehouse and _local_path(warehouse) is not None:
         return f"{warehouse.rstrip('/')}/{DEFAULT_STATE_FOLDER}"
     raise ConfigError(
         f"no 'state-location' and the catalog's warehouse {warehouse or '(unset)'!r} is not a local folder",
@@ -83,12 +83,11 @@ class StateFolder:
         the previous record or none, never a truncated one that a restart could not read.
         """
         path = self.path(name)
-        parsed = urlparse(path)
-        if parsed.scheme not in ("", "file"):
+        local = _local_path(path)
+        if local is None:
             with self.io.new_output(path).create(overwrite=True) as out:
                 out.write(data)
             return
-        local = parsed.path
         os.makedirs(os.path.dirname(local), exist_ok=True)
         partial = f"{local}.{uuid.uuid4().hex[:12]}.partial"
         with open(partial, "wb") as out:
@@ -164,7 +163,11 @@ def _file_io(properties: tuple[tuple[str, str], ...], location: str) -> FileIO:
 
 def _normalized(location: str) -> str:
     """``location`` with ``file:`` and a plain path written alike."""
+    local = _local_path(location)
+    return "file://" + local if local is not None else location
+
+
+def _local_path(location: str) -> str | None:
+    """The local file system path of ``location`` (a plain path or ``file:``), else ``None``."""
     parsed = urlparse(location)
-    if parsed.scheme in ("", "file"):
-        return "file://" + parsed.path
-    return location
+    return parsed.path if parsed.scheme in ("", "file") else None

@@ -131,6 +131,13 @@ def _raise_ambiguous(name: str, columns: list[str], path: tuple[str, ...]) -> No
     )
 
 
+def column_named(columns: Sequence[str], name: str | None, case_sensitive: bool) -> str | None:
+    """The column called ``name`` (case-insensitively unless ``case_sensitive``), or ``None``."""
+    if not name:
+        return None
+    return next((c for c in columns if c == name or (not case_sensitive and c.lower() == name.lower())), None)
+
+
 def field_path(schema: Schema, field_id: int) -> tuple[str, ...]:
     """The names from the top of ``schema`` down to the field ``field_id`` (through structs).
 
