@@ -20,7 +20,6 @@ one found so after its collect is read again there.
 
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import replace
 
 import pyarrow as pa
@@ -33,15 +32,14 @@ from icesink.batch.changes import ChangeBatch
 from icesink.config import SinkConfig
 from icesink.destinations.resolve import quoted
 from icesink.normalize import NormalizeOptions, is_table_schema, value_checks
-from icesink.schema.casts import TIMESTAMP_MAX_MICROS, TIMESTAMP_MIN_MICROS
+from icesink.schema.casts import DATE_MAX_DAYS, DATE_MIN_DAYS, TIMESTAMP_MAX_MICROS, TIMESTAMP_MIN_MICROS
 from icesink.schema.names import column_named
 from icesink.upsert.changes import change_set
 from icesink.upsert.checks import UpsertChecks
 
 __all__ = ["collect_changes"]
 
-_EPOCH = dt.date(1970, 1, 1)
-_DAYS = ((dt.date(1, 1, 1) - _EPOCH).days, (dt.date(9999, 12, 31) - _EPOCH).days)
+_DAYS = (DATE_MIN_DAYS, DATE_MAX_DAYS)
 _MICROS = (TIMESTAMP_MIN_MICROS, TIMESTAMP_MAX_MICROS)
 _UNGROUPED = (st.FloatType, st.DoubleType)  # Spark's grouping normalizes NaN and -0.0, Arrow's does not
 

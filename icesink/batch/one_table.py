@@ -2,8 +2,8 @@
 
 Its table is opened as a routed sink opens each of its tables (:mod:`icesink.batch.tables`);
 its Spark job shapes are its own: the bucket shuffle (:mod:`icesink.route.router`), and a
-batch made in Python written by the tasks that make its rows when nothing needs Spark on the
-way (:func:`fusable`).
+batch made in Python, or of Parquet files (:mod:`icesink.batch.parquet_source`), written by
+the tasks that make or read its rows when nothing needs Spark on the way (:func:`fusable`).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from icesink import failpoints
 from icesink.batch.changes import ChangeBatch, changed_keys
 from icesink.batch.collected import collect_changes
 from icesink.batch.commits import Written, WrittenBatch
+from icesink.batch.parquet_source import may_read_parquet, parquet_source
 from icesink.batch.source_write import ArrowSource, SourcePlanner, SourceWrite
 from icesink.batch.table_batch import TableBatch
 from icesink.batch.write_job import BatchWriter
@@ -113,8 +114,23 @@ class OneTablePlan:
         failpoints.hit("route")  # 6. distribute
         with self._metrics.time_step(name, "route"):
             routed = self._writer.distribute(batch, normalized, collected)
+        parquet = None
+        if arrow_source is None and may_read_parquet(routed, self.upsert.enabled):
+            parquet = parquet_source(batch_df, table, one_task=routed.single_task)
+            if parquet is not None:
+                arrow_source = ArrowSource(
+                    parquet.df,
+                    parquet.function,
+                    parquet.rows,
+                    in_range_columns=parquet.in_range_columns,
+                    row_bytes=parquet.row_bytes,
+                )
         # 7. write (timed inside: the attempt record is written first)
-        fusing = arrow_source is not None and fusable(batch_df, table, normalized, routed, arrow_source)
+        fusing = arrow_source is not None and fusable(
+            batch_df, table, normalized, routed, arrow_source, as_routed=parquet is not None
+        )
+        if fusing and parquet is not None:
+            parquet.count_in_spark()
         by_source = arrow_source.written if arrow_source is not None else None
         files, counts = self._writer.write(
             batch, normalized, routed, arrow_source if fusing else None, by_source
@@ -129,13 +145,22 @@ class OneTablePlan:
 
 
 def fusable(
-    batch_df: DataFrame, table: Table, normalized: NormalizedBatch, routed: RoutedBatch, source: ArrowSource
+    batch_df: DataFrame,
+    table: Table,
+    normalized: NormalizedBatch,
+    routed: RoutedBatch,
+    source: ArrowSource,
+    as_routed: bool = False,
 ) -> bool:
-    """Whether the batch can be made inside the write tasks (see :class:`ArrowSource`)."""
-    # A ``none`` batch coalesced into one task, no column added, moved no row: the source's
-    # tasks can still make it (each writing its own files, as without the coalesce).
-    none = routed.mode is DistributionMode.NONE and routed.partition_values_in_task
-    coalesced = none and routed.single_task
+    """Whether the batch can be made inside the write tasks (see :class:`ArrowSource`).
+
+    ``as_routed``: ``source`` makes the rows in as many tasks as the route step chose (one when it
+    coalesced the batch), not in its own."""
+    # A batch coalesced into one task, no column added, moved no row: the source's tasks can still
+    # make it: in one task when they follow the route step, in any mode; in their own in ``none``,
+    # each writing its own files, as without the coalesce.
+    in_task = routed.partition_values_in_task and not routed.source_partition_column
+    coalesced = routed.single_task and in_task and (as_routed or routed.mode is DistributionMode.NONE)
     if routed.in_driver or (routed.df is not normalized.rows and not coalesced):
         return False  # the rows must go through Spark: shuffled or collected
     checks = normalized.range_checks

@@ -69,6 +69,8 @@ class ArrowSource:
             the range the sink writes (0001-01-01 to 9999-12-31), so Spark need not check them.
         written: The rows the source's own tasks wrote (:meth:`IcebergSink.source_write
             <icesink.sink.IcebergSink.source_write>`); the batch is the rest of the rows.
+        row_bytes: The width of the rows ``function`` makes, in Arrow bytes per row, when ``df``'s
+            rows say nothing of it (0: the write tasks measure ``df``'s rows, which Spark hands them).
     """
 
     df: DataFrame
@@ -76,6 +78,7 @@ class ArrowSource:
     rows: int
     in_range_columns: frozenset[str] = frozenset()
     written: SourceWrite | None = None
+    row_bytes: int = 0
 
 
 @dataclass

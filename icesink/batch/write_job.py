@@ -96,9 +96,8 @@ class BatchWriter:
         if by_source is not None:
             files, counts = by_source.joined(files, counts)
         self.metrics.record_files(name, files, spec.target_file_size_bytes)
-        batch.state.routing.record(
-            files, result.source_partitions, result.input_row_bytes, routed.bucket_check
-        )
+        row_bytes = fused.row_bytes if fused is not None and fused.row_bytes else result.input_row_bytes
+        batch.state.routing.record(files, result.source_partitions, row_bytes, routed.bucket_check)
         return files, counts
 
 

@@ -21,15 +21,17 @@ layout and a plain SparkSession").
 
 One write task keeps two cores busy by itself: its JVM thread reads the rows and hands
 them to Python as Arrow while its Python worker splits and encodes them, the fanout's
-close threads too (:mod:`icesink.write.task_fanout`). On a local-mode application of at
-most :data:`ONE_TASK_MAX_CORES` cores, one task therefore writes as fast as a shuffle's
-tasks and spends less CPU. Only in local mode: two cores of a cluster may be two
-executors of one core each, where one task's JVM thread and Python worker would share
-one core. It writes the same files when the previous batch wrote at most one
-target file size (every value then fits in one file, none is hot enough to be spread over
-tasks: :mod:`icesink.route.skew`) and the task holds every value's rows at once: the
-previous batch's rows, in Arrow, within :data:`ONE_TASK_BUDGET_SHARE` of a write task's
-memory budget (the rest goes to the chunks in flight and to a larger next batch). On more
+close threads too (:mod:`icesink.write.task_fanout`); a task reading Parquet files itself
+(:mod:`icesink.batch.parquet_source`) has pyarrow's read threads instead of the JVM's.
+On a local-mode application of at most :data:`ONE_TASK_MAX_CORES` cores, one task
+therefore writes as fast as a shuffle's tasks and spends less CPU. Only in local mode:
+two cores of a cluster may be two executors of one core each, where one task's JVM
+thread and Python worker would share one core. It writes the same files when the
+previous batch wrote at most one target file size (every value then fits in one file,
+none is hot enough to be spread over tasks: :mod:`icesink.route.skew`) and the task
+holds every value's rows at once: the previous batch's rows, in Arrow, within
+:data:`ONE_TASK_BUDGET_SHARE` of a write task's memory budget (the rest goes to the chunks
+in flight and to a larger next batch). On more
 cores the shuffle's parallelism wins, and only small batches go to one task.
 
 A first batch has no previous one to go by. When its plan knows what it reads before

@@ -115,6 +115,9 @@ _RANGES: dict[type[st.DataType], tuple[str, str]] = {
 # The same timestamp bounds as microseconds since the epoch (UTC), for Arrow data.
 TIMESTAMP_MIN_MICROS = -62_135_596_800_000_000  # 0001-01-01T00:00:00
 TIMESTAMP_MAX_MICROS = 253_402_300_799_999_999  # 9999-12-31T23:59:59.999999
+# The same date bounds as days since the epoch.
+DATE_MIN_DAYS = -719_162  # 0001-01-01
+DATE_MAX_DAYS = 2_932_896  # 9999-12-31
 
 
 def writable_range(t: st.DataType) -> tuple[str, str] | None:

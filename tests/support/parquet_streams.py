@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
 
 
 def stream_parquet_folder(
@@ -18,11 +19,12 @@ def stream_parquet_folder(
     *,
     files_per_trigger: int | None = None,
     timeout_s: int = 600,
+    schema: StructType | None = None,
 ) -> None:
     """Run ``folder``'s files through ``batch_function`` with ``trigger(availableNow=True)``,
     ``files_per_trigger`` files a micro-batch (Spark's default: all at once); raise the query's
-    failure, if any."""
-    reader = spark.readStream.schema(spark.read.parquet(str(folder)).schema)
+    failure, if any. ``schema``: the stream's (by default, Spark's reading of the folder)."""
+    reader = spark.readStream.schema(schema or spark.read.parquet(str(folder)).schema)
     if files_per_trigger is not None:
         reader = reader.option("maxFilesPerTrigger", files_per_trigger)
     query = (
