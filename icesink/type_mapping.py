@@ -217,7 +217,11 @@ def row_schema_of(table: Table) -> pa.Schema:
     """The Arrow type of ``table``'s rows as Spark hands them to a write task."""
     from pyspark.sql.pandas.types import to_arrow_schema  # the driver's: not loaded in write tasks
 
-    return to_arrow_schema(iceberg_to_spark_schema(table.schema()), timezone="UTC")
+    schema = iceberg_to_spark_schema(table.schema())
+    try:
+        return to_arrow_schema(schema, timezone="UTC")
+    except TypeError:  # pyspark before 4.2: timestamps are always in UTC
+        return to_arrow_schema(schema)
 
 
 def all_optional(row_schema: pa.Schema) -> bool:
