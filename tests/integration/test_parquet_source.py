@@ -13,6 +13,7 @@ import datetime as dt
 import logging
 import math
 import os
+import re
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
@@ -29,6 +30,7 @@ from tests.support.parquet_streams import stream_parquet_folder
 from tests.support.tables import data_files, table_rows
 
 READ_BY_TASKS = "the write tasks read the batch's"
+_BATCH = re.compile(r"-b(\d+)-[0-9a-f]+-\d{5}-\d+-\d{5}\.parquet$")  # a data file's batch id
 SOURCE_LOGGER = "icesink.batch.parquet_source"
 
 
@@ -102,7 +104,7 @@ def _comparable(value: Any) -> Any:
 
 def _files_per_batch(sink: IcebergSink, name: str) -> Counter[int]:
     table = sink.catalog.load_table(name)
-    return Counter(int(f.file_path.rsplit("-b", 1)[1].split("-", 1)[0]) for f in data_files(table))
+    return Counter(int(_BATCH.search(f.file_path).group(1)) for f in data_files(table))  # type: ignore[union-attr]
 
 
 def test_spark_written_files_are_read_by_the_write_tasks(
