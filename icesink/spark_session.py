@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -122,21 +123,34 @@ def query_session(batch_df: DataFrame) -> SparkSession | None:
 
     ``None`` outside a streaming query, once the query stopped, and under Spark Connect.
     """
+    try:
+        execution = streaming_query_of(batch_df)
+        if execution is None:
+            return None
+        return SparkSession(batch_df.sparkSession.sparkContext, execution.sparkSession())
+    except Exception:  # internals of Spark: a version without them only loses the listeners
+        logger.warning(
+            "the session that started query %s was not found", query_id_of(batch_df), exc_info=True
+        )
+        return None
+
+
+def streaming_query_of(batch_df: DataFrame) -> Any:
+    """The running streaming query of ``batch_df``, as Spark's own record of it (its
+    ``StreamExecution``, through py4j), shared by every session of the application; ``None``
+    outside a streaming query, once the query stopped, and under Spark Connect.
+
+    Raises:
+        Exception: Spark's internals differ (a version without them): the caller decides.
+    """
     query_id = query_id_of(batch_df)
     if query_id is None:
         return None
     spark = batch_df.sparkSession
-    try:
-        jvm = spark.sparkContext._jvm
-        assert jvm is not None
-        queries = spark._jsparkSession.sharedState().activeStreamingQueries()
-        execution = queries.get(jvm.java.util.UUID.fromString(query_id))
-        if execution is None:
-            return None
-        return SparkSession(spark.sparkContext, execution.sparkSession())
-    except Exception:  # internals of Spark: a version without them only loses the listeners
-        logger.warning("the session that started query %s was not found", query_id, exc_info=True)
-        return None
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    queries = spark._jsparkSession.sharedState().activeStreamingQueries()
+    return queries.get(jvm.java.util.UUID.fromString(query_id))
 
 
 def session_key(spark: SparkSession) -> str:

@@ -23,7 +23,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyiceberg.table import Table
 from pyspark.sql import DataFrame
 from pyspark.sql import types as st
@@ -32,15 +31,13 @@ from icesink.batch.changes import ChangeBatch
 from icesink.config import SinkConfig
 from icesink.destinations.resolve import quoted
 from icesink.normalize import NormalizeOptions, is_table_schema, value_checks
-from icesink.schema.casts import DATE_MAX_DAYS, DATE_MIN_DAYS, TIMESTAMP_MAX_MICROS, TIMESTAMP_MIN_MICROS
+from icesink.schema.casts import arrow_range, in_arrow_range
 from icesink.schema.names import column_named
 from icesink.upsert.changes import change_set
 from icesink.upsert.checks import UpsertChecks
 
 __all__ = ["collect_changes"]
 
-_DAYS = (DATE_MIN_DAYS, DATE_MAX_DAYS)
-_MICROS = (TIMESTAMP_MIN_MICROS, TIMESTAMP_MAX_MICROS)
 _UNGROUPED = (st.FloatType, st.DoubleType)  # Spark's grouping normalizes NaN and -0.0, Arrow's does not
 
 
@@ -84,13 +81,5 @@ def collect_changes(
 
 def _in_range(column: pa.ChunkedArray) -> bool:
     """Whether every date or timestamp of ``column`` is within the range the sink writes."""
-    if pa.types.is_date32(column.type):
-        low, high = _DAYS
-        values = column.cast(pa.int32())
-    elif pa.types.is_timestamp(column.type) and column.type.unit == "us":
-        low, high = _MICROS
-        values = column.cast(pa.int64())
-    else:
-        return False  # not a type checked here: the Spark path checks it
-    bounds = pc.min_max(values).as_py()
-    return bounds["min"] is None or (bounds["min"] >= low and bounds["max"] <= high)
+    bounds = arrow_range(column.type)
+    return bounds is not None and in_arrow_range(column, *bounds)  # other types: the Spark path checks them

@@ -19,12 +19,12 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from icesink.schema.casts import DATE_MAX_DAYS, DATE_MIN_DAYS, TIMESTAMP_MAX_MICROS, TIMESTAMP_MIN_MICROS
+from icesink.schema.casts import arrow_range, in_arrow_range
 from icesink.write.parquet_input import readable_as
 
 INT96_UNIT = "us"  # pyarrow reads INT96 timestamps in this unit (Spark's), not as nanoseconds
@@ -56,10 +56,18 @@ class Footer:
             return False
         return version >= _FIRST_PROLEPTIC_SPARK
 
+    @cached_property
+    def leaves(self) -> dict[str, list[int]]:
+        """The file's leaf columns (their indices) under each top-level column's name."""
+        schema = self.metadata.schema
+        leaves: dict[str, list[int]] = {}
+        for i in range(len(schema)):
+            leaves.setdefault(schema.column(i).path.split(".")[0], []).append(i)
+        return leaves
+
     def column_index(self, name: str) -> int | None:
         """The leaf column of top-level column ``name`` (``None`` when it has none, or several)."""
-        schema = self.metadata.schema
-        leaves = [i for i in range(len(schema)) if schema.column(i).path.split(".")[0] == name]
+        leaves = self.leaves.get(name, [])
         return leaves[0] if len(leaves) == 1 else None
 
 
@@ -96,15 +104,6 @@ def readable(footer: Footer, target: pa.Schema, legacy_mode: bool) -> bool:
     return True
 
 
-def range_of(t: pa.DataType) -> tuple[int, int] | None:
-    """The values the sink writes of a date or timestamp type, as Arrow holds them (``None``: any)."""
-    if pa.types.is_date32(t):
-        return DATE_MIN_DAYS, DATE_MAX_DAYS
-    if pa.types.is_timestamp(t) and t.unit == "us":
-        return TIMESTAMP_MIN_MICROS, TIMESTAMP_MAX_MICROS
-    return None
-
-
 def in_range(footer: Footer, target: pa.Schema, columns: Sequence[str]) -> bool:
     """Whether every value of ``columns`` (dates, timestamps of ``target``) is one the sink writes,
     and, in a file that is not Spark's, not before 1900 (see the module)."""
@@ -128,7 +127,7 @@ def in_range(footer: Footer, target: pa.Schema, columns: Sequence[str]) -> bool:
 
 
 def _bounds(footer: Footer, t: pa.DataType) -> tuple[int, int]:
-    low, high = range_of(t) or (0, -1)
+    low, high = arrow_range(t) or (0, -1)
     if not footer.by_spark:
         low = max(low, _MODERN_DAYS if pa.types.is_date32(t) else _MODERN_MICROS)
     return low, high
@@ -141,15 +140,7 @@ def _read_in_range(footer: Footer, target: pa.Schema, group: int, names: list[st
         table = parquet.read_row_group(group, columns=names)
     finally:
         parquet.close()
-    for name in names:
-        low, high = _bounds(footer, target.field(name).type)
-        column = table.column(name)
-        integers = column.cast(pa.int32() if pa.types.is_date32(column.type) else pa.int64())
-        extremes = pc.min_max(integers)
-        lowest, highest = extremes["min"].as_py(), extremes["max"].as_py()
-        if lowest is not None and not low <= lowest <= highest <= high:
-            return False
-    return True
+    return all(in_arrow_range(table.column(n), *_bounds(footer, target.field(n).type)) for n in names)
 
 
 def row_bytes(footer: Footer, target: pa.Schema) -> int:
@@ -157,8 +148,7 @@ def row_bytes(footer: Footer, target: pa.Schema) -> int:
     a fixed-width value's width, else its column's bytes before compression per row, and an offset."""
     fixed = sum(f.type.byte_width for f in target if _fixed_width(f.type))
     others = {f.name for f in target if not _fixed_width(f.type)}
-    schema = footer.metadata.schema
-    leaves = [i for i in range(len(schema)) if schema.column(i).path.split(".")[0] in others]
+    leaves = [i for name in others for i in footer.leaves.get(name, [])]
     widest = 0
     for g in range(footer.metadata.num_row_groups):
         group = footer.metadata.row_group(g)

@@ -44,10 +44,11 @@ from urllib.parse import unquote, urlparse
 from pyiceberg.table import Table
 from pyspark.sql import DataFrame, SparkSession
 
-from icesink.batch.parquet_footers import Footer, in_range, range_of, read_footer, readable, row_bytes
+from icesink.batch.parquet_footers import Footer, in_range, read_footer, readable, row_bytes
 from icesink.config import DistributionMode
 from icesink.route.routed import RoutedBatch
-from icesink.spark_session import is_connect
+from icesink.schema.casts import arrow_range
+from icesink.spark_session import is_connect, streaming_query_of
 from icesink.type_mapping import row_schema_of
 from icesink.write.parquet_input import RowRange, read_function
 from icesink.write.task import ArrowFunction
@@ -132,7 +133,7 @@ def parquet_source(batch_df: DataFrame, table: Table, one_task: bool) -> Parquet
         return None
     paths, tasks, scan = scanned
     target = row_schema_of(table)
-    ranged = [f.name for f in target if range_of(f.type) is not None]
+    ranged = [f.name for f in target if arrow_range(f.type) is not None]
     legacy = _legacy_rebase(batch_df.sparkSession)
     if legacy is None:
         return None
@@ -255,17 +256,7 @@ def _scan_of(batch_df: DataFrame) -> Any:
 
 def _micro_batch_execution(batch_df: DataFrame, analyzed: Any) -> Any:
     """The running query's execution of this micro-batch: the plan whose rows ``batch_df`` holds."""
-    spark = batch_df.sparkSession
-    query_id = spark.sparkContext.getLocalProperty("sql.streaming.queryId")
-    if query_id is None:
-        return None
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    query = (
-        spark._jsparkSession.sharedState()
-        .activeStreamingQueries()
-        .get(jvm.java.util.UUID.fromString(query_id))
-    )
+    query = streaming_query_of(batch_df)
     execution = query.lastExecution() if query is not None else None
     if execution is None or execution.analyzed().output().toString() != analyzed.output().toString():
         return None  # another batch's plan (the attributes of each batch are its own)

@@ -8,6 +8,8 @@ cannot fail.
 
 from __future__ import annotations
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import types as st
 
 _INTEGRAL = (st.ByteType, st.ShortType, st.IntegerType, st.LongType)
@@ -118,6 +120,24 @@ TIMESTAMP_MAX_MICROS = 253_402_300_799_999_999  # 9999-12-31T23:59:59.999999
 # The same date bounds as days since the epoch.
 DATE_MIN_DAYS = -719_162  # 0001-01-01
 DATE_MAX_DAYS = 2_932_896  # 9999-12-31
+
+
+def arrow_range(t: pa.DataType) -> tuple[int, int] | None:
+    """The first and last date (days) or timestamp (microseconds) the sink writes, as Arrow holds
+    values of ``t``; ``None`` for any other type."""
+    if pa.types.is_date32(t):
+        return DATE_MIN_DAYS, DATE_MAX_DAYS
+    if pa.types.is_timestamp(t) and t.unit == "us":
+        return TIMESTAMP_MIN_MICROS, TIMESTAMP_MAX_MICROS
+    return None
+
+
+def in_arrow_range(column: pa.Array | pa.ChunkedArray, low: int, high: int) -> bool:
+    """Whether every value of a date or timestamp ``column``, as Arrow holds it, is within ``low``
+    to ``high`` (:func:`arrow_range`); nulls are."""
+    values = column.cast(pa.int32() if pa.types.is_date32(column.type) else pa.int64())
+    bounds = pc.min_max(values).as_py()
+    return bounds["min"] is None or (low <= bounds["min"] and bounds["max"] <= high)
 
 
 def writable_range(t: st.DataType) -> tuple[str, str] | None:
